@@ -1,0 +1,340 @@
+"""``ehr-release``: the data steward's and reviewer's command line.
+
+Commands call service functions and turn the project's own errors into one line on stderr
+and exit code 1. Prefect is imported lazily so its home can be pointed at ``.ehr_release/``
+first and so quick commands (status, audit) stay quick.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ehr_release import __version__
+from ehr_release.errors import EhrReleaseError
+
+app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
+                       "approve, publish.", no_args_is_help=True, add_completion=False)
+audit_app = typer.Typer(help="The tamper-evident audit trail.", no_args_is_help=True)
+server_app = typer.Typer(help="The local Prefect server the CLI shares between commands.",
+                         no_args_is_help=True)
+users_app = typer.Typer(help="Dashboard users and their roles.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+app.add_typer(server_app, name="server")
+app.add_typer(users_app, name="users")
+
+ParamOpt = Annotated[list[str] | None, typer.Option(
+    "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code=1)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ehr-release {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option("--version", callback=_version,
+                                               is_eager=True, help="Show the version.")]
+         = False) -> None:
+    from ehr_release.flows.server import configure_prefect_home
+
+    configure_prefect_home()
+
+
+@app.command()
+def run(
+    input: Annotated[Path, typer.Option(help="Patients file (CSV/Parquet) or MIMIC folder.")],
+    algorithm: Annotated[str, typer.Option(help="Algorithm name (see `algorithms`).")],
+    requester: Annotated[str, typer.Option(help="Who requests this release.")],
+    out: Annotated[Path, typer.Option(help="Folder under which releases/<run_id>/ appears.")],
+    param: ParamOpt = None,
+    diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
+    admissions: Annotated[Path | None, typer.Option(help="Admissions table (ages).")] = None,
+    class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
+    approve_as: Annotated[str | None, typer.Option(help="Reviewer deciding right away.")]
+    = None,
+    reason: Annotated[str | None, typer.Option(help="Reason for --approve-as.")] = None,
+    approval_timeout: Annotated[int, typer.Option(help="Seconds to wait for a decision "
+                                                       "before rejecting.")] = 7 * 24 * 3600,
+    wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
+                                                   "pipeline.")] = 3600,
+) -> None:
+    """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as."""
+    from ehr_release import service
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.params import parse_assignments
+    from ehr_release.storage import runs
+    from ehr_release.storage.runs import TERMINAL, Status
+
+    try:
+        if approve_as is not None and not (reason or "").strip():
+            raise EhrReleaseError("--approve-as needs --reason")
+        request = service.request_from_cli(
+            input_path=input, diagnoses=diagnoses, admissions=admissions,
+            class_column=class_column, algorithm=algorithm,
+            params=parse_assignments(param or []), requester=requester, out_dir=out,
+            approval_timeout_s=approval_timeout)
+        if approve_as is not None:
+            service.refuse_self_approval(request, approve_as)
+        service.precheck(request)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        api_url = ensure_api()
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            proc = service.launch_background(request, api_url)
+            status = service.wait_for_status(request.run_id, service.SETTLED,
+                                             timeout_s=wait_timeout, proc=proc)
+            typer.echo(f"run {request.run_id}: {status}", err=True)
+            if status == Status.AWAITING_APPROVAL and approve_as is not None:
+                service.decide_and_resume(request.run_id, reviewer=approve_as,
+                                          decision="approve", reason=reason or "")
+                status = service.wait_for_status(request.run_id, TERMINAL,
+                                                 timeout_s=wait_timeout, proc=proc)
+                typer.echo(f"run {request.run_id}: {status}", err=True)
+    except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    if status == Status.FAILED:
+        typer.echo(f"error: {runs.get_run(request.run_id).error}", err=True)
+    typer.echo(request.run_id)
+    if status in {Status.FAILED, Status.REJECTED}:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped.")],
+    wait_timeout: Annotated[int, typer.Option(help="Seconds to wait.")] = 3600,
+) -> None:
+    """Restart a run whose flow died (crash, reboot); finished stages come from the cache."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release import service
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.storage import runs
+    from ehr_release.storage.runs import TERMINAL
+
+    try:
+        request = service.saved_request(run_id)
+        run = runs.get_run(run_id)
+        if run.status in TERMINAL:
+            raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
+        api_url = ensure_api()
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            proc = service.launch_background(request, api_url)
+            status = service.wait_for_status(run_id, service.SETTLED, timeout_s=wait_timeout,
+                                             proc=proc)
+    except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{run_id}: {status}")
+
+
+@app.command()
+def approve(
+    run_id: Annotated[str, typer.Argument(help="The run to decide.")],
+    reviewer: Annotated[str, typer.Option(help="Reviewer name.")],
+    decision: Annotated[str, typer.Option(help="approve or reject.")],
+    reason: Annotated[str, typer.Option(help="Why (recorded in the audit trail).")],
+    wait_timeout: Annotated[int, typer.Option(help="Seconds to wait for publishing.")] = 600,
+) -> None:
+    """Record a reviewer's decision and resume the paused release."""
+    from ehr_release import service
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.storage import runs
+    from ehr_release.storage.runs import TERMINAL
+
+    try:
+        # Record first: an unknown run or a refused decision needs no Prefect server.
+        runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+            service.resume_with_decision(run_id)
+        status = service.wait_for_status(run_id, TERMINAL, timeout_s=wait_timeout)
+    except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{run_id}: {status}")
+
+
+@app.command()
+def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
+           as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
+    """Show one run: status, parameters, verification verdict, approval."""
+    from ehr_release.storage import runs
+
+    try:
+        run = runs.get_run(run_id)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    verification = runs.latest_verification(run_id)
+    approval = runs.get_approval(run_id)
+    info = {"run_id": run.id, "status": run.status, "algorithm": run.algorithm,
+            "parameters": json.loads(run.parameters_json), "requester": run.requester,
+            "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
+            "verified": None if verification is None else verification["holds"],
+            "decision": None if approval is None else {
+                "reviewer": approval.reviewer, "decision": approval.decision,
+                "reason": approval.reason, "decided_at": approval.decided_at}}
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    for key, value in info.items():
+        if value is not None:
+            typer.echo(f"{key:>11}: {value}")
+
+
+@app.command("list")
+def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -> None:
+    """Recent runs, newest first."""
+    from ehr_release.storage import runs
+
+    for run in runs.list_runs(limit=limit):
+        typer.echo(f"{run.id}  {run.status:<18} {run.algorithm:<16} {run.requester:<12} "
+                   f"{run.created_at[:19]}")
+
+
+@app.command()
+def algorithms() -> None:
+    """Registered algorithms and their parameters."""
+    from ehr_release import registry
+
+    for name in registry.names():
+        entry = registry.get(name)
+        typer.echo(f"{name}: {entry.summary}")
+        for p in entry.params:
+            typer.echo(f"    {p.name}: {p.help}")
+
+
+@app.command()
+def verify(
+    algorithm: Annotated[str, typer.Option(help="Algorithm that produced the release.")],
+    release: Annotated[Path, typer.Option(help="Release file, or a published release folder.")],
+    original: Annotated[Path, typer.Option(help="The original data (as for `run --input`).")],
+    param: ParamOpt = None,
+    diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
+    admissions: Annotated[Path | None, typer.Option(help="Admissions table.")] = None,
+    class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
+) -> None:
+    """Re-verify a release independently; JSON report on stdout, exit 1 if it does not hold."""
+    from ehr_release import registry
+    from ehr_release.ingest import read_dataset
+    from ehr_release.params import parse_assignments
+    from ehr_release.release_files import read_release_files
+
+    try:
+        entry = registry.get(algorithm)
+        params = entry.parse(parse_assignments(param or []))
+        files = read_release_files(release)
+        dataset = read_dataset(original, diagnoses, admissions_path=admissions,
+                               class_column=class_column)
+        report = entry.verify(files, dataset, params)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    if not report.holds:
+        raise typer.Exit(code=1)
+
+
+@app.command("generate-sample")
+def generate_sample_cmd(
+    out: Annotated[Path, typer.Option(help="Output file (.csv or .parquet).")],
+    patients: Annotated[int, typer.Option(help="Number of patients.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed (deterministic output).")] = 0,
+    longitudinal: Annotated[bool, typer.Option(help="Give every code an age.")] = False,
+) -> None:
+    """Write a synthetic EHR extract (demo, benchmarks)."""
+    from ehr_release.sample import generate_sample, write_sample
+
+    write_sample(generate_sample(patients, seed=seed, longitudinal=longitudinal), out)
+    typer.echo(str(out))
+
+
+@audit_app.command("verify")
+def audit_verify() -> None:
+    """Exit 0 only if the chain is intact and every published file matches its hash."""
+    from ehr_release.integrity import check_integrity
+
+    problems, summary = check_integrity()
+    typer.echo(summary)
+    for p in problems:
+        typer.echo(f"FAIL: {p}", err=True)
+    if problems:
+        raise typer.Exit(code=1)
+
+
+@audit_app.command("export")
+def audit_export(
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+) -> None:
+    """Write the audit events (of one run, or all) to stdout."""
+    from ehr_release.storage.audit import export_events
+
+    if fmt not in {"jsonl", "csv"}:
+        raise _fail(f"--format must be jsonl or csv, got {fmt!r}")
+    sys.stdout.write(export_events(run, fmt))
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start (or reuse) the local Prefect server; prints its API URL."""
+    from ehr_release.flows.server import ensure_api
+
+    try:
+        typer.echo(ensure_api())
+    except RuntimeError as exc:
+        raise _fail(str(exc)) from None
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server started by this folder's CLI."""
+    from ehr_release.flows.server import stop_local_server
+
+    typer.echo("stopped" if stop_local_server() else "no local server was running")
+
+
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="User name (as shown in the audit trail).")],
+    role: Annotated[str, typer.Option(help="steward, reviewer or auditor.")],
+) -> None:
+    """Create a dashboard user; prints the sign-in credential once (only a hash is kept)."""
+    from ehr_release.storage.users import add_user
+
+    try:
+        credential = add_user(name, role)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(credential)
+    typer.echo(f"user {name!r} ({role}) created; the credential above is shown only once",
+               err=True)
+
+
+@app.command()
+def dashboard(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8765,
+) -> None:
+    """Serve the reviewer dashboard (sign in, review, approve or reject, read the audit)."""
+    import uvicorn
+
+    from ehr_release.dashboard.app import create_app
+
+    if host not in {"127.0.0.1", "localhost", "::1"}:
+        typer.echo("warning: serving beyond loopback; put it behind TLS (cookies are "
+                   "HttpOnly and SameSite=Strict, but not Secure over plain HTTP)", err=True)
+    uvicorn.run(create_app(secure_cookies=False), host=host, port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,31 @@
+"""Entry point of the background process that runs one release flow.
+
+``python -m ehr_release.flows.launch REQUEST.json`` — the CLI writes the request, starts this
+process detached (so the flow can stay paused for approval after the CLI exits) and watches
+the run's status in the database.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    from ehr_release.flows.server import configure_prefect_home
+
+    configure_prefect_home()
+    from ehr_release.flows.release import release_flow
+    from ehr_release.request import ReleaseRequest
+
+    request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
+    try:
+        release_flow(request)
+    except Exception as exc:  # the flow already recorded the failure and the audit event
+        print(f"release {request.run_id} failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

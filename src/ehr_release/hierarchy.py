@@ -1,0 +1,146 @@
+"""The ICD-9-CM diagnosis hierarchy shipped with the package.
+
+ROOT → 19 chapters → 184 sections → 3-digit categories → 4th digit → 5th digit.
+Codes are written dotted (``296.01``, ``V45.81``, ``E849.7``); MIMIC writes them undotted, so
+:func:`normalize_icd9` puts the dot back (after the 3rd character, the 4th for E codes).
+Any node of the hierarchy is a valid code, not only leaves: the papers' fixtures use
+internal nodes such as ``493.2`` or ``250``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import pandas as pd
+
+ROOT = "ROOT"
+_UNDOTTED = re.compile(r"^(?:E\d{3,4}|[V\d]\d{2,4})$")
+
+
+def normalize_icd9(raw: str) -> str:
+    """Return the dotted form of an ICD-9 code (whitespace stripped, upper case).
+
+    Already-dotted codes and range nodes (``290-319``) are returned unchanged.
+    """
+    code = raw.strip().upper()
+    if "." in code or "-" in code or not _UNDOTTED.match(code):
+        return code
+    cut = 4 if code.startswith("E") else 3
+    return code if len(code) <= cut else f"{code[:cut]}.{code[cut:]}"
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """A rooted tree of string nodes with parent links; immutable once built.
+
+    Compared and hashed by identity so derived views (children, leaves) can be cached.
+    """
+
+    parent: dict[str, str]
+    level: dict[str, int]
+    title: dict[str, str] = field(default_factory=dict)
+    root: str = ROOT
+
+    def __contains__(self, node: object) -> bool:
+        return node == self.root or node in self.parent
+
+    @property
+    def children(self) -> dict[str, list[str]]:
+        return _children(self)
+
+    def ancestors(self, node: str) -> Iterator[str]:
+        """Yield the proper ancestors of ``node``, nearest first, ending with the root."""
+        while node in self.parent:
+            node = self.parent[node]
+            yield node
+
+    def leaves_under(self, node: str) -> list[str]:
+        """All leaves of the subtree rooted at ``node`` (the node itself if it is a leaf)."""
+        return _leaves_under(self, node)
+
+    def is_leaf(self, node: str) -> bool:
+        return node not in self.children
+
+    def ancestor_at_level(self, node: str, level: int) -> str:
+        """The ancestor-or-self of ``node`` at ``level`` (0 is the root)."""
+        if self.level[node] <= level:
+            return node
+        for up in self.ancestors(node):
+            if self.level[up] <= level:
+                return up
+        return self.root
+
+    def common_ancestor(self, nodes: Iterable[str]) -> str:
+        """The closest common ancestor-or-self of all ``nodes``."""
+        it = iter(nodes)
+        first = next(it)
+        path = [first, *self.ancestors(first)]
+        depth_of = {n: i for i, n in enumerate(path)}
+        best = 0
+        for node in it:
+            for cand in (node, *self.ancestors(node)):
+                if cand in depth_of:
+                    best = max(best, depth_of[cand])
+                    break
+        return path[best]
+
+
+@cache
+def _children(h: Hierarchy) -> dict[str, list[str]]:
+    kids: dict[str, list[str]] = {}
+    for child, par in h.parent.items():
+        kids.setdefault(par, []).append(child)
+    for v in kids.values():
+        v.sort()
+    return kids
+
+
+@cache
+def _leaves_under(h: Hierarchy, node: str) -> list[str]:
+    kids = h.children.get(node)
+    if not kids:
+        return [node]
+    out: list[str] = []
+    for k in kids:
+        out.extend(_leaves_under(h, k))
+    return out
+
+
+def hierarchy_from_frame(frame: pd.DataFrame, root: str | None = None) -> Hierarchy:
+    """Build a hierarchy from a ``child,parent`` table; the root is the one parentless node."""
+    parent = {
+        str(c): str(p)
+        for c, p in zip(frame["code"], frame["parent"], strict=True)
+        if isinstance(p, str) and p
+    }
+    roots = {p for p in parent.values() if p not in parent}
+    if root is None:
+        if len(roots) != 1:
+            raise ValueError(f"hierarchy must have exactly one root, found {sorted(roots)}")
+        root = roots.pop()
+    level: dict[str, int] = {root: 0}
+
+    def depth(n: str) -> int:
+        if n not in level:
+            level[n] = depth(parent[n]) + 1
+        return level[n]
+
+    for n in parent:
+        depth(n)
+    titles = {}
+    if "short_description" in frame:
+        titles = dict(zip(frame["code"], frame["short_description"].fillna(""), strict=True))
+    return Hierarchy(parent=parent, level=level, title=titles, root=root)
+
+
+@cache
+def icd9_hierarchy() -> Hierarchy:
+    """The packaged ICD-9-CM (2015) hierarchy, loaded once per process."""
+    path = resources.files("ehr_release") / "data" / "icd9cm_hierarchy.csv"
+    with resources.as_file(path) as p:
+        frame = pd.read_csv(p, dtype=str, keep_default_na=False)
+    return hierarchy_from_frame(frame, root=ROOT)

@@ -1,0 +1,95 @@
+"""Declared algorithm parameters, parsed and checked once where they enter.
+
+The CLI hands over ``--param k=5`` as strings; the flow may hand over typed values. Both go
+through :func:`parse_params`, which converts, applies defaults and checks each declared rule,
+raising :class:`~ehr_release.errors.ParameterError` with one uniform message (which
+parameter, which rule, what was given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ehr_release.errors import ParameterError
+
+REQUIRED: Any = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter of an algorithm.
+
+    ``kind`` converts a string (``int``, ``float``, ``str`` or a custom callable);
+    ``check`` is a predicate on the converted value and ``rule`` says in words what it
+    demands, e.g. ``"must be an integer ≥ 2"``.
+    """
+
+    name: str
+    kind: Callable[[Any], Any]
+    help: str
+    default: Any = REQUIRED
+    check: Callable[[Any], bool] | None = None
+    rule: str = ""
+    choices: tuple[str, ...] | None = None
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """Turn ``["k=5", "m=2"]`` into ``{"k": "5", "m": "2"}``; rejects malformed items."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ParameterError("--param", "must look like NAME=VALUE", item)
+        name = name.strip()
+        if name in out:
+            raise ParameterError(name, "is given more than once", item)
+        out[name] = value.strip()
+    return out
+
+
+def _convert(p: Param, value: Any) -> Any:
+    if p.kind is int:
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return int(value)
+    if p.kind is bool and isinstance(value, str):
+        low = value.lower()
+        if low in {"1", "true", "yes"}:
+            return True
+        if low in {"0", "false", "no"}:
+            return False
+        raise ValueError
+    return p.kind(value)
+
+
+def parse_params(spec: Iterable[Param], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``given`` against ``spec``: unknown names, missing values, types and rules."""
+    spec = list(spec)
+    known = {p.name for p in spec}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ParameterError(unknown[0], f"is not a parameter (known: {', '.join(sorted(known))})",
+                             given[unknown[0]])
+    out: dict[str, Any] = {}
+    for p in spec:
+        if p.name not in given or given[p.name] is None:
+            if p.default is REQUIRED:
+                raise ParameterError(p.name, "is required", None)
+            out[p.name] = p.default
+            continue
+        raw = given[p.name]
+        try:
+            value = _convert(p, raw)
+        except (TypeError, ValueError):
+            kind = getattr(p.kind, "__name__", "the declared type")
+            raise ParameterError(p.name, f"must be of type {kind}", raw) from None
+        if p.choices is not None and value not in p.choices:
+            raise ParameterError(p.name, f"must be one of {', '.join(p.choices)}", raw)
+        if p.check is not None and not p.check(value):
+            raise ParameterError(p.name, p.rule or "is out of range", raw)
+        out[p.name] = value
+    return out

@@ -1,0 +1,45 @@
+"""Reading a release back from disk as the verifier sees it: file name → bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ehr_release.errors import InputError
+
+#: Files the publisher adds around the release data; they are not part of what is verified.
+ENVELOPE = frozenset({"certificate.pdf", "manifest.json"})
+
+
+def read_release_files(path: Path) -> dict[str, bytes]:
+    """A single release file, or every data file of a published release folder."""
+    if not path.exists():
+        raise InputError("release does not exist", file=str(path))
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    files = {p.name: p.read_bytes() for p in sorted(path.iterdir())
+             if p.is_file() and p.name not in ENVELOPE and not p.name.startswith(".")}
+    if not files:
+        raise InputError("release folder holds no release files", file=str(path))
+    return files
+
+
+def check_release_names(algorithm: str, files: dict[str, bytes]) -> None:
+    """Refuse a release whose file names could escape its folder or replace the envelope.
+
+    Checked right after anonymization, so a faulty algorithm fails the run before anything
+    is verified, shown to a reviewer or written under ``releases/``.
+    """
+    from ehr_release.errors import EhrReleaseError
+    from ehr_release.files import check_safe_name
+
+    if not files:
+        raise EhrReleaseError(f"algorithm {algorithm!r} produced no release files")
+    for name in files:
+        try:
+            check_safe_name(name)
+        except ValueError:
+            raise EhrReleaseError(f"algorithm {algorithm!r} produced an unsafe release file "
+                                  f"name {name!r}") from None
+        if name in ENVELOPE:
+            raise EhrReleaseError(f"algorithm {algorithm!r} produced {name!r}, a name reserved "
+                                  "for the publisher")

@@ -1,0 +1,41 @@
+"""What a data steward asks for: one release request, validated before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
+
+
+class ReleaseRequest(BaseModel):
+    """Inputs of one release run; travels as the flow's single parameter.
+
+    Paths are kept as strings so the request serializes cleanly into Prefect's parameters
+    and the audit log. Algorithm parameters stay raw (strings from the CLI) and are parsed
+    by the algorithm's declared :class:`~ehr_release.params.Param` list.
+    """
+
+    run_id: str = Field(pattern=r"^rel-[0-9a-f]{32}$")
+    input_path: str
+    diagnoses_path: str | None = None
+    admissions_path: str | None = None
+    class_column: str | None = None
+    algorithm: str
+    params: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    requester: str = Field(min_length=1)
+    out_dir: str
+    approval_timeout_s: int = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0)
+
+    @field_validator("requester")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("requester must not be blank")
+        return v.strip()
+
+    @property
+    def releases_dir(self) -> Path:
+        """Where approved releases appear: ``<out_dir>/releases/<run_id>/``."""
+        return Path(self.out_dir) / "releases"

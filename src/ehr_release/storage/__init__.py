@@ -1,0 +1,1 @@
+"""Persistence (SQLModel): datasets, runs and their results, approvals, artifacts, audit."""

@@ -1,0 +1,136 @@
+"""Database tables (SQLModel). One module, one job: the shape of what we keep.
+
+Timestamps are stored as ISO-8601 UTC strings: the audit chain hashes them, and a string
+round-trips identically through SQLite and PostgreSQL where datetimes may not.
+JSON payloads are stored as canonical text for the same reason.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlmodel import Field, SQLModel, UniqueConstraint
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO-8601 with microseconds and explicit offset."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class DatasetRecord(SQLModel, table=True):
+    """An ingested extract, known by the SHA-256 of its canonical form (never its content)."""
+
+    __tablename__ = "datasets"
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(index=True, max_length=64)
+    rows: int
+    codes: int
+    columns_json: str
+    source: str
+    created_at: str = Field(default_factory=utc_now)
+
+
+class ReleaseRun(SQLModel, table=True):
+    """One release request and where it stands in the state machine (see ``runs.py``)."""
+
+    __tablename__ = "release_runs"
+    id: str = Field(primary_key=True, max_length=64)
+    dataset_id: int = Field(foreign_key="datasets.id")
+    requester: str
+    algorithm: str
+    parameters_json: str
+    status: str = Field(index=True)
+    out_dir: str
+    flow_run_id: str | None = None
+    error: str | None = None
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+
+
+class VerificationResult(SQLModel, table=True):
+    __tablename__ = "verification_results"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="release_runs.id", index=True)
+    holds: bool
+    report_json: str
+    created_at: str = Field(default_factory=utc_now)
+
+
+class UtilityResult(SQLModel, table=True):
+    __tablename__ = "utility_results"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="release_runs.id", index=True)
+    metrics_json: str
+    report_json: str
+    created_at: str = Field(default_factory=utc_now)
+
+
+class Approval(SQLModel, table=True):
+    """The reviewer's decision. One per run: the unique constraint makes a race lose cleanly."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (UniqueConstraint("run_id", name="uq_approvals_run"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="release_runs.id")
+    reviewer: str
+    decision: str
+    reason: str
+    decided_at: str = Field(default_factory=utc_now)
+
+
+class ArtifactRecord(SQLModel, table=True):
+    """A file the system produced for a run, with the hash it had when recorded."""
+
+    __tablename__ = "artifacts"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="release_runs.id", index=True)
+    kind: str
+    path: str
+    sha256: str = Field(max_length=64)
+    size: int
+    created_at: str = Field(default_factory=utc_now)
+
+
+class AuditEvent(SQLModel, table=True):
+    """Append-only, hash-chained event. ``prev_hash`` is unique, so the chain cannot fork."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (UniqueConstraint("prev_hash", name="uq_audit_prev_hash"),)
+    seq: int = Field(primary_key=True)
+    created_at: str
+    actor: str
+    action: str
+    run_id: str | None = Field(default=None, index=True)
+    payload_json: str
+    prev_hash: str = Field(max_length=64)
+    hash: str = Field(max_length=64)
+
+
+class User(SQLModel, table=True):
+    """A person who signs in to the dashboard, with one role.
+
+    Roles: ``steward`` (requests runs), ``reviewer`` (decides them), ``auditor`` (reads audit
+    trails). Only an Argon2 hash of the credential is kept.
+    """
+
+    __tablename__ = "users"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True, max_length=120)
+    role: str = Field(max_length=20)
+    credential_hash: str
+    created_at: str = Field(default_factory=utc_now)
+    disabled: bool = False
+
+
+class UserSession(SQLModel, table=True):
+    """A signed-in browser: the cookie holds a random token, the table only its SHA-256.
+
+    ``csrf_token`` is the synchronizer token every form of this session must send back.
+    """
+
+    __tablename__ = "user_sessions"
+    token_sha256: str = Field(primary_key=True, max_length=64)
+    user_id: int = Field(foreign_key="users.id", index=True)
+    csrf_token: str = Field(max_length=64)
+    created_at: str = Field(default_factory=utc_now)
+    expires_at: str

@@ -1,0 +1,347 @@
+"""Release runs: creation, the status state machine, results, approvals and artifacts.
+
+Every state change writes its audit event in the same transaction, so the database never
+shows a status the audit trail does not explain (and vice versa).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from ehr_release.errors import ApprovalError, IllegalTransition, NotFound
+from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.engine import get_engine
+from ehr_release.storage.models import (
+    Approval,
+    ArtifactRecord,
+    DatasetRecord,
+    ReleaseRun,
+    UtilityResult,
+    VerificationResult,
+    utc_now,
+)
+
+
+class Status(StrEnum):
+    REQUESTED = "requested"
+    ANONYMIZED = "anonymized"
+    VERIFIED = "verified"
+    EVALUATED = "evaluated"
+    CERTIFIED = "certified"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    PUBLISHED = "published"
+    FAILED = "failed"
+
+
+#: The only moves a run may make. Anything not listed raises IllegalTransition: in particular
+#: nothing reaches ``published`` except from ``approved``, and nothing reaches ``approved``
+#: except from ``awaiting_approval`` — which only a verified, certified run can reach.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.REQUESTED: frozenset({Status.ANONYMIZED, Status.FAILED}),
+    Status.ANONYMIZED: frozenset({Status.VERIFIED, Status.FAILED}),
+    Status.VERIFIED: frozenset({Status.EVALUATED, Status.FAILED}),
+    Status.EVALUATED: frozenset({Status.CERTIFIED, Status.FAILED}),
+    Status.CERTIFIED: frozenset({Status.AWAITING_APPROVAL, Status.FAILED}),
+    Status.AWAITING_APPROVAL: frozenset({Status.APPROVED, Status.REJECTED, Status.FAILED}),
+    Status.APPROVED: frozenset({Status.PUBLISHED, Status.FAILED}),
+    Status.REJECTED: frozenset(),
+    Status.PUBLISHED: frozenset(),
+    Status.FAILED: frozenset(),
+}
+TERMINAL = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+#: The happy path in order; a resumed flow skips moves to a status the run already passed.
+PROGRESSION = (Status.REQUESTED, Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED,
+               Status.CERTIFIED, Status.AWAITING_APPROVAL, Status.APPROVED, Status.PUBLISHED)
+
+
+def reached(current: Status, target: Status) -> bool:
+    """True if ``current`` is ``target`` or lies after it on the happy path."""
+    if current not in PROGRESSION or target not in PROGRESSION:
+        return current == target
+    return PROGRESSION.index(current) >= PROGRESSION.index(target)
+
+
+def new_run_id() -> str:
+    """An unguessable run id (128 bits from the OS CSPRNG), safe in paths and URLs."""
+    return "rel-" + secrets.token_hex(16)
+
+
+def _engine(engine: Engine | None) -> Engine:
+    return engine or get_engine()
+
+
+def register_dataset(*, fingerprint: str, rows: int, codes: int, schema: dict[str, str],
+                     source: str, engine: Engine | None = None,
+                     session: Session | None = None) -> DatasetRecord:
+    """Store the description of an ingested dataset (fingerprint, size, schema — no data)."""
+    rec = DatasetRecord(fingerprint=fingerprint, rows=rows, codes=codes,
+                        columns_json=canonical_json(schema), source=source)
+    if session is not None:
+        session.add(rec)
+        session.flush()
+        return rec
+    with Session(_engine(engine)) as s:
+        s.add(rec)
+        s.commit()
+        s.refresh(rec)
+        return rec
+
+
+def create_run(*, run_id: str, dataset: DatasetRecord, requester: str, algorithm: str,
+               parameters: dict[str, Any], out_dir: str, flow_run_id: str | None = None,
+               engine: Engine | None = None) -> ReleaseRun:
+    """Register a dataset and a run in ``requested`` status, with its audit event, atomically."""
+    with Session(_engine(engine)) as s:
+        if dataset.id is None:
+            s.add(dataset)
+            s.flush()
+        run = ReleaseRun(id=run_id, dataset_id=dataset.id, requester=requester,
+                         algorithm=algorithm, parameters_json=canonical_json(parameters),
+                         status=Status.REQUESTED, out_dir=out_dir, flow_run_id=flow_run_id)
+        s.add(run)
+        s.flush()
+        record_event(session=s, actor=requester, action="run.requested", run_id=run_id,
+                     payload={"algorithm": algorithm, "parameters": parameters,
+                              "dataset_fingerprint": dataset.fingerprint,
+                              "dataset_rows": dataset.rows})
+        s.commit()
+        s.refresh(run)
+        return run
+
+
+def find_run(run_id: str, engine: Engine | None = None) -> ReleaseRun | None:
+    with Session(_engine(engine)) as s:
+        return s.get(ReleaseRun, run_id)
+
+
+def check_resumable(run: ReleaseRun, *, fingerprint: str, algorithm: str,
+                    parameters: dict[str, Any], engine: Engine | None = None) -> None:
+    """A crashed run may be resumed only with the very same data, algorithm and parameters,
+    and only while it has not ended."""
+    if Status(run.status) in TERMINAL:
+        raise IllegalTransition(f"run {run.id} is {run.status}; it cannot be resumed")
+    dataset = get_dataset(run.dataset_id, engine)
+    if (dataset.fingerprint != fingerprint or run.algorithm != algorithm
+            or json.loads(run.parameters_json) != json.loads(canonical_json(parameters))):
+        raise IllegalTransition(f"run {run.id} was requested with other data or parameters; "
+                                "start a new release instead")
+
+
+def get_run(run_id: str, engine: Engine | None = None) -> ReleaseRun:
+    with Session(_engine(engine)) as s:
+        run = s.get(ReleaseRun, run_id)
+        if run is None:
+            raise NotFound(f"no release run with id {run_id!r}")
+        return run
+
+
+def list_runs(limit: int = 50, engine: Engine | None = None) -> list[ReleaseRun]:
+    with Session(_engine(engine)) as s:
+        q = select(ReleaseRun).order_by(col(ReleaseRun.created_at).desc()).limit(limit)
+        return list(s.exec(q).all())
+
+
+def get_dataset(dataset_id: int, engine: Engine | None = None) -> DatasetRecord:
+    with Session(_engine(engine)) as s:
+        rec = s.get(DatasetRecord, dataset_id)
+        if rec is None:
+            raise NotFound(f"no dataset with id {dataset_id}")
+        return rec
+
+
+def transition(run_id: str, to: Status, *, actor: str, payload: dict[str, Any] | None = None,
+               error: str | None = None, engine: Engine | None = None,
+               session: Session | None = None) -> ReleaseRun:
+    """Move a run to ``to`` if the state machine allows it; audit event in the same commit.
+
+    The row is re-read under lock (``SELECT … FOR UPDATE`` on PostgreSQL, the write lock on
+    SQLite) so two processes cannot both make a move from the same state.
+    """
+    def apply(s: Session) -> ReleaseRun:
+        run = s.exec(select(ReleaseRun).where(ReleaseRun.id == run_id).with_for_update()).first()
+        if run is None:
+            raise NotFound(f"no release run with id {run_id!r}")
+        current = Status(run.status)
+        if to not in TRANSITIONS[current]:
+            raise IllegalTransition(f"run {run_id} cannot move from {current} to {to}")
+        run.status = to
+        run.updated_at = utc_now()
+        if error is not None:
+            run.error = error
+        s.add(run)
+        record_event(session=s, actor=actor, action=f"run.{to}", run_id=run_id,
+                     payload={"from": str(current), "to": str(to), **(payload or {}),
+                              **({"error": error} if error else {})})
+        return run
+
+    if session is not None:
+        return apply(session)
+    with Session(_engine(engine)) as s:
+        run = apply(s)
+        s.commit()
+        s.refresh(run)
+        return run
+
+
+def fail_run(run_id: str, *, actor: str, error: str, engine: Engine | None = None) -> bool:
+    """Mark a run failed unless it already reached a terminal status; True if it moved."""
+    run = get_run(run_id, engine)
+    if Status(run.status) in TERMINAL:
+        return False
+    transition(run_id, Status.FAILED, actor=actor, error=error, engine=engine)
+    return True
+
+
+def set_flow_run_id(run_id: str, flow_run_id: str, engine: Engine | None = None) -> None:
+    with Session(_engine(engine)) as s:
+        run = s.get(ReleaseRun, run_id)
+        if run is None:
+            raise NotFound(f"no release run with id {run_id!r}")
+        run.flow_run_id = flow_run_id
+        s.add(run)
+        s.commit()
+
+
+def save_verification(run_id: str, report: dict[str, Any], engine: Engine | None = None) -> None:
+    with Session(_engine(engine)) as s:
+        s.add(VerificationResult(run_id=run_id, holds=bool(report["holds"]),
+                                 report_json=canonical_json(report)))
+        s.commit()
+
+
+def save_utility(run_id: str, report: dict[str, Any], engine: Engine | None = None) -> None:
+    with Session(_engine(engine)) as s:
+        s.add(UtilityResult(run_id=run_id, metrics_json=canonical_json(report["metrics"]),
+                            report_json=canonical_json(report)))
+        s.commit()
+
+
+def latest_verification(run_id: str, engine: Engine | None = None) -> dict[str, Any] | None:
+    with Session(_engine(engine)) as s:
+        row = s.exec(select(VerificationResult).where(VerificationResult.run_id == run_id)
+                     .order_by(col(VerificationResult.id).desc())).first()
+        return json.loads(row.report_json) if row else None
+
+
+def latest_utility(run_id: str, engine: Engine | None = None) -> dict[str, Any] | None:
+    with Session(_engine(engine)) as s:
+        row = s.exec(select(UtilityResult).where(UtilityResult.run_id == run_id)
+                     .order_by(col(UtilityResult.id).desc())).first()
+        return json.loads(row.report_json) if row else None
+
+
+def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
+           engine: Engine | None = None) -> Approval:
+    """Record the reviewer's decision and move the run to approved or rejected.
+
+    Refuses (with an audit event of the refusal) when the reviewer requested the run, the
+    reason is empty, the decision is unknown, the run is not awaiting approval, or another
+    decision already won. The unique constraint on ``approvals.run_id`` is the last line of
+    defence against two simultaneous decisions.
+    """
+    engine = _engine(engine)
+    if decision not in {"approve", "reject"}:
+        _refuse(run_id, reviewer, f"decision must be approve or reject, got {decision!r}", engine)
+    if not reason.strip():
+        _refuse(run_id, reviewer, "a reason is required for every decision", engine)
+    if not reviewer.strip():
+        _refuse(run_id, reviewer, "a reviewer name is required", engine)
+    run = get_run(run_id, engine)
+    if reviewer.strip().casefold() == run.requester.strip().casefold():
+        _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
+                                  "decide it", engine)
+    target = Status.APPROVED if decision == "approve" else Status.REJECTED
+    try:
+        with Session(engine) as s:
+            existing = s.exec(select(Approval).where(Approval.run_id == run_id)).first()
+            if existing is not None:
+                raise ApprovalError(f"run {run_id} was already decided ({existing.decision} by "
+                                    f"{existing.reviewer})")
+            transition(run_id, target, actor=reviewer, session=s,
+                       payload={"decision": decision, "reason": reason})
+            approval = Approval(run_id=run_id, reviewer=reviewer, decision=decision,
+                                reason=reason)
+            s.add(approval)
+            s.commit()
+            s.refresh(approval)
+            return approval
+    except IntegrityError:
+        _refuse(run_id, reviewer, f"run {run_id} was already decided", engine)
+    except (ApprovalError, IllegalTransition) as exc:
+        current = get_run(run_id, engine).status
+        msg = (str(exc) if isinstance(exc, ApprovalError)
+               else f"run {run_id} is {current}, not awaiting approval")
+        _refuse(run_id, reviewer, msg, engine)
+    raise AssertionError("unreachable")
+
+
+def _refuse(run_id: str, actor: str, message: str, engine: Engine) -> None:
+    record_event(actor=actor or "(anonymous)", action="approval.refused",
+                 run_id=run_id if _run_exists(run_id, engine) else None,
+                 payload={"reason": message, "requested_run": run_id}, engine=engine)
+    raise ApprovalError(message)
+
+
+def _run_exists(run_id: str, engine: Engine) -> bool:
+    with Session(engine) as s:
+        return s.get(ReleaseRun, run_id) is not None
+
+
+def get_approval(run_id: str, engine: Engine | None = None) -> Approval | None:
+    with Session(_engine(engine)) as s:
+        return s.exec(select(Approval).where(Approval.run_id == run_id)).first()
+
+
+def add_artifacts(run_id: str, items: list[tuple[str, str, str, int]],
+                  session: Session) -> None:
+    """Record (kind, path, sha256, size) rows inside the caller's transaction."""
+    for kind, path, digest, size in items:
+        session.add(ArtifactRecord(run_id=run_id, kind=kind, path=path, sha256=digest,
+                                   size=size))
+
+
+def record_artifacts(run_id: str, items: list[tuple[str, str, str, int]],
+                     engine: Engine | None = None) -> None:
+    with Session(_engine(engine)) as s:
+        add_artifacts(run_id, items, s)
+        s.commit()
+
+
+def list_artifacts(run_id: str | None = None, kind: str | None = None,
+                   engine: Engine | None = None) -> list[ArtifactRecord]:
+    with Session(_engine(engine)) as s:
+        q = select(ArtifactRecord)
+        if run_id is not None:
+            q = q.where(ArtifactRecord.run_id == run_id)
+        if kind is not None:
+            q = q.where(ArtifactRecord.kind == kind)
+        return list(s.exec(q.order_by(col(ArtifactRecord.id))).all())
+
+
+def pin_candidate(run_id: str, digests: dict[str, tuple[str, int]],
+                  engine: Engine | None = None) -> None:
+    """Record the hashes of the release the reviewer will be shown (kind ``candidate``).
+
+    Called again on a resumed run, it insists the release is byte-for-byte the same one:
+    an approval covers one specific release, never a re-drawn one.
+    """
+    pinned = {a.path: (a.sha256, a.size) for a in list_artifacts(run_id, "candidate", engine)}
+    if not pinned:
+        record_artifacts(run_id, [("candidate", name, sha, size)
+                                  for name, (sha, size) in sorted(digests.items())], engine)
+    elif pinned != digests:
+        raise IllegalTransition(f"run {run_id}: the release differs from the one first "
+                                "produced for it; refusing to continue")
+
+
+def pinned_candidate(run_id: str, engine: Engine | None = None) -> dict[str, tuple[str, int]]:
+    return {a.path: (a.sha256, a.size) for a in list_artifacts(run_id, "candidate", engine)}

@@ -1,0 +1,29 @@
+"""Cache keys for stages that may be resumed after a crash.
+
+A key combines the release id, the dataset fingerprint, the algorithm and its parameters and
+a hash of the task's own source. Keying on the release id means a retry or resume of the same
+release reuses its result — important for anything that spends privacy budget, which must
+never be spent twice — while a new release recomputes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from typing import Any
+
+from ehr_release.storage.audit import canonical_json
+
+
+def release_stage_key(context: Any, parameters: dict[str, Any]) -> str:
+    task_fn = context.task.fn
+    source = hashlib.sha256(inspect.getsource(task_fn).encode()).hexdigest()[:16]
+    material = canonical_json({
+        "task": context.task.name,
+        "source": source,
+        "run_id": parameters["run_id"],
+        "fingerprint": parameters["fingerprint"],
+        "algorithm": parameters["algorithm"],
+        "params": parameters["params"],
+    })
+    return hashlib.sha256(material.encode()).hexdigest()

@@ -1,0 +1,57 @@
+"""Ingest: read and validate the extract, register the dataset and open the run."""
+
+from __future__ import annotations
+
+from prefect import task
+
+from ehr_release.dataset import Dataset
+from ehr_release.ingest import read_dataset
+from ehr_release.registry import get as get_algorithm
+from ehr_release.request import ReleaseRequest
+from ehr_release.storage import runs
+from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.models import DatasetRecord
+from ehr_release.tasks.artifacts import md_table, stage_artifact
+from ehr_release.tasks.retry import is_transient
+
+
+def load_request_dataset(request: ReleaseRequest) -> Dataset:
+    """Read the request's files into a Dataset (raises InputError naming file/row/column)."""
+    return read_dataset(request.input_path, request.diagnoses_path,
+                        admissions_path=request.admissions_path,
+                        class_column=request.class_column)
+
+
+# Raw patient data must never land in Prefect's result storage: no caching, no persistence.
+@task(name="ingest", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
+      persist_result=False, cache_policy=None)
+def ingest_task(request: ReleaseRequest) -> tuple[Dataset, str]:
+    """Validate parameters and input, then register the dataset and the run (``requested``).
+
+    Parameters are checked before any row is stored, so a bad request leaves no run behind.
+    If the run already exists (a resumed run after a crash) it must match this request.
+    """
+    get_algorithm(request.algorithm).parse(request.params)
+    dataset = load_request_dataset(request)
+    fingerprint = dataset.fingerprint()
+    record = DatasetRecord(fingerprint=fingerprint, rows=dataset.n_patients,
+                           codes=len(dataset.diagnoses),
+                           columns_json=canonical_json(dataset.schema()),
+                           source=dataset.source)
+
+    stage_artifact("ingest", request.run_id, md_table(
+        [("patients", str(dataset.n_patients)), ("diagnosis rows", str(len(dataset.diagnoses))),
+         ("distinct codes", str(dataset.diagnoses["code"].nunique())),
+         ("longitudinal", str(dataset.is_longitudinal)), ("SHA-256", fingerprint)],
+        ("dataset", "value")))
+    existing = runs.find_run(request.run_id)
+    if existing is None:
+        runs.create_run(run_id=request.run_id, dataset=record, requester=request.requester,
+                        algorithm=request.algorithm, parameters=dict(request.params),
+                        out_dir=request.out_dir)
+    else:
+        runs.check_resumable(existing, fingerprint=fingerprint, algorithm=request.algorithm,
+                             parameters=dict(request.params))
+        record_event(actor=request.requester, action="run.resumed", run_id=request.run_id,
+                     payload={"status": existing.status})
+    return dataset, fingerprint

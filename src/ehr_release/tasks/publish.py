@@ -1,0 +1,134 @@
+"""Publish: atomically place an approved release under ``releases/<run_id>/``.
+
+Files are written to a staging folder beside the destination, fsynced, and renamed into
+place in one step, so a reader (or a crash) sees either nothing or the complete release. The
+database records the published files' hashes and the ``published`` status in one
+transaction; if that fails, the renamed folder is removed again, so the disk never shows a
+release the database does not know. A release that is not ``approved`` cannot be published:
+the state machine refuses the transition before anything is renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from prefect import task
+from sqlmodel import Session
+
+from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
+from ehr_release.errors import IllegalTransition
+from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
+from ehr_release.registry import ReleaseFiles
+from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.storage import runs
+from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.engine import get_engine
+from ehr_release.storage.models import utc_now
+from ehr_release.storage.runs import Status
+from ehr_release.tasks.artifacts import md_table, stage_artifact
+from ehr_release.tasks.certify import build_context
+
+CERTIFICATE = "certificate.pdf"
+MANIFEST = "manifest.json"
+
+
+def release_dir(out_dir: str, run_id: str) -> Path:
+    return Path(out_dir) / "releases" / check_safe_name(run_id)
+
+
+def publish_release(run_id: str, files: ReleaseFiles, verification: VerificationReport,
+                    utility: UtilityReport, actor: str) -> Path:
+    """Write, fsync and rename the release into place; record it; return its folder."""
+    run = runs.get_run(run_id)
+    if run.status != Status.APPROVED:
+        raise IllegalTransition(f"run {run_id} is {run.status}; only an approved run is "
+                                "published")
+    if not verification.holds:
+        raise IllegalTransition(f"run {run_id} failed verification; it cannot be published")
+    approval = runs.get_approval(run_id)
+    if approval is None or approval.decision != "approve":
+        raise IllegalTransition(f"run {run_id} has no approving decision on record")
+    digests = {n: (sha256_bytes(d), len(d)) for n, d in files.items()}
+    if digests != runs.pinned_candidate(run_id):
+        raise IllegalTransition(f"run {run_id}: these files are not the release that was "
+                                "verified and shown to the reviewer")
+    final = release_dir(run.out_dir, run_id)
+    _clear_crash_leftovers(run_id, final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".staging-{run_id}-{secrets.token_hex(4)}"
+    staging.mkdir()
+    try:
+        contents = {check_safe_name(n): d for n, d in files.items()}
+        block = ApprovalBlock(reviewer=approval.reviewer, decision=approval.decision,
+                              reason=approval.reason,
+                              decided_at=datetime.fromisoformat(approval.decided_at))
+        ctx = build_context(run_id, files, verification, utility, approval=block,
+                            status="approved — published")
+        contents[CERTIFICATE] = render_certificate_pdf(ctx)
+        manifest = {
+            "run_id": run_id, "algorithm": run.algorithm,
+            "parameters": json.loads(run.parameters_json),
+            "published_at": utc_now(), "audit_head_at_certification": ctx.audit_head,
+            "approval": {"reviewer": approval.reviewer, "decision": approval.decision,
+                         "decided_at": approval.decided_at},
+            "files": [{"name": n, "sha256": sha256_bytes(d), "size": len(d)}
+                      for n, d in sorted(contents.items())],
+        }
+        contents[MANIFEST] = (canonical_json(manifest) + "\n").encode()
+        for name, data in contents.items():
+            write_durably(staging / name, data)
+        fsync_dir(staging)
+        os.rename(staging, final)
+        fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
+        with Session(get_engine()) as s:
+            runs.add_artifacts(run_id, [("published", str(final / n), sha256_bytes(d), len(d))
+                                        for n, d in sorted(contents.items())], s)
+            runs.transition(run_id, Status.PUBLISHED, actor=actor, session=s,
+                            payload={"folder": final.name, "files": sorted(contents),
+                                     "manifest_sha256": sha256_bytes(contents[MANIFEST])})
+            s.commit()
+    except BaseException:
+        shutil.rmtree(final, ignore_errors=True)
+        raise
+    return final
+
+
+def _clear_crash_leftovers(run_id: str, final: Path) -> None:
+    """Remove what a publish killed midway left behind, before publishing again.
+
+    A staging folder is never a release. A final folder of a run the database does not show
+    as published was renamed into place but never recorded (killed between the rename and
+    the commit): it is not a release either, and is removed with an audit event, so the
+    disk never holds a release that the database — and the reviewer's decision — do not.
+    """
+    for stale in final.parent.glob(f".staging-{run_id}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if final.exists():
+        manifest = final / MANIFEST
+        ours = manifest.exists() and json.loads(manifest.read_text()).get("run_id") == run_id
+        if not ours:
+            raise IllegalTransition(f"release folder {final} exists and is not this run's; "
+                                    "refusing to overwrite")
+        shutil.rmtree(final)
+        fsync_dir(final.parent)
+        record_event(actor="system:publish", action="publish.orphan_removed", run_id=run_id,
+                     payload={"folder": final.name})
+
+
+@task(name="publish", persist_result=False, cache_policy=None)
+def publish_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
+                 utility: UtilityReport, actor: str) -> str:
+    folder = publish_release(run_id, files, verification, utility, actor)
+    stage_artifact("publish", run_id, f"Published to `{folder.name}`\n\n" + md_table(
+        [(p.name, f"{p.stat().st_size:,}") for p in sorted(folder.iterdir())],
+        ("file", "bytes")))
+    return str(folder)

@@ -1,0 +1,108 @@
+"""Shared fixtures: an isolated working folder and database per test, PostgreSQL on demand."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ["EHR_RELEASE_TEST_MODE"] = "1"
+# Keep Prefect's local result storage out of the user's ~/.prefect during tests.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="ehr-prefect-home-"))
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+PG_ADMIN_URL = os.environ.get("EHR_RELEASE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def ehr_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh ``.ehr_release`` folder with its own SQLite database."""
+    from ehr_release.storage.engine import reset_engines
+
+    home = tmp_path / "ehr_home"
+    monkeypatch.setenv("EHR_RELEASE_HOME", str(home))
+    monkeypatch.setenv("EHR_RELEASE_DATABASE_URL", f"sqlite:///{home / 'db.sqlite'}")
+    reset_engines()
+    yield home
+    reset_engines()
+
+
+def _postgres_reachable() -> str | None:
+    try:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as exc:  # any driver or network error means "not reachable"
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A throw-away PostgreSQL database; skips (or fails with REQUIRE_POSTGRES=1) if absent."""
+    import sqlalchemy as sa
+
+    problem = _postgres_reachable()
+    if problem is not None:
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL at {PG_ADMIN_URL} is required but unreachable: {problem}")
+        pytest.skip(f"PostgreSQL at {PG_ADMIN_URL} unreachable: {problem}")
+    name = f"ehr_test_{secrets.token_hex(6)}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    from ehr_release.storage.engine import reset_engines
+
+    reset_engines()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, ehr_home: Path) -> str:
+    """Run a storage test once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{ehr_home / 'db.sqlite'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.exists():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+# --------------------------------------------------------------------------- flows
+@pytest.fixture(scope="session")
+def harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def env(harness, ehr_home, tmp_path, monkeypatch):
+    _install_doubles(monkeypatch)
+    data = tmp_path / "extract.csv"
+    from tests.flow_helpers import CSV
+
+    data.write_text(CSV)
+    return data, tmp_path / "out"
+
+
+def _install_doubles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import doubles
+
+    doubles.install(monkeypatch)

@@ -1,0 +1,68 @@
+"""A tiny honest algorithm used to test the pipeline without depending on a real one.
+
+``code-counts`` publishes the number of patients with each code, keeping only codes held by
+at least k patients (a threshold release). Its verifier recounts from the original data.
+``leaky-code-counts`` publishes every count, so its release fails verification — the flow
+must then publish nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from ehr_release.params import Param
+from ehr_release.registry import AlgorithmEntry
+from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+
+PARAMS = (Param("k", int, "minimum count", check=lambda v: v >= 1, rule="must be ≥ 1"),
+          Param("seed", int, "unused", default=None))
+
+
+def _counts(dataset) -> Counter[str]:  # type: ignore[no-untyped-def]
+    return Counter(code for s in dataset.code_sets() for code in s)
+
+
+def _anonymize(threshold: bool):  # type: ignore[no-untyped-def]
+    def run(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+        counts = _counts(dataset)
+        kept = {c: n for c, n in sorted(counts.items()) if not threshold or n >= params["k"]}
+        return {"counts.json": json.dumps(kept, sort_keys=True).encode()}
+    return run
+
+
+def _verify(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:  # type: ignore[no-untyped-def]
+    released = json.loads(files["counts.json"])
+    truth = _counts(dataset)
+    smallest = min(released.values(), default=params["k"])
+    exact = all(truth.get(c) == n for c, n in released.items())
+    return VerificationReport("code-counts", [
+        Requirement("count threshold", f"every count ≥ {params['k']}",
+                    f"smallest count {smallest}", smallest >= params["k"]),
+        Requirement("truthful counts", "counts equal the original", "equal" if exact else
+                    "differ", exact),
+    ])
+
+
+def _evaluate(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+    released = json.loads(files["counts.json"])
+    return UtilityReport("code-counts", {"codes kept": float(len(released)),
+                                         "codes total": float(len(_counts(dataset)))})
+
+
+CODE_COUNTS = AlgorithmEntry("code-counts", "threshold code counts (test double)",
+                             "every published count ≥ k", PARAMS, _anonymize(True), _verify,
+                             _evaluate)
+LEAKY = AlgorithmEntry("leaky-code-counts", "unthresholded counts (test double)",
+                       "every published count ≥ k", PARAMS, _anonymize(False), _verify,
+                       _evaluate)
+
+
+def install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Make the doubles visible to ``registry.get`` for the duration of a test."""
+    from ehr_release import registry
+
+    real = dict(registry._entries())
+    real.update({CODE_COUNTS.name: CODE_COUNTS, LEAKY.name: LEAKY})
+    monkeypatch.setattr(registry, "_entries", lambda: real)

@@ -1,0 +1,58 @@
+"""Shared pieces of the flow tests: a small extract, requests, a flow in a thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from ehr_release.storage import runs
+
+CSV = ("patient_id,age,gender,codes\n"
+       + "".join(f"S{i:03d},{30 + i},{'FM'[i % 2]},401.9 250.00{' 272.0' if i % 3 else ''}"
+                 f"{' 296.01' if i == 7 else ''}\n" for i in range(12)))
+
+
+def request_for(data: Path, out: Path, algorithm="code-counts", timeout=300, **extra):
+    from ehr_release.request import ReleaseRequest
+
+    return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(data), algorithm=algorithm,
+                          params={"k": "3"}, requester="steward", out_dir=str(out),
+                          approval_timeout_s=timeout, **extra)
+
+
+def start(request):
+    from ehr_release.flows.release import release_flow
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = release_flow(request)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def wait_status(run_id, wanted, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = runs.get_run(run_id).status
+            if status in wanted:
+                return status
+        except Exception:  # noqa: BLE001 - not created yet
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"run never reached {wanted}")
+
+
+def decide(run_id, decision):
+    from ehr_release.service import decide_and_resume
+
+    decide_and_resume(run_id, reviewer="reviewer", decision=decision, reason="checked")
+
+

@@ -1,0 +1,108 @@
+"""The command line: exit codes and one-line messages (CliRunner, in process)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import Session, text
+from typer.testing import CliRunner
+
+from ehr_release.cli import app
+from ehr_release.storage.audit import export_events, record_event
+from ehr_release.storage.engine import get_engine
+from tests import doubles
+
+runner = CliRunner()
+
+CSV = "patient_id,age,codes\n" + "".join(f"S{i},{40 + i},401.9 250.00\n" for i in range(6))
+
+
+@pytest.fixture
+def cli_env(ehr_home, monkeypatch, tmp_path):
+    doubles.install(monkeypatch)
+    data = tmp_path / "extract.csv"
+    data.write_text(CSV)
+    return data
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and "ehr-release" in result.output
+
+
+def test_algorithms_lists_registered(cli_env):
+    result = runner.invoke(app, ["algorithms"])
+    assert result.exit_code == 0
+    assert "code-counts" in result.output
+
+
+def test_status_of_unknown_run(cli_env):
+    result = runner.invoke(app, ["status", "rel-" + "0" * 32])
+    assert result.exit_code == 1
+    assert "no release run with id" in result.output
+
+
+def test_run_rejects_bad_input_with_audit_event(cli_env, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("patient_id,codes\nA,401.9\nB,999.999\n")
+    result = runner.invoke(app, ["run", "--input", str(bad), "--algorithm", "code-counts",
+                                 "--param", "k=2", "--requester", "steward", "--out",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "row 2" in result.output and "999.999" in result.output
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_rejects_bad_parameter(cli_env, tmp_path):
+    result = runner.invoke(app, ["run", "--input", str(cli_env), "--algorithm", "code-counts",
+                                 "--param", "k=zero", "--requester", "steward", "--out",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "parameter 'k' must be of type int" in result.output
+
+
+def test_run_refuses_self_approval(cli_env, tmp_path):
+    result = runner.invoke(app, ["run", "--input", str(cli_env), "--algorithm", "code-counts",
+                                 "--param", "k=2", "--requester", "alice", "--out",
+                                 str(tmp_path / "out"), "--approve-as", "Alice", "--reason",
+                                 "mine"])
+    assert result.exit_code == 1
+    assert "may not approve" in result.output
+    assert "approval.refused" in export_events(None, "jsonl")
+
+
+def test_verify_command_exit_codes(cli_env, tmp_path):
+    from ehr_release.ingest import read_dataset
+
+    dataset = read_dataset(cli_env)
+    good = tmp_path / "counts.json"
+    good.write_bytes(doubles.CODE_COUNTS.anonymize(dataset, {"k": 6}, None)["counts.json"])
+    args = ["verify", "--algorithm", "code-counts", "--release", str(good), "--original",
+            str(cli_env)]
+    ok = runner.invoke(app, [*args, "--param", "k=6"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["holds"] is True
+    bad = runner.invoke(app, [*args, "--param", "k=7"])
+    assert bad.exit_code == 1
+    report = json.loads(bad.stdout)
+    assert report["holds"] is False
+    assert report["requirements"][0]["measured"] == "smallest count 6"
+
+
+def test_audit_verify_and_export(cli_env):
+    for i in range(3):
+        record_event(actor="t", action="x", payload={"i": i})
+    ok = runner.invoke(app, ["audit", "verify"])
+    assert ok.exit_code == 0 and "3 events" in ok.output
+    csv_out = runner.invoke(app, ["audit", "export", "--format", "csv"])
+    assert csv_out.exit_code == 0 and len(csv_out.stdout.splitlines()) == 4
+    assert runner.invoke(app, ["audit", "export", "--format", "xml"]).exit_code == 1
+    with Session(get_engine()) as s:
+        s.exec(text("UPDATE audit_events SET action = 'y' WHERE seq = 2"))
+        s.commit()
+    broken = runner.invoke(app, ["audit", "verify"])
+    assert broken.exit_code == 1
+    assert "event 2" in broken.output

@@ -1,0 +1,304 @@
+"""``release_flow`` end to end under Prefect's test harness, with the code-counts double."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ehr_release.errors import InputError
+from ehr_release.storage import runs
+from ehr_release.storage.audit import export_events, verify_chain
+from ehr_release.storage.runs import Status
+from tests import doubles
+from tests.flow_helpers import CSV, decide, request_for, start, wait_status
+
+
+def test_approve_path_publishes_once_with_manifest(env):
+    data, out = env
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    assert not (out / "releases" / req.run_id).exists()
+    decide(req.run_id, "approve")
+    thread.join(120)
+    assert box.get("result") == "published", box
+    folder = out / "releases" / req.run_id
+    assert sorted(p.name for p in folder.iterdir()) == ["certificate.pdf", "counts.json",
+                                                        "manifest.json"]
+    counts = json.loads((folder / "counts.json").read_text())
+    assert counts == {"250.00": 12, "272.0": 8, "401.9": 12}  # 296.01 (1 patient) withheld
+    manifest = json.loads((folder / "manifest.json").read_text())
+    import hashlib
+
+    for entry in manifest["files"]:
+        assert hashlib.sha256((folder / entry["name"]).read_bytes()).hexdigest() == \
+            entry["sha256"]
+    assert (folder / "certificate.pdf").read_bytes().startswith(b"%PDF")
+    actions = [json.loads(line)["action"] for line in export_events(req.run_id, "jsonl")
+               .splitlines()]
+    assert "approval.input_ignored" not in actions
+    for stage in ("run.requested", "run.anonymized", "run.verified", "run.evaluated",
+                  "run.certified", "run.awaiting_approval", "run.approved", "run.published"):
+        assert actions.count(stage) == 1, stage
+    assert verify_chain().ok
+    assert not list((out / "releases").glob(".staging-*"))
+
+    # Tampering with a published file is caught by `audit verify`, naming the file.
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+
+    assert CliRunner().invoke(app, ["audit", "verify"]).exit_code == 0
+    (folder / "counts.json").write_text('{"250.00": 12}')
+    tampered = CliRunner().invoke(app, ["audit", "verify"])
+    assert tampered.exit_code == 1
+    assert "counts.json" in tampered.output
+
+
+def test_reject_path_publishes_nothing(env):
+    data, out = env
+    req = request_for(data, out)
+    thread, box = start(req)
+    wait_status(req.run_id, {Status.AWAITING_APPROVAL})
+    decide(req.run_id, "reject")
+    thread.join(120)
+    assert box.get("result") == "rejected"
+    assert not (out / "releases" / req.run_id).exists()
+    assert runs.get_approval(req.run_id).decision == "reject"
+
+
+def test_failed_verification_never_reaches_approval(env):
+    data, out = env
+    req = request_for(data, out, algorithm="leaky-code-counts")
+    thread, box = start(req)
+    thread.join(120)
+    assert "verification failed" in str(box.get("error"))
+    run = runs.get_run(req.run_id)
+    assert run.status == Status.FAILED and "count threshold" in run.error
+    assert not (out / "releases").exists()
+    assert runs.latest_verification(req.run_id)["holds"] is False
+
+    # No entry point publishes it: not a decision, not the CLI, not resume, not publish.
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+    from ehr_release.errors import EhrReleaseError
+    from ehr_release.tasks.publish import publish_release
+
+    with pytest.raises(EhrReleaseError):
+        runs.decide(req.run_id, reviewer="reviewer", decision="approve", reason="override")
+    cli = CliRunner()
+    approve = cli.invoke(app, ["approve", req.run_id, "--reviewer", "reviewer", "--decision",
+                               "approve", "--reason", "override"])
+    assert approve.exit_code == 1 and "not awaiting approval" in approve.output
+    assert cli.invoke(app, ["resume", req.run_id]).exit_code == 1
+    from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+
+    forged = VerificationReport("leaky-code-counts", [Requirement("x", "x", "x", True)])
+    with pytest.raises(EhrReleaseError, match="only an approved run"):
+        publish_release(req.run_id, {"counts.json": b"{}"}, forged,
+                        UtilityReport("leaky-code-counts", {}), "reviewer")
+    assert not (out / "releases").exists()
+    assert runs.get_run(req.run_id).status == Status.FAILED
+
+
+def test_bad_input_leaves_only_an_audit_event(env, tmp_path):
+    data, out = env
+    bad = tmp_path / "bad.csv"
+    bad.write_text("patient_id,codes\nA,401.9\nA,250\n")
+    req = request_for(bad, out)
+    thread, box = start(req)
+    thread.join(120)
+    assert isinstance(box.get("error"), InputError)
+    assert runs.list_runs() == []
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert "duplicate patient id (same as row 1)" in events[0]["payload"]["error"]
+    assert "'A'" not in events[0]["payload"]["error"]
+
+
+def test_no_decision_before_timeout_means_rejected(env):
+    data, out = env
+    req = request_for(data, out, timeout=4)
+    thread, box = start(req)
+    thread.join(120)
+    assert box.get("result") == "rejected"
+    events = [json.loads(x) for x in export_events(req.run_id, "jsonl").splitlines()]
+    assert events[-1]["actor"] == "system:approval-timeout"
+    assert not (out / "releases").exists()
+
+
+class SimulatedCrash(BaseException):
+    """Stands for the flow process dying (not an error the flow can handle)."""
+
+
+def test_resumed_run_reuses_its_release_and_publishes_once(env, monkeypatch):
+    """A flow that died while waiting for approval is restarted with the same request: the
+    anonymization comes from the cache (same bytes, pinned), the recorded approval is
+    honoured, and the release is published exactly once."""
+    from ehr_release.flows import release
+
+    data, out = env
+    req = request_for(data, out)
+
+    def crash(*_args, **_kwargs):
+        raise SimulatedCrash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(release, "wait_for_decision", crash)
+        first, box1 = start(req)
+        first.join(120)
+    assert isinstance(box1.get("error"), SimulatedCrash)
+    assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
+    pinned = runs.pinned_candidate(req.run_id)
+    runs.decide(req.run_id, reviewer="reviewer", decision="approve", reason="ok")
+    second, box = start(req)
+    second.join(120)
+    assert box.get("result") == "published", box
+    assert runs.pinned_candidate(req.run_id) == pinned
+    events = export_events(req.run_id, "jsonl")
+    assert events.count('"action":"run.published"') == 1
+    assert events.count('"action":"run.resumed"') == 1
+    third, box3 = start(req)
+    third.join(120)
+    assert "cannot be resumed" in str(box3.get("error"))
+    assert len(list((out / "releases").iterdir())) == 1
+
+
+MARKER = "MRNLEAK4242"
+
+
+def _all_text_under(folder: Path) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in folder.rglob("*") if p.is_file()] \
+        if folder.exists() else []
+
+
+def test_patient_identifiers_never_leave_the_input(env, ehr_home, tmp_path):
+    """Plant marker ids; grep every produced file, the database, artifacts and logs."""
+    import os
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        TaskRunFilter,
+    )
+    from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, LogSort
+
+    _, out = env
+    data = tmp_path / "marked.csv"
+    data.write_text(CSV.replace("S0", MARKER))
+    assert MARKER in data.read_text()
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    decide(req.run_id, "approve")
+    thread.join(120)
+    assert box.get("result") == "published", box
+
+    places = [ehr_home, out, Path(os.environ["PREFECT_HOME"])]
+    leaks = [str(p) for folder in places for p, blob in _all_text_under(folder)
+             if MARKER.encode() in blob]
+    assert leaks == []
+    flow_run_id = runs.get_run(req.run_id).flow_run_id
+    with get_client(sync_client=True) as client:
+        # Explicit filters, sort and offset: Prefect 3.8.8's defaults get HTTP 422.
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(), flow_run_filter=FlowRunFilter(),
+            task_run_filter=TaskRunFilter(), sort=ArtifactSort.CREATED_DESC, limit=200, offset=0)
+        logs = client.read_logs(log_filter=LogFilter(), limit=200, offset=0,
+                                sort=LogSort.TIMESTAMP_ASC)
+        run = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            sort=FlowRunSort.START_TIME_DESC, limit=1, offset=0)[0]
+    assert artifacts and logs
+    texts = [str(a.data) + str(a.description) for a in artifacts] + [lg.message for lg in logs]
+    texts.append(run.model_dump_json())
+    assert not [t for t in texts if MARKER in t]
+
+
+def test_release_file_names_cannot_escape_the_release_folder(env, monkeypatch):
+    import dataclasses
+
+    from ehr_release import registry
+
+    _, out = env
+    escaping = dataclasses.replace(
+        doubles.CODE_COUNTS, name="escaping",
+        anonymize=lambda ds, params, rng: {"../../escape.json": b"{}"})
+    table = dict(registry._entries())
+    table["escaping"] = escaping
+    monkeypatch.setattr(registry, "_entries", lambda: table)
+    req = request_for(env[0], out, algorithm="escaping")
+    thread, box = start(req)
+    thread.join(120)
+    run = runs.get_run(req.run_id)
+    assert run.status == Status.FAILED
+    assert "unsafe release file name" in run.error
+    assert not (out / "releases").exists()
+    assert not list(out.parent.rglob("escape.json"))
+
+
+def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch):
+    import errno
+
+    from ehr_release.tasks import publish
+
+    data, out = env
+    real_write = publish.write_durably
+    written: list[str] = []
+
+    def fill_up(path, content):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        written.append(str(path))
+        real_write(path, content)
+
+    monkeypatch.setattr(publish, "write_durably", fill_up)
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    decide(req.run_id, "approve")
+    thread.join(120)
+    run = runs.get_run(req.run_id)
+    assert written, "the fault was never injected"
+    assert run.status == Status.FAILED
+    assert "No space left" in run.error
+    assert not (out / "releases" / req.run_id).exists()
+    assert not list((out / "releases").glob(".staging-*"))
+    assert verify_chain().ok
+
+
+def test_transient_error_is_retried_and_each_attempt_audited(env, monkeypatch):
+    from ehr_release.tasks import certify
+
+    data, out = env
+    real_render = certify.render_certificate_pdf
+    calls: list[int] = []
+
+    def flaky(ctx):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("transient: disk busy")
+        return real_render(ctx)
+
+    monkeypatch.setattr(certify, "render_certificate_pdf", flaky)
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    decide(req.run_id, "reject")
+    thread.join(120)
+    events = [json.loads(line) for line in export_events(req.run_id, "jsonl").splitlines()]
+    retries = [e for e in events if e["action"] == "task.retrying"]
+    assert len(calls) == 2
+    assert len(retries) == 1
+    assert retries[0]["payload"]["task"] == "certify"
+    assert "disk busy" in retries[0]["payload"]["error"]

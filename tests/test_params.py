@@ -1,0 +1,35 @@
+import pytest
+
+from ehr_release.errors import ParameterError
+from ehr_release.params import Param, parse_assignments, parse_params
+
+SPEC = [Param("k", int, "k", check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
+        Param("eps", float, "epsilon", default=1.0, check=lambda v: v > 0, rule="must be > 0"),
+        Param("score", str, "score", default="max", choices=("max", "infogain"))]
+
+
+def test_strings_are_converted_and_defaults_applied():
+    assert parse_params(SPEC, {"k": "5"}) == {"k": 5, "eps": 1.0, "score": "max"}
+
+
+@pytest.mark.parametrize("given, fragment", [
+    ({}, "'k' is required"),
+    ({"k": "1"}, "must be an integer ≥ 2; got '1'"),
+    ({"k": "five"}, "must be of type int"),
+    ({"k": "2.5"}, "must be of type int"),
+    ({"k": "3", "eps": "-1"}, "'eps' must be > 0"),
+    ({"k": "3", "score": "median"}, "must be one of max, infogain"),
+    ({"k": "3", "q": "1"}, "'q' is not a parameter"),
+])
+def test_bad_parameters_name_the_problem(given, fragment):
+    with pytest.raises(ParameterError, match=None) as err:
+        parse_params(SPEC, given)
+    assert fragment in str(err.value)
+
+
+def test_assignments():
+    assert parse_assignments(["k=5", "m = 2"]) == {"k": "5", "m": "2"}
+    with pytest.raises(ParameterError, match="NAME=VALUE"):
+        parse_assignments(["k5"])
+    with pytest.raises(ParameterError, match="more than once"):
+        parse_assignments(["k=5", "k=6"])
