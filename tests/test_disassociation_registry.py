@@ -1,0 +1,132 @@
+"""The ``disassociation`` registry entry: parameters, policy files, verify CLI, task runner."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ehr_release import registry
+from ehr_release.algorithms.disassociation.core import verpart_batch
+from ehr_release.cli import app
+from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.ingest import read_dataset
+from ehr_release.registry import disassociation as entry_module
+from ehr_release.sample import generate_sample, write_sample
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def entry():
+    return registry.get("disassociation")
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return generate_sample(250, seed=6)
+
+
+def test_registered_with_its_parameters(entry):
+    assert "disassociation" in registry.names()
+    assert [p.name for p in entry.params] == ["k", "m", "policy", "seed"]
+    assert entry.parse({"k": "5"}) == {"k": 5, "m": 2, "policy": "hierarchy:3digit",
+                                       "seed": None}
+
+
+@pytest.mark.parametrize("given, parameter, rule", [
+    ({"k": "1"}, "k", "≥ 2"),
+    ({"k": "5", "m": "0"}, "m", "≥ 1"),
+    ({"k": "5", "policy": "sim5"}, "policy", "hierarchy:3digit"),
+    ({"k": "5", "policy": "frequent:200"}, "policy", "hierarchy:3digit"),
+    ({}, "k", "is required"),
+])
+def test_bad_parameters(entry, given, parameter, rule):
+    with pytest.raises(ParameterError) as info:
+        entry.parse(given)
+    assert info.value.parameter == parameter and rule in info.value.rule
+
+
+def test_k_larger_than_the_data_is_refused(entry, dataset):
+    with pytest.raises(ParameterError, match="must not exceed the number of records"):
+        entry.anonymize(dataset, entry.parse({"k": "251"}), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("policy", ["hierarchy:section", "similar:10", "frequent:2.5"])
+def test_end_to_end_with_each_policy_kind(entry, dataset, policy):
+    params = entry.parse({"k": "4", "m": "2", "policy": policy})
+    files = entry.anonymize(dataset, params, np.random.default_rng(1))
+    assert list(files) == ["release.json"]
+    report = entry.verify(files, dataset, params)
+    assert report.holds, report.to_dict()
+
+
+def test_yaml_policy_file(entry, dataset, tmp_path):
+    common = sorted(dataset.distinct_codes())[:4]
+    path = tmp_path / "policy.yaml"
+    path.write_text("constraints:\n  study: [" + ", ".join(f'"{c}"' for c in common) + "]\n")
+    params = entry.parse({"k": "3", "policy": str(path)})
+    files = entry.anonymize(dataset, params, np.random.default_rng(2))
+    assert entry.verify(files, dataset, params).holds
+    missing = entry.parse({"k": "3", "policy": str(tmp_path / "nope.yaml")})
+    with pytest.raises(ConfigError, match="cannot be read"):
+        entry.anonymize(dataset, missing, np.random.default_rng(2))
+
+
+def test_evaluate_reports_utility(entry, dataset):
+    params = entry.parse({"k": "4"})
+    files = entry.anonymize(dataset, params, np.random.default_rng(3))
+    report = entry.evaluate(files, dataset, params, np.random.default_rng(4))
+    assert report.algorithm == "disassociation"
+    assert report.metrics["suppressed codes"] == 0
+    assert report.charts[0].name == "mre-histogram"
+
+
+def test_verify_cli_on_a_published_folder(ehr_home, tmp_path, entry):
+    source = write_sample(generate_sample(120, seed=3), tmp_path / "extract.csv")
+    original = read_dataset(source)
+    params = entry.parse({"k": "3", "m": "2"})
+    folder = tmp_path / "release"
+    folder.mkdir()
+    files = entry.anonymize(original, params, np.random.default_rng(5))
+    (folder / "release.json").write_bytes(files["release.json"])
+    args = ["verify", "--algorithm", "disassociation", "--release", str(folder),
+            "--original", str(source), "--param", "k=3", "--param", "m=2"]
+    ok = runner.invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["holds"] is True
+    doc = json.loads(files["release.json"])
+    doc["clusters"][0]["size"] = 1
+    (folder / "release.json").write_text(json.dumps(doc))
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 1 and '"holds": false' in bad.output
+
+
+def test_batches_run_in_order_outside_a_flow():
+    batches = [[[(0, 1), (0,), (1,)]], [[(2,), (2,)]]]
+    work = lambda b: verpart_batch(b, 2, 2, np.full(3, -1))  # noqa: E731
+    assert entry_module._task_runner_map(work, batches) == [work(b) for b in batches]
+
+
+def test_batches_go_through_the_flow_task_runner(harness):
+    from prefect import flow
+
+    seen: list[str] = []
+
+    def work(batch):
+        from prefect.context import TaskRunContext
+
+        context = TaskRunContext.get()
+        seen.append(context.task.name if context else "none")
+        return verpart_batch(batch, 2, 2, np.full(3, -1))
+
+    batches = [[[(0, 1), (0,), (1,)]], [[(2,), (2,)]], [[(1, 2), (1, 2)]]]
+
+    @flow(name="disassociation-batches-test")
+    def run():
+        return entry_module._task_runner_map(work, batches)
+
+    assert run() == [work(b) for b in batches]
+    assert seen[:3] == ["disassociation-verpart-batch"] * 3

@@ -1,0 +1,95 @@
+"""End to end through the real command line: separate processes, one local Prefect server.
+
+This is what a data steward and a reviewer do: `run` in one process (the flow keeps running
+detached and pauses at the gate), `approve` from another, then `audit verify`. Slow (it
+starts a Prefect server, ~20 s) but it is the only test of the cross-process gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "ehr_release.cli"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("e2e")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "EHR_RELEASE_DATABASE"))}
+    env.update(EHR_RELEASE_HOME=str(root / "home"), EHR_RELEASE_TEST_MODE="1")
+    data = write_sample(generate_sample(300, seed=11), root / "patients.csv")
+
+    def cli(*args: str, check: bool = False, timeout: int = 600) -> subprocess.CompletedProcess:
+        done = subprocess.run([*CLI, *args], env=env, cwd=root, capture_output=True, text=True,
+                              timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{args} exited {done.returncode}: {done.stderr}")
+        return done
+
+    yield root, data, cli
+    cli("server", "stop")
+
+
+def _start(cli, data: Path, out: Path) -> str:
+    done = cli("run", "--input", str(data), "--class-column", CLASS_COLUMN,
+               "--algorithm", "disassociation", "--param", "k=5", "--param", "m=2",
+               "--requester", "steward.sam", "--out", str(out), check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_request_approve_publish_then_tamper(world) -> None:
+    root, data, cli = world
+    out = root / "out"
+    run_id = _start(cli, data, out)
+    status = json.loads(cli("status", run_id, "--json", check=True).stdout)
+    assert status["status"] == "awaiting_approval"
+    assert not (out / "releases" / run_id).exists()
+
+    refused = cli("approve", run_id, "--reviewer", "steward.sam", "--decision", "approve",
+                  "--reason", "mine")
+    assert refused.returncode == 1 and "requested this run" in refused.stderr
+
+    cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
+        "--reason", "verified independently", check=True)
+    folder = out / "releases" / run_id
+    assert {p.name for p in folder.iterdir()} >= {"release.json", "certificate.pdf",
+                                                  "manifest.json"}
+    assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "published"
+
+    reverify = cli("verify", "--algorithm", "disassociation", "--release",
+                   str(folder / "release.json"), "--original", str(data),
+                   "--param", "k=5", "--param", "m=2")
+    assert reverify.returncode == 0, reverify.stderr
+    assert json.loads(reverify.stdout)["holds"] is True
+
+    assert cli("audit", "verify").returncode == 0
+    release = folder / "release.json"
+    release.write_bytes(release.read_bytes() + b" ")
+    tampered = cli("audit", "verify")
+    assert tampered.returncode == 1
+    assert "release.json" in tampered.stdout + tampered.stderr
+
+
+def test_reject_publishes_nothing(world) -> None:
+    root, data, cli = world
+    out = root / "out-reject"
+    run_id = _start(cli, data, out)
+    cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "reject",
+        "--reason", "utility too low for the study", check=True)
+    assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "rejected"
+    assert not (out / "releases" / run_id).exists()
+    events = [json.loads(line) for line in
+              cli("audit", "export", "--run", run_id, "--format", "jsonl").stdout.splitlines()]
+    actions = [e["action"] for e in events]
+    assert "run.rejected" in actions and "run.published" not in actions
