@@ -1,0 +1,166 @@
+"""ArtUC benchmark: the paper's two dataset shapes, generated, at the paper's defaults.
+
+* EHRD-like: 208,387 patients, age + gender, 13,963 distinct ICD-9 codes, 16.2 codes per
+  patient on average (at most 185); utility constraints UC1 (12-year age bands × chapters).
+* INFORMS-like: 36,553 patients, 5 demographics, 619 distinct codes, 4.27 codes per patient
+  (at most 17); constraints UC1 of the paper's Table 6b.
+
+k = 10, m = 2, δ = 0.04, ε = 6 % of the distinct codes. Each case runs in its own process so
+its peak memory (max RSS) is its own. Prints one table row per case; ``--scale 0.1`` runs a
+tenth of the records while developing. Target (issue 4): EHRD-like ArtUC in ≤ 120 s.
+
+    .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--verify]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from ehr_release.algorithms.artuc import artuc
+from ehr_release.constraints import parse_config, read_hierarchy_file, rt_data
+from ehr_release.dataset import Dataset
+from ehr_release.hierarchy import icd9_hierarchy
+
+K, M, DELTA, EPS_SHARE = 10, 2, 0.04, 0.06
+
+
+def _codes(rng: np.random.Generator, n: int, vocab: np.ndarray, chapter: np.ndarray,
+           mean: float, most: int) -> list[list[str]]:
+    """Zipf-distributed codes with a per-patient main chapter; every code used once."""
+    v = len(vocab)
+    weight = (np.arange(v) + 10.0) ** -1.05
+    per = np.minimum(1 + rng.negative_binomial(2, 2 / (2 + mean - 1), n), most)
+    longest = int(rng.integers(n))
+    owner = np.repeat(np.arange(n), per)
+    code = rng.choice(v, len(owner), p=weight / weight.sum())
+    chapters = np.unique(chapter)
+    main = rng.choice(len(chapters), n)
+    affine = rng.random(len(owner)) < 0.5
+    for c in range(len(chapters)):  # half of a patient's codes from its main chapter
+        pool = np.flatnonzero(chapter == chapters[c])
+        pick = affine & (main[owner] == c)
+        w = weight[pool] / weight[pool].sum()
+        code[pick] = pool[rng.choice(len(pool), int(pick.sum()), p=w)]
+    unused = np.setdiff1d(np.arange(v), code)
+    extra_owner = rng.integers(0, n, len(unused))
+    owner, code = np.r_[owner, extra_owner], np.r_[code, unused]
+    pairs = np.unique(owner * v + code)
+    out: list[list[str]] = [[] for _ in range(n)]
+    for o, c in zip((pairs // v).tolist(), (pairs % v).tolist(), strict=True):
+        out[o].append(vocab[c])
+    out[longest] = sorted(set(out[longest]) | set(vocab[rng.choice(v, most, replace=False)]))
+    out[longest] = out[longest][:most]
+    return out
+
+
+def ehrd_like(n: int, seed: int = 7) -> tuple[Dataset, dict]:
+    rng = np.random.default_rng(seed)
+    h = icd9_hierarchy()
+    leaves = np.array(sorted(x for x in h.parent if h.is_leaf(x)), dtype=object)
+    vocab = rng.permutation(leaves)[:13_963]
+    chapter = np.array([h.ancestor_at_level(c, 1) for c in vocab], dtype=object)
+    demo = pd.DataFrame({"age": np.rint(100 * rng.beta(2.0, 1.6, n)).astype(int),
+                         "gender": rng.choice(["F", "M"], n)})
+    codes = _codes(rng, n, vocab, chapter, 18.3, 185)
+    config = {
+        "attributes": {"age": {"type": "numerical", "domain": [0, 100]},
+                       "gender": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}},
+        "constraints": [{"name": "UC1", "age": {"bands": 12, "from": 0, "to": 107},
+                         "gender": "All", "codes": "chapters"}],
+    }
+    return Dataset.from_records(codes, demo), config
+
+
+def informs_like(n: int, seed: int = 11) -> tuple[Dataset, dict]:
+    rng = np.random.default_rng(seed)
+    h = icd9_hierarchy()
+    three = np.array(sorted(x for x, lv in h.level.items() if lv == 3), dtype=object)
+    vocab = rng.permutation(three)[:619]
+    chapter = np.array([h.ancestor_at_level(c, 1) for c in vocab], dtype=object)
+    demo = pd.DataFrame({
+        "sex": rng.choice(["F", "M"], n),
+        "birth_year": rng.integers(1918, 2001, n),
+        "education": np.minimum(rng.poisson(13, n), 31),
+        "household": np.minimum(rng.poisson(2.5, n), 9),
+        "race": rng.choice(["white", "black", "asian", "other"], n, p=[0.7, 0.15, 0.1, 0.05]),
+    })
+    codes = _codes(rng, n, vocab, chapter, 4.75, 17)
+    config = {
+        "attributes": {
+            "sex": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}},
+            "birth_year": {"type": "numerical", "domain": [1918, 2000]},
+            "education": {"type": "numerical", "domain": [0, 31]},
+            "household": {"type": "numerical", "domain": [0, 9]},
+            "race": {"type": "categorical",
+                     "hierarchy": {"All": ["white", "black", "asian", "other"]}}},
+        "constraints": [{"name": "UC1", "sex": "All",
+                         "birth_year": {"bands": 20, "from": 1918, "to": 2000},
+                         "education": [[0, 17], [18, 31]], "household": [0, 9], "race": "All",
+                         "codes": "chapters"}],
+    }
+    return Dataset.from_records(codes, demo), config
+
+
+CASES = {"ehrd": (ehrd_like, 208_387), "informs": (informs_like, 36_553)}
+
+
+def run_case(name: str, scale: float, verify: bool) -> dict:
+    make, full = CASES[name]
+    dataset, raw = make(max(int(full * scale), 100))
+    config = parse_config(raw, lambda ref: read_hierarchy_file(ref, __import__("pathlib").Path()))
+    data = rt_data(dataset, config)
+    eps = EPS_SHARE * len(dataset.distinct_codes())
+    start = time.perf_counter()
+    anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
+                 rng=np.random.default_rng(0))
+    seconds = time.perf_counter() - start
+    row = {"case": name, "records": dataset.n_patients,
+           "codes": len(dataset.distinct_codes()),
+           "avg codes": round(float(np.mean([len(c) for c in data.codes])), 2),
+           "clusters": len(anon.clusters), "NCP": round(anon.ncp, 4), "UL": round(anon.ul, 4),
+           "suppressed": anon.suppressed_codes, "seconds": round(seconds, 1)}
+    if verify:
+        from ehr_release.algorithms.artuc import release_files
+        from ehr_release.privacy.kkm import verify_kkm
+
+        start = time.perf_counter()
+        report = verify_kkm(release_files(anon), dataset, config, algorithm="artuc", k=K, m=M,
+                            delta=DELTA, epsilon=eps, constrained=True)
+        row["verified"] = report.holds
+        row["verify s"] = round(time.perf_counter() - start, 1)
+    row["peak MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--cases", default="ehrd,informs")
+    ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_case(args.one, args.scale, args.verify)))
+        return
+    rows = []
+    for case in args.cases.split(","):
+        cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale)]
+        out = subprocess.run(cmd + (["--verify"] if args.verify else []), check=True,
+                             capture_output=True, text=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cols = list(dict.fromkeys(c for r in rows for c in r))
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c, "")) for c in cols))
+
+
+if __name__ == "__main__":
+    main()

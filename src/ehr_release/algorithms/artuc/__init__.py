@@ -1,0 +1,12 @@
+"""ArtUC: (k, k^m)-anonymity for demographics + diagnosis codes under utility constraints.
+
+Pure functions over an :class:`~ehr_release.constraints.RTData` and its
+:class:`~ehr_release.constraints.RTConfig`; no file I/O, no Prefect. The verifier in
+``privacy/kkm.py`` re-checks the result from the published bytes alone.
+"""
+
+from ehr_release.algorithms.artuc.artuc import Anonymization, artuc, baseline, rmr
+from ehr_release.algorithms.artuc.release import RECORDS_FILE, release_files, to_jsonl
+
+__all__ = ["RECORDS_FILE", "Anonymization", "artuc", "baseline", "release_files", "rmr",
+           "to_jsonl"]

@@ -1,0 +1,457 @@
+"""Independent verifier of (k, k^m)-anonymous RT releases (ArtUC, Baseline, RmR).
+
+It reads only the published ``records.jsonl`` and the original data, and shares no code with
+``algorithms/``: the configuration (attributes, hierarchies, constraints) is the only common
+input. It re-derives:
+
+* **(k, k^m)-anonymity** — records grouped by identical generalized demographics; every class
+  has ≥ k records and every itemset of ≤ m generalized codes present in a class has support
+  ≥ k in it. Plain k-anonymity of the demographics and plain k^m-anonymity of the codes are
+  reported too: both are implied, neither implies (k, k^m) (the spec's Fig. 1b);
+* **truthfulness** — an injective assignment of released records to original records exists
+  such that each released record is the cluster-wide generalization (Def. 2) of its
+  original: demographics inside the box, generalized codes = the cluster's generalized
+  codes meeting the original's codes, ``suppressed`` = the original's codes left out. Found
+  as a bipartite b-matching (greedy, then augmenting paths);
+* **utility constraints** (Def. 9), **NCP ≤ δ** and **suppressed codes ≤ ε**.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter, defaultdict, deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ehr_release.constraints import (
+    CategoricalAttribute,
+    Interval,
+    NumericalAttribute,
+    RTConfig,
+    RTData,
+    rt_data,
+)
+from ehr_release.dataset import Dataset
+from ehr_release.reports import Requirement, VerificationReport
+
+RELEASE_FILE = "records.jsonl"
+_TOL = 1e-9
+
+DemoKey = tuple[Hashable, ...]
+Items = frozenset[frozenset[str]]
+
+
+class Malformed(Exception):
+    """The release cannot be read as the documented JSON Lines format."""
+
+
+@dataclass(frozen=True)
+class Released:
+    """One parsed released record."""
+
+    line: int
+    cluster: str
+    demo: DemoKey
+    items: Items
+    suppressed: int
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_release(data: bytes, config: RTConfig) -> list[Released]:
+    """Parse and type-check every line; :class:`Malformed` names the first bad line."""
+    out: list[Released] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"not UTF-8 ({exc})") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            out.append(_record(obj, number, config))
+        except (json.JSONDecodeError, Malformed, TypeError, ValueError) as exc:
+            raise Malformed(f"line {number}: {exc}") from None
+    return out
+
+
+def _record(obj: Any, number: int, config: RTConfig) -> Released:
+    if not isinstance(obj, dict) or set(obj) != {"cluster", "demographics", "codes",
+                                                 "suppressed"}:
+        raise Malformed("expected the keys cluster, demographics, codes, suppressed")
+    demo = obj["demographics"]
+    if not isinstance(demo, dict) or list(demo) != config.names:
+        raise Malformed(f"demographics must list {', '.join(config.names)} in this order")
+    key: list[Hashable] = []
+    for attr in config.attributes:
+        v = demo[attr.name]
+        if isinstance(attr, NumericalAttribute):
+            if (not isinstance(v, list) or len(v) != 2 or not all(
+                    isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+                    or not attr.domain.low <= v[0] <= v[1] <= attr.domain.high):
+                raise Malformed(f"{attr.name} must be [low, high] inside {attr.domain}")
+            key.append((float(v[0]), float(v[1])))
+        else:
+            if not isinstance(v, str) or v not in attr.hierarchy:
+                raise Malformed(f"{attr.name} value {v!r} is not a node of its hierarchy")
+            key.append(v)
+    codes = obj["codes"]
+    if not isinstance(codes, list) or not all(
+            isinstance(g, list) and g and all(isinstance(c, str) for c in g) for g in codes):
+        raise Malformed("codes must be a list of non-empty lists of codes")
+    flat = [c for g in codes for c in g]
+    if len(set(flat)) != len(flat):
+        raise Malformed("a code appears twice in the record's generalized codes")
+    items = frozenset(frozenset(g) for g in codes)
+    sup = obj["suppressed"]
+    if not isinstance(sup, int) or isinstance(sup, bool) or sup < 0:
+        raise Malformed("suppressed must be an integer ≥ 0")
+    if not isinstance(obj["cluster"], str):
+        raise Malformed("cluster must be a string")
+    return Released(number, obj["cluster"], tuple(key), items, sup)
+
+
+# --------------------------------------------------------------------------- anonymity
+def _smallest_support(groups: dict[Hashable, list[Items]], m: int
+                      ) -> tuple[int | None, Hashable, tuple[frozenset[str], ...]]:
+    """Least support of any itemset of ≤ m generalized codes present in a group."""
+    ids: dict[frozenset[str], int] = {}
+    names: list[frozenset[str]] = []
+    worst: tuple[int | None, Hashable, tuple[frozenset[str], ...]] = (None, None, ())
+    for g, records in groups.items():
+        encoded = []
+        for items in records:
+            row = []
+            for it in items:
+                if it not in ids:
+                    ids[it] = len(names)
+                    names.append(it)
+                row.append(ids[it])
+            encoded.append(sorted(row))
+        for size in range(1, m + 1):
+            counts = _count_itemsets(encoded, size)
+            if counts:
+                itemset, n = min(counts.items(), key=lambda kv: (kv[1], kv[0]))
+                if worst[0] is None or n < worst[0]:
+                    worst = (n, g, tuple(names[i] for i in itemset))
+    return worst
+
+
+def _count_itemsets(records: list[list[int]], size: int) -> dict[tuple[int, ...], int]:
+    if size == 1:
+        return dict(Counter((i,) for r in records for i in r))
+    if size == 2:  # vectorized: pairs of every record as int keys
+        chunks = [np.array(list(itertools.combinations(r, 2)), dtype=np.int64).reshape(-1, 2)
+                  for r in records if len(r) >= 2]
+        if not chunks:
+            return {}
+        pairs = np.concatenate(chunks)
+        width = int(pairs.max()) + 1
+        keys, counts = np.unique(pairs[:, 0] * width + pairs[:, 1], return_counts=True)
+        return {(int(kk // width), int(kk % width)): int(c)
+                for kk, c in zip(keys, counts, strict=True)}
+    return dict(Counter(c for r in records for c in itertools.combinations(r, size)))
+
+
+def _anonymity(records: list[Released], k: int, m: int) -> list[Requirement]:
+    classes: dict[DemoKey, list[Items]] = defaultdict(list)
+    for r in records:
+        classes[r.demo].append(r.items)
+    smallest = min((len(v) for v in classes.values()), default=0)
+    small_class = min(classes, key=lambda c: len(classes[c]), default=None)
+    in_class, cls, itemset = _smallest_support(classes, m)
+    overall, _, all_itemset = _smallest_support({"all": [r.items for r in records]}, m)
+    kkm_ok = smallest >= k and (in_class is None or in_class >= k)
+
+    def show(its: tuple[frozenset[str], ...]) -> str:
+        return " + ".join("(" + ", ".join(sorted(i)) + ")" for i in its)
+
+    kkm_measured = (f"{len(classes)} classes, smallest {smallest} records; least support of "
+                    f"a ≤{m}-itemset inside a class {in_class if in_class is not None else '—'}")
+    if in_class is not None and in_class < k:
+        kkm_measured += f" ({show(itemset)} in class {_show_demo(cls)})"
+    return [
+        Requirement("(k, k^m)-anonymity",
+                    f"every class of identical demographics ≥ {k} records, every ≤{m}-itemset "
+                    f"of generalized codes in it supported by ≥ {k} of its records",
+                    kkm_measured, kkm_ok,
+                    {"classes": len(classes), "smallest_class": smallest,
+                     "least_support_in_class": in_class}),
+        Requirement("k-anonymity of the demographics alone",
+                    f"every class of identical demographics ≥ {k} records",
+                    f"smallest class {smallest} records"
+                    + (f" ({_show_demo(small_class)})" if smallest < k else ""),
+                    smallest >= k, {"smallest_class": smallest}),
+        Requirement("k^m-anonymity of the codes alone",
+                    f"every ≤{m}-itemset of generalized codes supported by ≥ {k} records",
+                    f"least support {overall if overall is not None else '—'}"
+                    + (f" ({show(all_itemset)})" if overall is not None and overall < k
+                       else ""),
+                    overall is None or overall >= k, {"least_support": overall}),
+    ]
+
+
+def _show_demo(key: Hashable) -> str:
+    parts = []
+    for v in key if isinstance(key, tuple) else (key,):
+        parts.append(f"[{v[0]:g}, {v[1]:g}]" if isinstance(v, tuple) else str(v))
+    return "(" + ", ".join(parts) + ")"
+
+
+# --------------------------------------------------------------------------- truthfulness
+@dataclass
+class _ClusterView:
+    demo: DemoKey
+    item_of: dict[str, frozenset[str]]
+    wanted: Counter[tuple[Items, int]]
+
+
+def _clusters(records: list[Released]) -> dict[str, _ClusterView]:
+    """Per cluster: one demographics, generalized codes pairwise equal or disjoint."""
+    out: dict[str, _ClusterView] = {}
+    for r in records:
+        view = out.setdefault(r.cluster, _ClusterView(r.demo, {}, Counter()))
+        if view.demo != r.demo:
+            raise Malformed(f"line {r.line}: cluster {r.cluster} mixes generalized "
+                            "demographics")
+        for item in r.items:
+            for code in item:
+                if view.item_of.setdefault(code, item) != item:
+                    raise Malformed(f"line {r.line}: cluster {r.cluster} generalizes {code} "
+                                    "in two different ways")
+        view.wanted[(r.items, r.suppressed)] += 1
+    return out
+
+
+def _inside_mask(demo: DemoKey, config: RTConfig, data: RTData, cache: dict) -> np.ndarray:
+    mask = np.ones(len(data.patient_ids), dtype=bool)
+    for attr, v in zip(config.attributes, demo, strict=True):
+        col = data.demographics[attr.name]
+        if isinstance(attr, NumericalAttribute):
+            lo, hi = v  # type: ignore[misc]
+            mask &= (col.to_numpy(dtype=float) >= lo) & (col.to_numpy(dtype=float) <= hi)
+        else:
+            key = (attr.name, v)
+            if key not in cache:
+                h = attr.hierarchy
+                under = {x for x in col.unique() if x == v or v in h.ancestors(x)}
+                cache[key] = col.isin(under).to_numpy()
+            mask &= cache[key]
+    return mask
+
+
+def _match(records: list[Released], views: dict[str, _ClusterView], config: RTConfig,
+           data: RTData) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int]]]:
+    """Assign original rows to released records; returns (row → (cluster, slot)), deficits."""
+    slots: list[tuple[str, tuple[Items, int]]] = []
+    capacity: list[int] = []
+    slot_of: dict[tuple[str, tuple[Items, int]], int] = {}
+    for name, view in views.items():
+        for key, count in view.wanted.items():
+            slot_of[(name, key)] = len(slots)
+            slots.append((name, key))
+            capacity.append(count)
+    adj: dict[int, list[int]] = defaultdict(list)
+    cache: dict = {}
+    for name, view in views.items():
+        for row in np.flatnonzero(_inside_mask(view.demo, config, data, cache)).tolist():
+            codes = data.codes[row]
+            items = frozenset(view.item_of[c] for c in codes if c in view.item_of)
+            lost = len(codes) - sum(1 for c in codes if c in view.item_of)
+            slot = slot_of.get((name, (items, lost)))
+            if slot is not None:
+                adj[row].append(slot)
+    owner = _b_matching(adj, capacity)
+    used = Counter(owner.values())
+    deficits = [(slots[s][0], capacity[s] - used[s]) for s in range(len(slots))
+                if used[s] < capacity[s]]
+    return {row: (slots[s][0], s) for row, s in owner.items()}, deficits
+
+
+def _b_matching(adj: dict[int, list[int]], capacity: list[int]) -> dict[int, int]:
+    """Left rows to right slots, each slot up to its capacity, as many as possible."""
+    owner: dict[int, int] = {}
+    load = [0] * len(capacity)
+    holders: list[set[int]] = [set() for _ in capacity]
+    for row in sorted(adj, key=lambda r: len(adj[r])):
+        for s in adj[row]:
+            if load[s] < capacity[s]:
+                owner[row], load[s] = s, load[s] + 1
+                holders[s].add(row)
+                break
+    rows_of: list[list[int]] = [[] for _ in capacity]
+    for row, targets in adj.items():
+        for s in targets:
+            rows_of[s].append(row)
+    for s in range(len(capacity)):
+        while load[s] < capacity[s] and _augment(s, rows_of, adj, owner, holders, load):
+            pass
+    return owner
+
+
+def _augment(start: int, rows_of: list[list[int]], adj: dict[int, list[int]],
+             owner: dict[int, int], holders: list[set[int]], load: list[int]) -> bool:
+    """BFS for an alternating path from slot ``start`` to an unassigned row; flip it."""
+    came: dict[int, tuple[int, int | None]] = {}  # row → (slot reached from, previous row)
+    seen_slots = {start}
+    queue: deque[tuple[int, int | None]] = deque([(start, None)])
+    while queue:
+        slot, via = queue.popleft()
+        for row in rows_of[slot]:
+            if row in came or owner.get(row) == slot:
+                continue
+            came[row] = (slot, via)
+            if row not in owner:
+                cur: int | None = row
+                while cur is not None:
+                    s, prev = came[cur]
+                    old = owner.get(cur)
+                    if old is not None:
+                        holders[old].discard(cur)
+                    owner[cur] = s
+                    holders[s].add(cur)
+                    cur = prev
+                load[start] += 1
+                return True
+            nxt = owner[row]
+            if nxt not in seen_slots:
+                seen_slots.add(nxt)
+                queue.append((nxt, row))
+    return False
+
+
+def _truthfulness(records: list[Released], views: dict[str, _ClusterView], config: RTConfig,
+                  data: RTData) -> tuple[Requirement, dict[int, tuple[str, int]] | None]:
+    owner, deficits = _match(records, views, config, data)
+    dropped = len(data.patient_ids) - len(records)
+    if deficits:
+        cluster, missing = deficits[0]
+        unmatched = sum(d for _, d in deficits)
+        return Requirement(
+            "truthfulness", "each released record generalizes a distinct original record "
+            "(Def. 2, cluster-wide)", f"{unmatched} released records match no original "
+            f"record (first in cluster {cluster})", False,
+            {"unmatched": unmatched, "first_cluster": cluster}), None
+    return Requirement(
+        "truthfulness", "each released record generalizes a distinct original record "
+        "(Def. 2, cluster-wide)", f"all {len(records)} records matched; {dropped} original "
+        "records suppressed", True, {"released": len(records), "records_suppressed": dropped}
+    ), owner
+
+
+# --------------------------------------------------------------------------- constraints
+def _constraints(records: list[Released], config: RTConfig) -> Requirement:
+    parts = list(dict.fromkeys(u.demographics for u in config.constraints))
+    code_set: dict[str, int] = {}
+    for i, u in enumerate(config.constraints):
+        for code in u.codes.codes:
+            code_set.setdefault(code, i)
+    bad_demo: Released | None = None
+    bad_item: tuple[Released, frozenset[str]] | None = None
+    fits: dict[DemoKey, bool] = {}
+    for r in records:
+        if r.demo not in fits:
+            fits[r.demo] = any(_within(r.demo, part, config) for part in parts)
+        if not fits[r.demo] and bad_demo is None:
+            bad_demo = r
+        for item in r.items:
+            owners = {code_set.get(c, -1) for c in item}
+            if bad_item is None and (len(owners) != 1 or -1 in owners or not item <= (
+                    config.constraints[next(iter(owners))].codes.codes)):
+                bad_item = (r, item)
+    ok = bad_demo is None and bad_item is None
+    if bad_demo is not None:
+        measured = (f"line {bad_demo.line}: demographics {_show_demo(bad_demo.demo)} exceed "
+                    "every constraint")
+    elif bad_item is not None:
+        measured = (f"line {bad_item[0].line}: ({', '.join(sorted(bad_item[1]))}) is not "
+                    "inside one constraint's code set")
+    else:
+        measured = f"all {len(records)} records satisfy a constraint"
+    return Requirement("utility constraints (Def. 9)",
+                       f"each record within one of {len(config.constraints)} constraints, each "
+                       "generalized code inside one constraint's code set", measured, ok)
+
+
+def _within(demo: DemoKey, part: tuple, config: RTConfig) -> bool:
+    for attr, v, limit in zip(config.attributes, demo, part, strict=True):
+        if isinstance(attr, NumericalAttribute):
+            assert isinstance(limit, Interval)
+            if not limit.covers(Interval(*v)):  # type: ignore[misc]
+                return False
+        elif not (v == limit or limit in attr.hierarchy.ancestors(v)):  # type: ignore[arg-type]
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- NCP and ε
+def release_ncp(records: list[Released], config: RTConfig) -> float:
+    """Mean NCP of the released records (Def. 3–4)."""
+    if not records:
+        return 0.0
+    per_demo: dict[DemoKey, float] = {}
+    total = 0.0
+    for r in records:
+        if r.demo not in per_demo:
+            value = 0.0
+            for attr, v in zip(config.attributes, r.demo, strict=True):
+                if isinstance(attr, NumericalAttribute):
+                    value += attr.weight * (v[1] - v[0]) / attr.span  # type: ignore[index]
+                else:
+                    assert isinstance(attr, CategoricalAttribute)
+                    h = attr.hierarchy
+                    if not h.is_leaf(v):  # type: ignore[arg-type]
+                        value += attr.weight * (len(h.leaves_under(v))  # type: ignore[arg-type]
+                                                / len(h.leaves_under(h.root)))
+            per_demo[r.demo] = value
+        total += per_demo[r.demo]
+    return total / len(records)
+
+
+def _suppressed_codes(views: dict[str, _ClusterView], owner: dict[int, tuple[str, int]],
+                      data: RTData) -> int:
+    lost: dict[str, set[str]] = defaultdict(set)
+    for row, (cluster, _) in owner.items():
+        kept = views[cluster].item_of
+        lost[cluster].update(c for c in data.codes[row] if c not in kept)
+    return sum(len(v) for v in lost.values())
+
+
+# --------------------------------------------------------------------------- entry point
+def verify_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
+               algorithm: str, k: int, m: int, delta: float | None, epsilon: float,
+               constrained: bool) -> VerificationReport:
+    """Re-check a (k, k^m) release from its bytes; ``delta=None`` skips the NCP bound
+    (Baseline has none) and ``constrained=False`` the utility constraints (RmR)."""
+    data = rt_data(original, config)
+    try:
+        if RELEASE_FILE not in files:
+            raise Malformed(f"the release has no {RELEASE_FILE}")
+        records = parse_release(files[RELEASE_FILE], config)
+        views = _clusters(records)
+    except Malformed as exc:
+        return VerificationReport(algorithm, [Requirement(
+            "well-formed release", f"{RELEASE_FILE} in the documented JSON Lines format",
+            str(exc), False)])
+    reqs = _anonymity(records, k, m)
+    truth, owner = _truthfulness(records, views, config, data)
+    reqs.append(truth)
+    if constrained:
+        reqs.append(_constraints(records, config))
+    if delta is not None:
+        ncp = release_ncp(records, config)
+        reqs.append(Requirement("NCP bound δ", f"NCP ≤ {delta:g}", f"NCP {ncp:.4f}",
+                                ncp <= delta + _TOL, {"ncp": ncp}))
+    if owner is None:
+        reqs.append(Requirement("suppression bound ε", f"≤ {epsilon:g} codes suppressed",
+                                "cannot be counted: records do not match the original", False))
+    else:
+        lost = _suppressed_codes(views, owner, data)
+        reqs.append(Requirement("suppression bound ε", f"≤ {epsilon:g} codes suppressed",
+                                f"{lost} codes suppressed (distinct per cluster)",
+                                lost <= epsilon + _TOL, {"suppressed_codes": lost}))
+    return VerificationReport(algorithm, reqs)

@@ -1,0 +1,151 @@
+"""Registry glue for ``artuc``: parameters, configuration files, release files.
+
+The configuration (attributes, hierarchies, numerical domains, utility constraints) is a
+YAML file named by the ``config`` parameter; this module is where it is read (anonymize,
+verify and evaluate each need it, so it is read once per process per file version). The
+comparators ``artuc-baseline`` and ``rmr`` reuse these parameters and helpers.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ehr_release.algorithms.artuc import artuc, baseline, release_files, rmr, to_jsonl
+from ehr_release.constraints import RTConfig, load_config, rt_data, with_weights
+from ehr_release.dataset import Dataset
+from ehr_release.errors import ParameterError
+from ehr_release.params import Param
+from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.randomness import check_random_state
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.utility.artuc import evaluate_release
+
+EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
+_EPSILON = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
+_WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*\d+(?:\.\d*)?\s*$")
+
+
+def resolve_epsilon(text: str, distinct_codes: int) -> float:
+    """``"6%"`` → 6 % of the distinct codes of the input; ``"12"`` → 12."""
+    match = _EPSILON.match(text)
+    if match is None:
+        raise ParameterError("epsilon", EPSILON_RULE, text)
+    value = float(match[1])
+    return value * distinct_codes / 100.0 if match[2] else value
+
+
+def _file_or_empty(value: str) -> bool:
+    return not value or Path(value).is_file()
+
+
+COMMON_PARAMS = (
+    Param("k", int, "each record is indistinguishable from ≥ k−1 others given its "
+          "demographics and up to m codes", default=10, check=lambda v: v >= 2,
+          rule="must be an integer ≥ 2"),
+    Param("m", int, "most diagnosis codes an attacker knows", default=2,
+          check=lambda v: v >= 1, rule="must be an integer ≥ 1"),
+    Param("epsilon", str, "most codes suppressed: a count (12) or a share of the distinct "
+          "codes (6%)", default="6%", check=lambda v: _EPSILON.match(v) is not None,
+          rule=EPSILON_RULE),
+    Param("config", str, "YAML file: released attributes with hierarchies/domains, utility "
+          "constraints", check=lambda v: Path(v).is_file(), rule="must be an existing file"),
+    Param("weights", str, "NCP weights NAME=W,... summing to 1 (default: the config's)",
+          default="", check=lambda v: not v.strip() or all(
+              _WEIGHT.match(i) for i in v.split(",")),
+          rule="must look like NAME=WEIGHT,NAME=WEIGHT"),
+    Param("seed", int, "seed of the random first picks (tests and examples only)",
+          default=None),
+    Param("compare", bool, "evaluate also runs the other two algorithms for comparison",
+          default=True),
+)
+DELTA = Param("delta", float, "NCP bound δ of the generalized demographics", default=0.04,
+              check=lambda v: 0.0 <= v <= 1.0, rule="must be a number in [0, 1]")
+CONSTRAINTS = Param("constraints", str, "YAML file whose 'constraints' list replaces the "
+                    "config's", default="", check=_file_or_empty,
+                    rule="must be empty or an existing file")
+PARAMS = (*COMMON_PARAMS[:2], DELTA, *COMMON_PARAMS[2:4], CONSTRAINTS, *COMMON_PARAMS[4:])
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, constraints: str, _stamp: tuple[int, ...]) -> RTConfig:
+    return load_config(path, constraints or None)
+
+
+def config_of(params: dict[str, Any]) -> RTConfig:
+    """The configuration named by the parameters, with the ``weights`` override applied."""
+    paths = [Path(params["config"]).resolve()]
+    extra = params.get("constraints") or ""
+    if extra:
+        paths.append(Path(extra).resolve())
+    stamp = tuple(x for p in paths for x in (p.stat().st_mtime_ns, p.stat().st_size))
+    config = _load(str(paths[0]), str(paths[1]) if extra else "", stamp)
+    return with_weights(config, params.get("weights") or "")
+
+
+def epsilon_of(params: dict[str, Any], dataset: Dataset) -> float:
+    return resolve_epsilon(params["epsilon"], len(dataset.distinct_codes()))
+
+
+def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
+    """One of the three algorithms on ``dataset`` → the bytes of its records file."""
+    config = config_of(params)
+    data = rt_data(dataset, config)
+    eps = epsilon_of(params, dataset)
+    if name == "artuc-baseline":
+        anon = baseline(data, config, k=params["k"], m=params["m"], epsilon=eps)
+    else:
+        algo = artuc if name == "artuc" else rmr
+        anon = algo(data, config, k=params["k"], m=params["m"],
+                    delta=params.get("delta", 0.04), epsilon=eps, rng=rng)
+    return to_jsonl(anon)
+
+
+def verify(name: str, files: ReleaseFiles, original: Dataset,
+           params: dict[str, Any]) -> VerificationReport:
+    """Baseline has no NCP bound (δ only feeds its comparators); RmR has no constraints."""
+    delta = None if name == "artuc-baseline" else params.get("delta", 0.04)
+    return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
+                      m=params["m"], delta=delta, epsilon=epsilon_of(params, original),
+                      constrained=name != "rmr")
+
+
+def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
+             rng: np.random.Generator) -> UtilityReport:
+    comparators = {}
+    if params.get("compare", True):
+        others = [n for n in ("artuc", "rmr", "artuc-baseline") if n != name]
+        seed = params.get("seed")
+        for other in others:
+            comparators[other] = (lambda o=other: run(
+                o, original, {"delta": 0.04, **params}, check_random_state(seed)))
+    return evaluate_release(name, files, original, config_of(params), rng,
+                            comparators=comparators)
+
+
+def _anonymize(dataset: Dataset, params: dict[str, Any],
+               rng: np.random.Generator) -> ReleaseFiles:
+    config = config_of(params)
+    anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],
+                 delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng)
+    return release_files(anon)
+
+
+ENTRY = AlgorithmEntry(
+    name="artuc",
+    summary="ArtUC: (k, k^m)-anonymity of demographics + diagnosis codes under the data "
+            "owner's utility constraints (clustering by NCP, merging by UL, set-generalized "
+            "codes)",
+    privacy_model="(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
+                  "of a patient cannot tell its record from ≥ k−1 others",
+    params=PARAMS,
+    anonymize=_anonymize,
+    verify=lambda files, original, params: verify("artuc", files, original, params),
+    evaluate=lambda files, original, params, rng: evaluate("artuc", files, original, params,
+                                                           rng),
+)

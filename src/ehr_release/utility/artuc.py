@@ -1,0 +1,337 @@
+"""Utility of a (k, k^m) release: NCP, UL, ARE on count workloads, suppression, comparisons.
+
+Everything is measured from the published bytes, as a researcher would:
+
+* **NCP** of the generalized demographics and **UL** of the generalized codes (Def. 3–6), UL
+  split into its generalization part and its suppression part (the paper's ULgen/ULsup);
+* **ARE** of COUNT queries (Def. 7) on three workloads of random queries built from real
+  records: W1 two demographics, W2 one demographic and one code, W3 two codes. Generalized
+  data answers under the uniform assumption (spec Decision): a range or node matches in
+  proportion to the leaves it covers (integers of a range, leaves of a node), and a
+  generalized code ũ holds a given code with probability 2^(|ũ|−1)/(2^|ũ|−1), two given
+  codes with 2^(|ũ|−2)/(2^|ũ|−1);
+* records and codes suppressed, utility-constraint satisfaction (for RmR, which ignores them);
+* optionally the same figures for the comparators and the paper's "additional utility loss"
+  ½·(ΔNCP/NCP + ΔUL/UL) of RmR and Baseline relative to ArtUC.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ehr_release.constraints import (
+    CategoricalAttribute,
+    NumericalAttribute,
+    RTConfig,
+    RTData,
+    rt_data,
+)
+from ehr_release.dataset import Dataset
+from ehr_release.reports import Chart, UtilityReport
+
+RELEASE_FILE = "records.jsonl"
+QUERIES = 100
+WORKLOADS = ("W1", "W2", "W3")
+
+
+@dataclass(frozen=True)
+class Release:
+    """A parsed release as columns: demographics per attribute, codes per record."""
+
+    demographics: list[dict[str, object]]
+    codes: list[list[list[str]]]
+    suppressed: np.ndarray
+
+    @classmethod
+    def parse(cls, data: bytes) -> Release:
+        rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        return cls([r["demographics"] for r in rows], [r["codes"] for r in rows],
+                   np.array([r["suppressed"] for r in rows], dtype=float))
+
+
+# --------------------------------------------------------------------------- NCP and UL
+def record_ncp(release: Release, config: RTConfig) -> np.ndarray:
+    out = np.zeros(len(release.codes))
+    for attr in config.attributes:
+        vals = [d[attr.name] for d in release.demographics]
+        if isinstance(attr, NumericalAttribute):
+            arr = np.array(vals, dtype=float).reshape(-1, 2)
+            out += attr.weight * (arr[:, 1] - arr[:, 0]) / attr.span
+        else:
+            assert isinstance(attr, CategoricalAttribute)
+            h = attr.hierarchy
+            total = len(h.leaves_under(h.root))
+            cost = {v: 0.0 if h.is_leaf(v) else len(h.leaves_under(v)) / total
+                    for v in set(vals)}  # type: ignore[arg-type]
+            out += attr.weight * np.array([cost[v] for v in vals])
+    return out
+
+
+def record_ul(release: Release) -> tuple[np.ndarray, np.ndarray]:
+    """(generalization part, suppression part) of UL(r) for every record (Def. 6)."""
+    gen = np.zeros(len(release.codes))
+    for i, items in enumerate(release.codes):
+        sizes = np.array([len(g) for g in items], dtype=float)
+        sigma = sizes.sum()
+        if sigma > 0:
+            big = sizes[sizes >= 2]
+            gen[i] = float(np.sum(np.exp2(big - sigma) * (1 - np.exp2(-big)))
+                           / (1 - np.exp2(-sigma)))
+    return gen, release.suppressed.copy()
+
+
+# --------------------------------------------------------------------------- ARE
+@dataclass(frozen=True)
+class Query:
+    """COUNT(*) WHERE the demographics equal ``values`` and the record holds ``codes``."""
+
+    values: tuple[tuple[str, object], ...]
+    codes: tuple[str, ...]
+
+
+def workloads(data: RTData, config: RTConfig, rng: np.random.Generator,
+              n: int = QUERIES) -> dict[str, list[Query]]:
+    """Random queries from random original records, so every true count is ≥ 1."""
+    names = config.names
+    multi = [i for i, c in enumerate(data.codes) if len(c) >= 2]
+    some = [i for i, c in enumerate(data.codes) if c]
+    out: dict[str, list[Query]] = {w: [] for w in WORKLOADS}
+    rows = data.demographics
+    for _ in range(n):
+        if len(names) >= 2:
+            r = int(rng.integers(len(data.patient_ids)))
+            a, b = rng.choice(len(names), 2, replace=False)
+            out["W1"].append(Query(((names[a], rows.iloc[r, a]), (names[b], rows.iloc[r, b])),
+                                   ()))
+        if some:
+            r = some[int(rng.integers(len(some)))]
+            a = int(rng.integers(len(names)))
+            code = sorted(data.codes[r])[int(rng.integers(len(data.codes[r])))]
+            out["W2"].append(Query(((names[a], rows.iloc[r, a]),), (code,)))
+        if multi:
+            r = multi[int(rng.integers(len(multi)))]
+            pair = rng.choice(sorted(data.codes[r]), 2, replace=False)
+            out["W3"].append(Query((), tuple(sorted(map(str, pair)))))
+    return out
+
+
+class Estimator:
+    """Expected COUNT answers on a release under the uniform assumption."""
+
+    def __init__(self, release: Release, config: RTConfig, data: RTData) -> None:
+        self.release, self.config = release, config
+        self.index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        where: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        uid = 0
+        for i, items in enumerate(release.codes):
+            for g in items:
+                for c in g:
+                    where[c].append((i, len(g), uid))
+                uid += 1
+        for c, lst in where.items():
+            arr = np.array(lst, dtype=np.int64)
+            self.index[c] = (arr[:, 0], arr[:, 1], arr[:, 2])
+        self.integral = {a.name: bool(np.all(np.mod(data.demographics[a.name], 1) == 0))
+                         for a in config.attributes if isinstance(a, NumericalAttribute)}
+        self.observed = {a.name: np.unique(data.demographics[a.name].to_numpy(float))
+                         for a in config.attributes if isinstance(a, NumericalAttribute)}
+
+    def _demo(self, name: str, value: object) -> np.ndarray:
+        attr = next(a for a in self.config.attributes if a.name == name)
+        vals = [d[name] for d in self.release.demographics]
+        if isinstance(attr, NumericalAttribute):
+            arr = np.array(vals, dtype=float).reshape(-1, 2)
+            v = float(value)  # type: ignore[arg-type]
+            inside = (arr[:, 0] <= v) & (v <= arr[:, 1])
+            if self.integral[name]:
+                width = np.floor(arr[:, 1]) - np.ceil(arr[:, 0]) + 1
+            else:
+                obs = self.observed[name]
+                width = (np.searchsorted(obs, arr[:, 1], side="right")
+                         - np.searchsorted(obs, arr[:, 0], side="left")).astype(float)
+            return np.where(inside, 1.0 / np.maximum(width, 1.0), 0.0)
+        assert isinstance(attr, CategoricalAttribute)
+        h = attr.hierarchy
+        want = set(h.leaves_under(str(value)))
+        share = {g: len(want & set(h.leaves_under(g))) / len(h.leaves_under(g))
+                 for g in set(vals)}  # type: ignore[arg-type]
+        return np.array([share[g] for g in vals])
+
+    def count(self, q: Query) -> float:
+        n = len(self.release.codes)
+        p = np.ones(n)
+        for name, value in q.values:
+            p *= self._demo(name, value)
+        if q.codes:
+            per_code = []
+            for c in q.codes:
+                recs, size, uid = self.index.get(c, (np.empty(0, np.int64),) * 3)
+                pc = np.zeros(n)
+                pc[recs] = 1.0 / (2.0 - np.exp2(1.0 - size))
+                ids = np.full(n, -1, dtype=np.int64)
+                ids[recs] = uid
+                per_code.append((pc, ids, size, recs))
+            if len(per_code) == 2:
+                (p1, id1, _, _), (p2, id2, size2, recs2) = per_code
+                joint = p1 * p2
+                same = (id1 == id2) & (id1 >= 0)
+                if same.any():
+                    size_of = np.zeros(n)
+                    size_of[recs2] = size2
+                    joint[same] = 1.0 / (4.0 - np.exp2(2.0 - size_of[same]))
+                p *= joint
+            else:
+                p *= per_code[0][0]
+        return float(p.sum())
+
+
+def true_count(q: Query, data: RTData) -> int:
+    mask = np.ones(len(data.patient_ids), dtype=bool)
+    for name, value in q.values:
+        mask &= (data.demographics[name] == value).to_numpy()
+    if q.codes:
+        mask &= np.fromiter((set(q.codes) <= c for c in data.codes), dtype=bool,
+                            count=len(data.codes))
+    return int(mask.sum())
+
+
+def are(release: Release, config: RTConfig, data: RTData,
+        queries: Mapping[str, list[Query]], truth: Mapping[str, list[int]]) -> dict[str, float]:
+    est = Estimator(release, config, data)
+    out = {}
+    for w, qs in queries.items():
+        if qs:
+            errors = [abs(est.count(q) - t) / t for q, t in zip(qs, truth[w], strict=True)]
+            out[w] = float(np.mean(errors))
+    return out
+
+
+# --------------------------------------------------------------------------- report
+def measure(release: Release, config: RTConfig, data: RTData,
+            queries: Mapping[str, list[Query]], truth: Mapping[str, list[int]]
+            ) -> dict[str, float]:
+    """The figures of one release (one row of the comparison table)."""
+    n = len(release.codes)
+    ncp = record_ncp(release, config)
+    gen, sup = record_ul(release)
+    released_codes = {c for items in release.codes for g in items for c in g}
+    original_codes = {c for r in data.codes for c in r}
+    out = {
+        "NCP": float(ncp.mean()) if n else 0.0,
+        "UL": float((gen + sup).mean()) if n else 0.0,
+        "UL generalization": float(gen.mean()) if n else 0.0,
+        "UL suppression": float(sup.mean()) if n else 0.0,
+        "records released": float(n),
+        "records suppressed": float(len(data.patient_ids) - n),
+        "code occurrences suppressed": float(sup.sum()),
+        "distinct codes absent from release": float(len(original_codes - released_codes)),
+    }
+    out.update({f"ARE {w}": v for w, v in are(release, config, data, queries, truth).items()})
+    return out
+
+
+def constraint_share(release: Release, config: RTConfig) -> float:
+    """Share of records whose generalization satisfies the utility constraints (Def. 9)."""
+    if not config.constraints or not release.codes:
+        return 1.0
+    parts = list(dict.fromkeys(u.demographics for u in config.constraints))
+    set_of = {c: i for i, cs in enumerate({u.codes.codes for u in config.constraints})
+              for c in cs}
+    ok = 0
+    for demo, items in zip(release.demographics, release.codes, strict=True):
+        fits = any(all(_within(attr, demo[attr.name], el)
+                       for attr, el in zip(config.attributes, part, strict=True))
+                   for part in parts)
+        codes_ok = all(len({set_of.get(c, -1) for c in g}) == 1 and g[0] in set_of
+                       for g in items)
+        ok += bool(fits and codes_ok)
+    return ok / len(release.codes)
+
+
+def _within(attr: object, value: object, element: object) -> bool:
+    if isinstance(attr, NumericalAttribute):
+        lo, hi = value  # type: ignore[misc]
+        return element.low <= lo and hi <= element.high  # type: ignore[attr-defined]
+    assert isinstance(attr, CategoricalAttribute)
+    return value == element or element in attr.hierarchy.ancestors(str(value))
+
+
+def additional_loss(other: Mapping[str, float], ref: Mapping[str, float]) -> float | None:
+    """½·((NCP_X − NCP_A)/NCP_A + (UL_X − UL_A)/UL_A)·100 %, or None when undefined."""
+    if ref["NCP"] <= 0 or ref["UL"] <= 0:
+        return None
+    return 50.0 * ((other["NCP"] - ref["NCP"]) / ref["NCP"] + (other["UL"] - ref["UL"])
+                   / ref["UL"])
+
+
+def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    width = 0.8 / max(len(rows), 1)
+    for i, (name, m) in enumerate(rows.items()):
+        values = [m.get(f"ARE {w}", 0.0) for w in WORKLOADS]
+        ax.bar(np.arange(len(WORKLOADS)) + i * width, values, width, label=name)
+    ax.set_xticks(np.arange(len(WORKLOADS)) + width * (len(rows) - 1) / 2, WORKLOADS)
+    ax.set_ylabel("average relative error")
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    return Chart("artuc-are", "ARE of COUNT queries: W1 two demographics, W2 one demographic "
+                 "and one code, W3 two codes (lower is better)", buf.getvalue())
+
+
+def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Dataset,
+                     config: RTConfig, rng: np.random.Generator, *,
+                     comparators: Mapping[str, Callable[[], bytes]] | None = None,
+                     chart: bool = True) -> UtilityReport:
+    """Utility report of ``files``; ``comparators`` (name → release bytes) are run lazily,
+    and a comparator that fails (δ or ε cannot be met) is noted rather than fatal."""
+    data = rt_data(original, config)
+    queries = workloads(data, config, rng)
+    truth = {w: [true_count(q, data) for q in qs] for w, qs in queries.items()}
+    release = Release.parse(files[RELEASE_FILE])
+    metrics = measure(release, config, data, queries, truth)
+    notes = [f"{len(original.demographic_columns) - len(config.attributes)} demographic "
+             "columns of the input are not configured and were not released"]
+    if original.is_longitudinal:
+        notes.append("ages at diagnosis and repeated codes are not released (set-valued codes)")
+    if config.constraints:
+        metrics["records satisfying the utility constraints"] = constraint_share(release,
+                                                                                 config)
+    rows = {algorithm: metrics}
+    for name, run in (comparators or {}).items():
+        try:
+            other = Release.parse(run())
+        except Exception as exc:  # noqa: BLE001 - a comparator failing is a finding, not a crash
+            notes.append(f"{name} produced no release: {exc}")
+            continue
+        rows[name] = measure(other, config, data, queries, truth)
+        if config.constraints:
+            rows[name]["records satisfying the utility constraints"] = constraint_share(
+                other, config)
+    if "artuc" in rows:
+        for name in rows:
+            if name != "artuc":
+                loss = additional_loss(rows[name], rows["artuc"])
+                if loss is None:
+                    notes.append(f"additional utility loss of {name} is undefined (ArtUC has "
+                                 "zero NCP or UL)")
+                else:
+                    rows[name]["additional utility loss vs ArtUC (%)"] = loss
+                    if name != algorithm:
+                        metrics[f"additional utility loss of {name} vs ArtUC (%)"] = loss
+    table = [{"algorithm": name, **m} for name, m in rows.items()]
+    charts = [_chart(rows)] if chart and len(release.codes) else []
+    return UtilityReport(algorithm, metrics, {"comparison": table}, charts, notes)

@@ -1,0 +1,135 @@
+"""Configuration of ArtUC: hierarchies, domains, constraint templates, and clear refusals."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ehr_release.constraints import (
+    Interval,
+    assign_parts,
+    code_set_index,
+    load_config,
+    parse_config,
+    rt_data,
+    with_weights,
+)
+from ehr_release.dataset import Dataset
+from ehr_release.errors import ConfigError, InputError, ParameterError
+from ehr_release.hierarchy import icd9_hierarchy
+
+ATTRS = {"age": {"type": "numerical", "domain": [0, 100]},
+         "sex": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}}
+
+
+def cfg(constraints, attributes=ATTRS):
+    return parse_config({"attributes": attributes, "constraints": constraints},
+                        lambda ref: icd9_hierarchy())
+
+
+def test_hierarchy_files_csv_and_yaml_tree_relative_to_the_config(tmp_path) -> None:
+    (tmp_path / "origin.csv").write_text("child,parent\nEurope,All\nAfrica,All\nFrance,Europe\n"
+                                         "Ghana,Africa\n")
+    (tmp_path / "sex.yaml").write_text("All: [F, M]\n")
+    (tmp_path / "c.yaml").write_text(
+        "attributes:\n"
+        "  origin: {type: categorical, hierarchy: origin.csv, weight: 0.5}\n"
+        "  sex: {type: categorical, hierarchy: sex.yaml, weight: 0.5}\n"
+        "constraints:\n  - {origin: Europe, codes: all}\n  - {origin: Africa, codes: all}\n")
+    config = load_config(tmp_path / "c.yaml")
+    origin = config.attributes[0].hierarchy
+    assert origin.root == "All" and origin.parent["France"] == "Europe"
+    assert [u.demographics for u in config.constraints] == [("Europe", "All"), ("Africa", "All")]
+    (tmp_path / "bad.csv").write_text("child,parent\nA,All\nA,B\nB,All\n")
+    (tmp_path / "c2.yaml").write_text("attributes:\n  o: {type: categorical, hierarchy: bad.csv}\n")
+    with pytest.raises(ConfigError, match="'A' has more than one parent"):
+        load_config(tmp_path / "c2.yaml")
+
+
+def test_templates_expand_to_the_product_with_readable_names() -> None:
+    config = cfg([{"name": "UC1", "age": {"bands": 12, "from": 0, "to": 30}, "sex": "All",
+                   "codes": "chapters"}])
+    assert len(config.constraints) == 3 * 19
+    first = config.constraints[0]
+    assert first.name == "UC1[age=[0, 11], codes=001-139]"
+    assert [u.demographics[0] for u in config.constraints[::19]] == [
+        Interval(0, 11), Interval(12, 23), Interval(24, 30)]
+    assert "053.20" in first.codes.codes and "053" in first.codes.codes
+    sets = config.code_sets()
+    assert len(sets) == 19 and sum(len(s.codes) for s in sets) == len(icd9_hierarchy().parent)
+
+
+def test_code_lists_patterns_and_levels() -> None:
+    config = cfg([{"age": [0, 100], "sex": {"level": 1}, "codes": ["053.*", "250.00"]}])
+    assert [u.demographics[1] for u in config.constraints] == ["F", "M"]
+    codes = config.constraints[0].codes.codes
+    assert {"053", "053.2", "053.20", "250.00"} <= codes and "250.01" not in codes
+    with pytest.raises(ConfigError, match="quote ICD-9 codes"):
+        cfg([{"codes": [53.2]}])
+    with pytest.raises(ConfigError, match="'Europe' is not a node"):
+        cfg([{"sex": "Europe", "codes": "all"}])
+    with pytest.raises(ConfigError, match="unknown code family 'blocks'"):
+        cfg([{"codes": "blocks"}])
+    with pytest.raises(ConfigError, match="'height' is not a configured attribute"):
+        cfg([{"height": 3, "codes": "all"}])
+
+
+def test_paper_table_4_is_consistent_and_overlaps_are_refused_with_names() -> None:
+    from tests.test_artuc_worked_example import worked_example
+
+    _, config = worked_example()  # u1 has origin All, u4 Africa: apart by age, so consistent
+    assert len(config.demographic_parts()) == 2
+    with pytest.raises(ConfigError, match=r"u1 and u2 .*age \[0, 50\] vs \[40, 60\]"):
+        cfg([{"name": "u1", "age": [0, 50], "codes": ["001"]},
+             {"name": "u2", "age": [40, 60], "codes": ["002"]}])
+    with pytest.raises(ConfigError, match=r"a and b .*sex 'All' vs 'F'"):
+        cfg([{"name": "a", "age": [0, 50], "sex": "All", "codes": ["001"]},
+             {"name": "b", "age": [0, 50], "sex": "F", "codes": ["002"]}])
+    with pytest.raises(ConfigError, match=r"x and y .*share 001 but are not equal"):
+        cfg([{"name": "x", "age": [0, 50], "codes": ["001", "002"]},
+             {"name": "y", "age": [51, 100], "codes": ["001"]}])
+
+
+def _dataset(rows):
+    demo = pd.DataFrame([r[:2] for r in rows], columns=["age", "sex"])
+    return Dataset.from_records([r[2] for r in rows], demo)
+
+
+def test_non_covering_constraints_name_the_record_and_the_codes() -> None:
+    config = cfg([{"name": "young", "age": [0, 49], "sex": "F", "codes": ["001"]},
+                  {"name": "old", "age": [50, 100], "sex": "M", "codes": ["002"]}])
+    data = rt_data(_dataset([(30, "F", ["001"]), (30, "M", ["002"])]), config)
+    with pytest.raises(ConfigError, match=r"patient p2 \(age=30, sex='M'\): each value is "
+                                          "covered, but no single constraint combines them"):
+        assign_parts(data, config)
+    with pytest.raises(ConfigError, match=r"do not cover the codes 003, 004"):
+        code_set_index(config, ["001", "003", "004"])
+    narrow = cfg([{"age": [0, 49], "codes": "all"}])
+    with pytest.raises(ConfigError, match="no constraint covers age"):
+        assign_parts(rt_data(_dataset([(70, "F", [])]), narrow), narrow)
+
+
+def test_data_outside_the_configuration_is_refused() -> None:
+    config = cfg([{"codes": "all"}])
+    with pytest.raises(InputError, match="outside the configured domain"):
+        rt_data(_dataset([(130, "F", [])]), config)
+    with pytest.raises(InputError, match="'X' of patient p1 is not a node"):
+        rt_data(_dataset([(30, "X", [])]), config)
+    other = parse_config({"attributes": {"height": {"type": "numerical", "domain": [0, 3]}}},
+                         lambda ref: icd9_hierarchy())
+    with pytest.raises(ConfigError, match="'height' is not a column"):
+        rt_data(_dataset([(30, "F", [])]), other)
+
+
+def test_weights_from_config_and_parameter() -> None:
+    attrs = {"age": {**ATTRS["age"], "weight": 0.7}, "sex": {**ATTRS["sex"], "weight": 0.3}}
+    config = cfg([], attrs)
+    assert [a.weight for a in config.attributes] == [0.7, 0.3]
+    assert [a.weight for a in cfg([]).attributes] == [0.5, 0.5]
+    with pytest.raises(ConfigError, match="must sum to 1; got age=0.7, sex=0.7"):
+        cfg([], {"age": {**ATTRS["age"], "weight": 0.7}, "sex": {**ATTRS["sex"], "weight": 0.7}})
+    assert [a.weight for a in with_weights(config, "age=0.25, sex=0.75").attributes] == [
+        0.25, 0.75]
+    for bad in ("age=0.5", "age=0.5,sex=0.6", "age=x,sex=1", "age=0.5,height=0.5"):
+        with pytest.raises(ParameterError, match="weights"):
+            with_weights(config, bad)

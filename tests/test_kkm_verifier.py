@@ -1,0 +1,125 @@
+"""The (k, k^m) verifier catches what a buggy or dishonest anonymizer could publish.
+
+Each test starts from the worked example's correct ArtUC release and breaks one thing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.constraints import rt_data
+from ehr_release.privacy.kkm import verify_kkm
+from tests.test_artuc_worked_example import SEED, release_line, worked_example
+
+
+@pytest.fixture(scope="module")
+def case():
+    ds, cfg = worked_example()
+    anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
+                 rng=np.random.default_rng(SEED))
+    return ds, cfg, [json.loads(x) for x in to_jsonl(anon).decode().splitlines()]
+
+
+def check(case, records, **overrides):
+    ds, cfg, _ = case
+    data = "".join((json.dumps(r) if isinstance(r, dict) else r) + "\n" for r in records)
+    args = {"algorithm": "artuc", "k": 2, "m": 2, "delta": 0.6, "epsilon": 2,
+            "constrained": True, **overrides}
+    report = verify_kkm({"records.jsonl": data.encode()}, ds, cfg, **args)
+    return {r.name: r for r in report.requirements}, report
+
+
+def test_the_honest_release_holds(case) -> None:
+    reqs, report = check(case, case[2])
+    assert report.holds
+    assert reqs["truthfulness"].evidence == {"released": 8, "records_suppressed": 0}
+    assert reqs["suppression bound ε"].evidence == {"suppressed_codes": 1}
+
+
+def test_demographics_that_exclude_the_original_are_untruthful(case) -> None:
+    records = [dict(r) for r in case[2]]
+    for r in records:
+        if r["demographics"]["age"] == [44, 47]:
+            r["demographics"] = {**r["demographics"], "age": [45, 47]}  # record 7 is 44
+    reqs, report = check(case, records)
+    assert not reqs["truthfulness"].passed and not report.holds
+    assert "match no original record" in reqs["truthfulness"].measured
+
+
+def test_a_dropped_or_invented_code_is_untruthful(case) -> None:
+    records = [dict(r) for r in case[2]]
+    victim = next(i for i, r in enumerate(records) if ["493.2"] in r["codes"]
+                  and r["demographics"]["age"] == [19, 30])
+    records[victim] = {**records[victim], "codes": [c for c in records[victim]["codes"]
+                                                    if c != ["493.2"]]}
+    reqs, _ = check(case, records)
+    assert not reqs["truthfulness"].passed
+    records = [dict(r) for r in case[2]]
+    records[0] = {**records[0], "codes": [*records[0]["codes"], ["999.9"]]}
+    reqs, _ = check(case, records)
+    assert not reqs["truthfulness"].passed
+    assert not reqs["(k, k^m)-anonymity"].passed  # and 999.9 is unique in its class
+
+
+def test_an_extra_copy_of_a_record_cannot_be_matched(case) -> None:
+    reqs, report = check(case, [*case[2], case[2][0]])
+    assert not reqs["truthfulness"].passed
+    assert reqs["truthfulness"].evidence["unmatched"] == 1
+    assert "cannot be counted" in reqs["suppression bound ε"].measured
+
+
+def test_bounds_delta_epsilon_and_the_constraints(case) -> None:
+    reqs, _ = check(case, case[2], delta=0.5, epsilon=0)
+    assert not reqs["NCP bound δ"].passed and "0.5339" in reqs["NCP bound δ"].measured
+    assert not reqs["suppression bound ε"].passed
+    widened = [{**r, "demographics": {**r["demographics"], "age": [19, 51]}}
+               if r["demographics"]["age"] == [44, 47] else r for r in case[2]]
+    reqs, _ = check(case, widened, delta=1.0)
+    assert reqs["truthfulness"].passed
+    assert not reqs["utility constraints (Def. 9)"].passed  # [19, 51] exceeds u1's [19, 50]
+    crossing = [{**r, "codes": [["458.1", "458.21", "494.1"]]} if r["demographics"]["age"]
+                == [44, 47] else r for r in case[2]]
+    reqs, _ = check(case, crossing)
+    assert not reqs["utility constraints (Def. 9)"].passed
+    assert "(458.1, 458.21, 494.1)" in reqs["utility constraints (Def. 9)"].measured
+    reqs, _ = check(case, crossing, constrained=False)  # RmR: constraints are not required
+    assert "utility constraints (Def. 9)" not in reqs
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("{not json", "line 1"),
+    (json.dumps({"cluster": "A", "demographics": {}, "codes": [], "suppressed": 0}),
+     "demographics must list age, origin, gender"),
+    (release_line("A", [10, 30], "Europe", "All", []), "inside [19, 51]"),
+    (release_line("A", [19, 30], "Asia", "All", []), "'Asia' is not a node"),
+    (release_line("A", [19, 30], "Europe", "All", [["494.1"], ["494.1", "493.2"]]),
+     "appears twice"),
+    (release_line("A", [19, 30], "Europe", "All", [], suppressed=-1), "suppressed"),
+])
+def test_malformed_lines_are_named(case, line, problem) -> None:
+    reqs, report = check(case, [line])
+    assert not report.holds
+    assert problem in reqs["well-formed release"].measured
+
+
+def test_a_cluster_must_share_demographics_and_one_generalization(case) -> None:
+    a = release_line("A", [19, 30], "Europe", "All", [["494.1"]])
+    b = release_line("A", [19, 31], "Europe", "All", [["494.1"]])
+    reqs, _ = check(case, [a, b])
+    assert "mixes generalized demographics" in reqs["well-formed release"].measured
+    c = release_line("A", [19, 30], "Europe", "All", [["053.20", "053.71"]])
+    d = release_line("A", [19, 30], "Europe", "All", [["053.20"]])
+    reqs, _ = check(case, [c, d])
+    assert "generalizes 053.20 in two different ways" in reqs["well-formed release"].measured
+
+
+def test_a_partial_release_is_truthful_but_a_lone_record_is_exposed(case) -> None:
+    reqs, _ = check(case, case[2][:3])  # two records of one cluster, one of the next
+    assert reqs["truthfulness"].passed
+    assert reqs["truthfulness"].evidence["records_suppressed"] == 5
+    assert not reqs["(k, k^m)-anonymity"].passed
+    assert not reqs["k-anonymity of the demographics alone"].passed
