@@ -1,0 +1,77 @@
+"""LDA (A-GS) and Baseline at the thesis' largest scale: 27,639 trajectories over 50 codes.
+
+D50Pop (VUMC) is not public; the generator reproduces its published shape (thesis Table 3):
+50 codes, 9.32 (ICD, age) pairs per trajectory, 5.88 distinct codes and 3.10 distinct ages
+per trajectory. Prints time, ILM, ALM and AvgRE per (method, k). Target (issue 5): A-GS on
+27,639 trajectories, k = 5, in ≤ 300 s.
+
+Run: ``.venv/bin/python bench/lda.py [--quick]``
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from ehr_release.algorithms.lda import anonymize_trajectories, make_model
+from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.sample import sample_vocabulary
+from ehr_release.utility.lda import avg_relative_error
+
+N_CODES = 50
+
+
+def make_trajectories(n: int, seed: int = 0) -> list[list[tuple[str, int]]]:
+    """``n`` trajectories shaped like the thesis' D50Pop (ordered by age, then code)."""
+    rng = np.random.default_rng(seed)
+    codes = sample_vocabulary().codes[:N_CODES]
+    weights = 1.0 / (np.arange(N_CODES) + 3.0)
+    weights /= weights.sum()
+    out = []
+    for _ in range(n):
+        age = 18 + int(72 * rng.beta(2.6, 1.6))
+        visits = np.unique(age - rng.integers(0, 16, size=1 + rng.poisson(2.6)))
+        visits = np.union1d(visits, [age])
+        n_codes = min(N_CODES, 1 + rng.poisson(4.9))
+        chosen = rng.choice(N_CODES, size=n_codes, replace=False, p=weights)
+        pairs = set()
+        for c in chosen:
+            times = 1 + rng.binomial(len(visits) - 1, 0.27)
+            for v in rng.choice(visits, size=times, replace=False):
+                pairs.add((str(codes[c]), int(v)))
+        out.append(sorted(pairs, key=lambda p: (p[1], p[0])))
+    return out
+
+
+def shape(trajs: list[list[tuple[str, int]]]) -> str:
+    pairs = np.mean([len(t) for t in trajs])
+    icds = np.mean([len({c for c, _ in t}) for t in trajs])
+    ages = np.mean([len({a for _, a in t}) for t in trajs])
+    return (f"{len(trajs):,} trajectories, {len({p for t in trajs for p in t}):,} distinct "
+            f"pairs, {pairs:.2f} pairs / {icds:.2f} codes / {ages:.2f} ages per trajectory")
+
+
+def main(quick: bool) -> None:
+    n = 3_000 if quick else 27_639
+    trajs = make_trajectories(n)
+    print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
+    model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t])
+    runs = [("ags", 5)] if quick else [("ags", 5), ("baseline", 5), ("ags", 2), ("ags", 10)]
+    print(f"\n{'method':>8} {'k':>3} {'seconds':>8} {'ILM':>6} {'ALM':>6} {'AvgRE':>6} "
+          f"{'clusters':>8} {'distinct':>8} {'exact alignments':>16}")
+    for method, k in runs:
+        t0 = time.perf_counter()
+        result = anonymize_trajectories(trajs, k, model, method)
+        seconds = time.perf_counter() - t0
+        are = avg_relative_error(trajs, result.published, model)
+        print(f"{method:>8} {k:>3} {seconds:>8.1f} {result.ilm:>6.3f} {result.alm:>6.3f} "
+              f"{are:>6.3f} {len(set(result.cluster_of)):>8,} {result.stats['distinct']:>8,} "
+              f"{result.stats['exact_alignments']:>16,}")
+    print("\nthesis (D50Pop, Java, 2.8 GHz): A-GS beats Baseline on ILM and ALM for every k; "
+          "Baseline suppresses everything for k > 2; A-GS AvgRE < 1 for k 2–15.")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

@@ -1,0 +1,371 @@
+"""MDAV-style clustering of trajectories (thesis §IV.3.2, spec §2 decisions).
+
+While at least k records remain: f = the most frequent remaining trajectory; r = the
+remaining record farthest from f (largest alignment cost); a cluster starts at r and grows
+by the k − 1 remaining records cheapest to align with its running representative,
+re-aligning after each addition. Fewer than k records left over join, one by one, the
+cluster whose representative is cheapest to align with. Every member publishes its
+cluster's final representative. Ties go to the trajectory seen first in the input.
+
+Searching all remaining trajectories at every step is ~10⁸ alignments for the thesis'
+27,639 records, so the search is pruned without changing its answer:
+
+* identical trajectories are aligned once (the search runs over distinct trajectories);
+* nearest: a lower bound per candidate — each of its pairs costs at least its cheapest
+  generalization against any representative pair (its own side only), and a representative
+  longer than the candidate must drop its cheapest surplus pairs — computed for all
+  candidates at once; exact A-GS costs are computed, in batches, in increasing bound order
+  until the next bound exceeds the best exact cost;
+* farthest: suppressing everything is one possible alignment, so its cost bounds the A-GS
+  cost from above; candidates are tried in decreasing bound order, and exact costs to f are
+  remembered while f stays the most frequent trajectory.
+
+Baseline costs are cheap enough to compute exactly for every candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ehr_release.algorithms.lda.align import (
+    Alignment,
+    Batch,
+    ags_align,
+    ags_costs,
+    baseline_align,
+    baseline_costs,
+    scan_costs,
+)
+from ehr_release.algorithms.lda.model import LossModel, Traj
+from ehr_release.errors import ParameterError
+
+METHODS = ("ags", "baseline")
+_TOL = 1e-9  # slack for bounds summed in a different order than the exact costs
+_FIRST_BATCH = 8  # candidates aligned exactly before the bounds are tightened
+_NEXT_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """Cluster of each record and each cluster's published representative."""
+
+    cluster_of: np.ndarray
+    representatives: list[Traj]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class _Pool:
+    """Distinct trajectories, how many records of each remain, and their search data.
+
+    Every (ICD, age) pair value occurring in the data gets an id; trajectories are also
+    kept as padded value-id columns, so the cost of generalizing a representative pair
+    with any candidate pair is a lookup in a (representative pairs × values) table.
+    """
+
+    def __init__(self, trajs: Sequence[Traj], model: LossModel) -> None:
+        where: dict[tuple[bytes, bytes], int] = {}
+        self.members: list[list[int]] = []
+        self.trajs: list[Traj] = []
+        for rec, (ti, ta) in enumerate(trajs):
+            key = (ti.tobytes(), ta.tobytes())
+            if key not in where:
+                where[key] = len(self.trajs)
+                self.trajs.append((ti, ta))
+                self.members.append([])
+            self.members[where[key]].append(rec)
+        n = len(self.trajs)
+        self.left = np.array([len(m) for m in self.members], dtype=np.int64)
+        self.taken = [0] * n
+        self.lens = np.array([len(t[0]) for t in self.trajs], dtype=np.int64)
+        flat_i = np.concatenate([t[0] for t in self.trajs] + [np.empty(0, np.int64)])
+        flat_a = np.concatenate([t[1] for t in self.trajs] + [np.empty(0, np.int64)])
+        values, inverse = np.unique(np.stack([flat_i, flat_a]), axis=1, return_inverse=True)
+        self.value_icd, self.value_age = values[0], values[1]
+        self.padding = len(self.value_icd)  # value id of "no pair" (costs nothing)
+        owner = np.repeat(np.arange(n), self.lens)
+        starts = np.concatenate([[0], np.cumsum(self.lens)[:-1]]).astype(np.int64)
+        self.vals = np.full((int(self.lens.max(initial=0)), n), self.padding, dtype=np.int64)
+        self.vals[np.arange(len(owner)) - starts[owner], owner] = inverse.reshape(-1)
+        self.icd_codes, code_index = np.unique(self.value_icd, return_inverse=True)
+        self.age_nodes, age_index = np.unique(self.value_age, return_inverse=True)
+        self.value_code_index = np.append(code_index.reshape(-1), 0)  # + padding
+        self.value_age_index = np.append(age_index.reshape(-1), 0)
+        self.sup_v = np.append(np.asarray(model.objective(
+            *model.suppression(self.value_icd, self.value_age)), dtype=float), 0.0)
+        self.sup = np.bincount(owner, weights=self.sup_v[inverse.reshape(-1)], minlength=n)
+        self.far_order = np.lexsort((np.arange(n), -self.sup))
+        self._all = (inverse.reshape(-1), owner)
+        self._alive = np.arange(n)
+        self._live_pairs = int(self.lens.sum())
+        self._compact()
+
+    def _compact(self) -> None:
+        """Pairs of the remaining distinct trajectories, as (owner, value) arrays.
+
+        Rebuilt when half of the indexed pairs belong to exhausted trajectories, so the
+        per-step bound computations shrink with the pool.
+        """
+        value, owner = self._all
+        keep = self.left[owner] > 0
+        self.flat_value, self.flat_owner = value[keep], owner[keep]
+        self.starts = np.searchsorted(self.flat_owner, np.arange(len(self.trajs)))
+        self._indexed = len(self.flat_owner)
+
+    def alive(self) -> np.ndarray:
+        return self._alive
+
+    def take(self, d: int) -> int:
+        """One remaining record of distinct trajectory ``d`` (input order)."""
+        rec = self.members[d][self.taken[d]]
+        self.taken[d] += 1
+        self.left[d] -= 1
+        if not self.left[d]:
+            self._alive = self._alive[self._alive != d]
+            self._live_pairs -= int(self.lens[d])
+            if 2 * self._live_pairs < self._indexed:
+                self._compact()
+        return rec
+
+    def columns(self, ids: np.ndarray) -> np.ndarray:
+        """Padded value ids (pairs × candidates) of ``ids``."""
+        return self.vals[: int(self.lens[ids].max(initial=0)), ids]
+
+    def batch(self, ids: np.ndarray) -> Batch:
+        cols = self.columns(ids)
+        icd = np.append(self.value_icd, 0)[cols]
+        age = np.append(self.value_age, 0)[cols]
+        return Batch(icd, age, self.lens[ids])
+
+
+@dataclass(frozen=True)
+class _ValueCosts:
+    """Costs of one representative x against every pair value of the pool."""
+
+    gen: np.ndarray  # (m, values + 1): generalizing x_h with the value, both sides, minus
+    #                  the value's suppression cost (the shifted table of scan_costs)
+    x_side: np.ndarray  # (m, values + 1): x_h's side of that
+    y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
+    sup_x: np.ndarray  # (m,)
+
+
+class _Search:
+    """Nearest / farthest distinct trajectory under one alignment method."""
+
+    def __init__(self, pool: _Pool, model: LossModel, method: str) -> None:
+        self.pool, self.model, self.method = pool, model, method
+        self.exact_evaluations = 0
+        self._far_of: int | None = None
+        self._far_memo: dict[int, float] = {}
+        self._far_costs: _ValueCosts | None = None
+
+    def value_costs(self, x: Traj) -> _ValueCosts:
+        """Costs of ``x``'s pairs against every pair value, built from per-code and per-age
+        tables (the data has far fewer codes and ages than (code, age) values)."""
+        model, pool = self.model, self.pool
+        sup_x = np.asarray(model.objective(*model.suppression(*x)), dtype=float)
+        if not len(x[0]):
+            empty = np.zeros((0, len(pool.sup_v)))
+            return _ValueCosts(empty, empty, pool.sup_v, sup_x)
+        codes, ages = pool.icd_codes, pool.age_nodes
+        li = model.icd.lca(x[0][:, None], codes[None, :])
+        lci = model.icd_lc[li]
+        icd_y = model.alpha * (lci - model.icd_lc[codes][None, :])
+        icd_x = model.alpha * (lci - model.icd_lc[x[0]][:, None])
+        la = model.age_lc(model.age.lca(x[1][:, None], ages[None, :]))
+        age_y = model.beta * (la - model.age_lc(ages)[None, :])
+        age_x = model.beta * (la - model.age_lc(x[1])[:, None])
+        ui, ai = pool.value_code_index, pool.value_age_index
+        own_y = icd_y[:, ui] + age_y[:, ai]
+        own_x = icd_x[:, ui] + age_x[:, ai]
+        own_x[:, -1] = own_y[:, -1] = 0.0  # padding
+        return _ValueCosts(own_x + own_y - pool.sup_v[None, :], own_x, own_y.min(axis=0),
+                           sup_x)
+
+    def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
+        """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
+        self.exact_evaluations += len(ids)
+        if self.method != "ags":
+            return baseline_costs(self.model, x, self.pool.batch(ids))
+        cols = self.pool.columns(ids)
+        return scan_costs(cv.gen[:, cols], cv.sup_x, self.pool.sup_v[cols], self.pool.lens[ids],
+                          shifted=True)
+
+    # ------------------------------------------------------------------ nearest
+    def nearest(self, rep: Traj) -> int:
+        alive = self.pool.alive()
+        if self.method != "ags":
+            return int(alive[np.argmin(self.exact(rep, alive, None))])
+        cv = self.value_costs(rep)
+        bound = self._quick_bounds(rep, cv)[alive]
+        if len(alive) > _FIRST_BATCH:
+            first = np.argpartition(bound, _FIRST_BATCH)[:_FIRST_BATCH]
+        else:
+            first = np.arange(len(alive))
+        costs = self.exact(rep, alive[first], cv)
+        best = min(zip(costs.tolist(), alive[first].tolist(), strict=True))
+        open_ = bound <= best[0] + _TOL
+        open_[first] = False
+        ids = alive[open_]
+        if not len(ids):
+            return best[1]
+        tight = self._tight_bounds(rep, cv, ids)
+        return _pruned_min(ids, tight, lambda d: self.exact(rep, d, cv), best)
+
+    def _quick_bounds(self, rep: Traj, cv: _ValueCosts) -> np.ndarray:
+        """For every distinct trajectory: each of its pairs costs at least its cheapest
+        own-side generalization; a longer representative drops its cheapest surplus."""
+        pool = self.pool
+        bound = np.bincount(pool.flat_owner, weights=cv.y_min[pool.flat_value],
+                            minlength=len(pool.trajs))
+        cum = np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
+        return bound + cum[np.maximum(len(rep[0]) - pool.lens, 0)]
+
+    def _tight_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
+        """A tighter bound for a few candidates, counting both sides of every match.
+
+        Any alignment matches M ≤ min(m, n) pairs. Candidate side: each pair costs ≥ its
+        cheapest own-side generalization, and ≥ n − m of them are suppressed instead (add
+        the smallest differences). Representative side: each pair costs ≥ the cheaper of
+        suppression and its cheapest generalization with one of the candidate's pairs, and
+        ≥ m − n of them are suppressed.
+        """
+        pool = self.pool
+        m = len(rep[0])
+        lens = pool.lens[ids]
+        seg = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        flat = np.repeat(pool.starts[ids] - seg, lens) + np.arange(int(lens.sum()))
+        values = pool.flat_value[flat]
+        local_owner = np.repeat(np.arange(len(ids)), lens)
+        y_min = cv.y_min[values]
+        y_part = np.bincount(local_owner, weights=y_min, minlength=len(ids))
+        extra = pool.sup_v[values] - y_min
+        order = np.lexsort((extra, local_owner))
+        rank = np.arange(len(order)) - seg[local_owner[order]]
+        chosen = order[rank < np.maximum(lens - m, 0)[local_owner[order]]]
+        y_part += np.bincount(local_owner[chosen], weights=extra[chosen], minlength=len(ids))
+        if not m:
+            return y_part
+        best_x = np.full((m, len(ids)), np.inf)
+        has = lens > 0
+        if has.any():
+            best_x[:, has] = np.minimum.reduceat(cv.x_side[:, values], seg[has], axis=1)
+        sup_x = cv.sup_x[:, None]
+        best_x = np.minimum(best_x, sup_x)
+        gap = np.sort(sup_x - best_x, axis=0)
+        cum = np.concatenate([np.zeros((1, len(ids))), np.cumsum(gap, axis=0)])
+        surplus = cum[np.maximum(m - lens, 0), np.arange(len(ids))]
+        return y_part + best_x.sum(axis=0) + surplus
+
+    # ------------------------------------------------------------------ farthest
+    def farthest(self, f: int) -> int:
+        pool = self.pool
+        x = pool.trajs[f]
+        if self.method != "ags":
+            alive = pool.alive()
+            return int(alive[np.argmax(self.exact(x, alive, None))])
+        if self._far_of != f:
+            self._far_of, self._far_memo = f, {}
+            self._far_costs = self.value_costs(x)
+        memo = self._far_memo
+        order = pool.far_order[pool.left[pool.far_order] > 0]
+        upper = pool.sup[f] + pool.sup[order]
+        best_cost, best_id = -np.inf, -1
+        start, size = 0, _NEXT_BATCH
+        while start < len(order) and upper[start] >= best_cost - _TOL:
+            chunk = order[start:start + size]
+            chunk = chunk[upper[start:start + size] >= best_cost - _TOL]
+            todo = np.array([d for d in chunk.tolist() if d not in memo], dtype=np.int64)
+            if len(todo):
+                costs = self.exact(x, todo, self._far_costs)
+                memo.update(zip(todo.tolist(), costs.tolist(), strict=True))
+            for d in chunk.tolist():
+                c = memo[d]
+                if c > best_cost or (c == best_cost and d < best_id):
+                    best_cost, best_id = c, d
+            start += size
+            size *= 2
+        return best_id
+
+
+def _pruned_min(ids: np.ndarray, bound: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
+                best: tuple[float, int] = (np.inf, -1)) -> int:
+    """argmin of exact costs over ``ids`` (ties: smallest id), evaluating few of them.
+
+    ``bound`` must not exceed the exact cost; ``best`` is a (cost, id) already known.
+    """
+    order = np.lexsort((ids, bound))
+    best_cost, best_id = best
+    start, size = 0, _NEXT_BATCH
+    while start < len(order) and bound[order[start]] <= best_cost + _TOL:
+        pick = order[start:start + size]
+        pick = pick[bound[pick] <= best_cost + _TOL]
+        costs = exact(ids[pick])
+        for d, c in zip(ids[pick].tolist(), costs.tolist(), strict=True):
+            if c < best_cost or (c == best_cost and d < best_id):
+                best_cost, best_id = c, d
+        start += size
+        size *= 2
+    return best_id
+
+
+def cluster_trajectories(trajs: Sequence[Traj], k: int, model: LossModel,
+                         method: str = "ags") -> Clustering:
+    """Group ``trajs`` into clusters of ≥ k records, each published as one representative.
+
+    Parameters
+    ----------
+    trajs
+        One trajectory per record, as (ICD node ids, age node ids) of the model's trees.
+    k
+        Minimum cluster size.
+    model
+        Trees, weights and leaf convention.
+    method
+        ``"ags"`` (A-GS alignment, LDA) or ``"baseline"`` (index-wise alignment).
+
+    Raises
+    ------
+    ParameterError
+        If ``k`` < 2 or there are fewer than k records, or ``method`` is unknown.
+    """
+    if method not in METHODS:
+        raise ParameterError("method", f"must be one of {', '.join(METHODS)}", method)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ParameterError("k", "must be an integer ≥ 2", k)
+    if len(trajs) < k:
+        raise ParameterError("k", f"must not exceed the number of records ({len(trajs)})", k)
+    align: Callable[[LossModel, Traj, Traj], Alignment] = \
+        ags_align if method == "ags" else baseline_align
+    pool = _Pool(trajs, model)
+    search = _Search(pool, model, method)
+    cluster_of = np.full(len(trajs), -1, dtype=np.int64)
+    reps: list[Traj] = []
+    remaining = len(trajs)
+    while remaining >= k:
+        f = int(np.argmax(pool.left))
+        d = search.farthest(f)
+        members = [pool.take(d)]
+        rep = pool.trajs[d]
+        for _ in range(k - 1):
+            d = search.nearest(rep)
+            members.append(pool.take(d))
+            out = align(model, rep, pool.trajs[d])
+            rep = (out.icd, out.age)
+        cluster_of[members] = len(reps)
+        reps.append(rep)
+        remaining -= k
+    for rec in np.flatnonzero(cluster_of < 0).tolist():  # leftovers, fewer than k
+        target = _cheapest_cluster(model, method, trajs[rec], reps)
+        out = align(model, reps[target], trajs[rec])
+        reps[target] = (out.icd, out.age)
+        cluster_of[rec] = target
+    return Clustering(cluster_of, reps, {"distinct": len(pool.trajs),
+                                         "exact_alignments": search.exact_evaluations})
+
+
+def _cheapest_cluster(model: LossModel, method: str, traj: Traj, reps: list[Traj]) -> int:
+    costs_fn = ags_costs if method == "ags" else baseline_costs
+    return int(np.argmin(costs_fn(model, traj, Batch.of(reps, model))))  # cost is symmetric

@@ -1,0 +1,177 @@
+"""Independent check of a GCCens release: k-map against the population, from the bytes.
+
+Nothing here comes from ``ehr_release.algorithms``: the released file is parsed strictly, the
+caps are derived again from the parameters and the original sample, and distinguishability
+is recounted with plain set intersections over the population — a different method from the
+algorithm's bitset index, so a bug there cannot hide itself here.
+
+Requirements (spec §"Verifying releases"): every released record has dis ≥ k against the
+population, is a sub-multiset of the patient's original record, and respects the caps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ehr_release.reports import Requirement, VerificationReport
+
+NAME = "gccens"
+RECORDS_FILE = "censored.jsonl"
+META_FILE = "censoring.json"
+_SHOW = 10  # how many offending patients a requirement's evidence names
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _parse(files: Mapping[str, bytes]) -> tuple[list[tuple[str, dict[str, int]]], dict]:
+    if RECORDS_FILE not in files or META_FILE not in files:
+        raise _Malformed(f"release must hold {RECORDS_FILE} and {META_FILE}; got "
+                         f"{sorted(files)}")
+    records = []
+    for no, line in enumerate(files[RECORDS_FILE].decode("utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _Malformed(f"line {no} is not JSON: {exc}") from None
+        if not isinstance(obj, dict) or set(obj) != {"patient_id", "codes"}:
+            raise _Malformed(f"line {no} must have exactly patient_id and codes")
+        pid, codes = obj["patient_id"], obj["codes"]
+        if not isinstance(pid, str) or not isinstance(codes, dict):
+            raise _Malformed(f"line {no}: patient_id must be text and codes an object")
+        for code, n in codes.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise _Malformed(f"line {no}: count of {code!r} must be an integer ≥ 1")
+        records.append((pid, dict(codes)))
+    try:
+        meta = json.loads(files[META_FILE])
+    except json.JSONDecodeError as exc:
+        raise _Malformed(f"{META_FILE} is not JSON: {exc}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("final_caps"), dict):
+        raise _Malformed(f"{META_FILE} must be an object with final_caps")
+    return records, meta
+
+
+def expected_caps(sample: Sequence[Mapping[str, int]], caps: Mapping[str, int]) -> dict[str, int]:
+    """Cap per code: named in ``caps``, else ``caps['*']``, else the sample's maximum."""
+    top: dict[str, int] = {}
+    for record in sample:
+        for code, n in record.items():
+            top[code] = max(top.get(code, 0), n)
+    return {code: caps[code] if code in caps else caps.get("*", m) for code, m in top.items()}
+
+
+class _Population:
+    """dis() by intersecting Python sets of holders, rarest key first."""
+
+    def __init__(self, population: Sequence[Mapping[str, int]], codes: set[str]) -> None:
+        self.size = len(population)
+        self._by_code: dict[str, list[tuple[int, int]]] = {c: [] for c in codes}
+        for i, rec in enumerate(population):
+            for code, n in rec.items():
+                if code in self._by_code:
+                    self._by_code[code].append((i, n))
+        self._holders: dict[tuple[str, int], frozenset[int]] = {}
+        self._dis: dict[frozenset, int] = {}
+
+    def _holding(self, code: str, n: int) -> frozenset[int]:
+        key = (code, n)
+        if key not in self._holders:
+            self._holders[key] = frozenset(i for i, held in self._by_code.get(code, [])
+                                           if held >= n)
+        return self._holders[key]
+
+    def dis(self, record: Mapping[str, int]) -> int:
+        key = frozenset(record.items())
+        if key not in self._dis:
+            sets = sorted((self._holding(c, n) for c, n in record.items()), key=len)
+            if not sets:
+                self._dis[key] = self.size
+            else:
+                self._dis[key] = len(sets[0].intersection(*sets[1:]))
+        return self._dis[key]
+
+
+def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
+                sample: Sequence[Mapping[str, int]], population: Sequence[Mapping[str, int]],
+                k: int, caps: Mapping[str, int],
+                population_info: Mapping[str, Any] | None = None) -> VerificationReport:
+    """Re-verify a GCCens release.
+
+    Parameters
+    ----------
+    files
+        The release files (``censored.jsonl``, ``censoring.json``).
+    sample_ids, sample
+        The original sample: patient ids and their code multisets.
+    population
+        The population's code multisets.
+    k, caps
+        The run's parameters (``caps`` as given, ``"*"`` for unlisted codes).
+    population_info
+        Fingerprint and size of the population at hand, compared with the release's record.
+
+    Returns
+    -------
+    VerificationReport
+        Holds only if every requirement passed; a malformed release fails its format check.
+    """
+    try:
+        records, meta = _parse(files)
+    except (_Malformed, UnicodeDecodeError) as exc:
+        return VerificationReport(NAME, [Requirement(
+            "release format", f"{RECORDS_FILE} lines of patient_id + positive code counts",
+            str(exc), False)])
+    reqs = [Requirement("release format", f"{RECORDS_FILE} lines of patient_id + positive "
+                        "code counts", f"{len(records)} records parsed", True)]
+    original = dict(zip(sample_ids, sample, strict=True))
+    released_ids = [pid for pid, _ in records]
+    missing = sorted(set(original) - set(released_ids))
+    extra = sorted(set(released_ids) - set(original))
+    repeated = len(released_ids) - len(set(released_ids))
+    reqs.append(Requirement(
+        "one record per sample patient", f"each of the {len(original)} sample patients once",
+        f"{len(missing)} missing, {len(extra)} unknown, {repeated} repeated",
+        not missing and not extra and not repeated,
+        {"missing": missing[:_SHOW], "unknown": extra[:_SHOW]}))
+
+    known = [(pid, rec) for pid, rec in records if pid in original]
+    not_sub = [pid for pid, rec in known
+               if any(n > original[pid].get(code, 0) for code, n in rec.items())]
+    reqs.append(Requirement(
+        "censoring only", "every released record is a sub-multiset of the original record",
+        f"{len(not_sub)} records add codes or instances", not not_sub,
+        {"patients": not_sub[:_SHOW]}))
+
+    cap = expected_caps(sample, caps)
+    final = meta["final_caps"]
+    over = [pid for pid, rec in known
+            if any(n > min(cap.get(c, 0), final.get(c, 0)) for c, n in rec.items())]
+    reqs.append(Requirement(
+        "caps respected", "no code above its cap (given, or the sample maximum) nor above "
+        "its published final cap", f"{len(over)} records exceed a cap", not over,
+        {"patients": over[:_SHOW], "caps": cap}))
+
+    index = _Population(population, {c for _, rec in records for c in rec})
+    dis = {pid: index.dis(rec) for pid, rec in records}
+    low = sorted(pid for pid, d in dis.items() if d < k)
+    smallest = min(dis.values(), default=len(population))
+    reqs.append(Requirement(
+        "k-map", f"every released record is contained in ≥ {k} population records",
+        f"smallest distinguishability {smallest}; {len(low)} records below {k}",
+        not low and len(population) >= k, {"patients": low[:_SHOW],
+                                           "population_size": len(population)}))
+    if population_info is not None:
+        claimed = meta.get("population", {})
+        same = all(claimed.get(key) == value for key, value in population_info.items())
+        reqs.append(Requirement(
+            "population", "the release was mapped against the population verified here",
+            f"{population_info.get('records')} records, fingerprint "
+            f"{str(population_info.get('fingerprint'))[:12]}…", same,
+            {"release": claimed, "verified": dict(population_info)}))
+    return VerificationReport(NAME, reqs)
