@@ -1,0 +1,476 @@
+"""Independent verifier of a DiffGen release: recompute the ε composition from the ledger.
+
+It shares no code with ``ehr_release.algorithms``: it reads the released bytes
+(``ledger.json``, ``cut.json``, the groups file), the run's parameters and the public
+configuration, and re-derives on its own
+
+1. ε' = ε / (2·(|numerical predictors| + 2h)) and the Δu of the score;
+2. the sequence of charges Algorithm 1 must make, by replaying the specializations the
+   ledger reports against the public taxonomies -- a missing, extra or mis-scoped charge
+   (a selection marked parallel, overlapping "disjoint" intervals, two final counts) fails;
+3. that each charge's noise scale pays at most the ε it is charged;
+4. the composed total (sequential sum + max per parallel group) and that it is ≤ ε;
+5. that every released value lies in the public configuration and the released cut is the
+   one the ledger's replay ends with; counts are non-negative integers, one per group;
+6. that the original records lie inside the public domains (the precondition that makes
+   "domains are public" true for this dataset).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+
+from ehr_release.dataset import CODE, Dataset
+from ehr_release.errors import EhrReleaseError
+from ehr_release.hierarchy import Hierarchy
+from ehr_release.reports import Requirement, VerificationReport
+from ehr_release.taxonomies import DiffGenConfig, load_config
+
+NAME = "diffgen"
+_INTERVAL = re.compile(r"^\[([^,]+),([^)]+)\)$")
+
+
+class LedgerMismatch(EhrReleaseError):
+    """The ledger does not contain what Algorithm 1 must have charged: expected vs got."""
+
+    def __init__(self, expected: str, got: str) -> None:
+        self.expected, self.got = expected, got
+        super().__init__(f"expected {expected}, got {got}")
+
+
+# --------------------------------------------------------------------------- small helpers
+def _interval(label: str) -> tuple[Fraction, Fraction]:
+    m = _INTERVAL.match(label)
+    if not m:
+        raise LedgerMismatch("an interval label [lo,hi)", repr(label))
+    return Fraction(m.group(1)), Fraction(m.group(2))
+
+
+def _splittable(lo: Fraction, hi: Fraction, integer: bool) -> bool:
+    return hi - lo >= 2 if integer else hi > lo
+
+
+def _log2_upper(n_classes: int) -> Fraction:
+    """Δu of InfoGain is log2 |classes|; any recorded Δu must be at least this."""
+    if n_classes & (n_classes - 1) == 0:
+        return Fraction(n_classes.bit_length() - 1)
+    return Fraction(math.log2(n_classes))
+
+
+def _is_cut(tree: Hierarchy, nodes: set[str]) -> bool:
+    """Exactly one node of ``nodes`` on every root-to-leaf path."""
+    if any(n not in tree for n in nodes):
+        return False
+    for leaf in tree.leaves_under(tree.root):
+        path = [leaf, *tree.ancestors(leaf)]
+        if sum(1 for n in path if n in nodes) != 1:
+            return False
+    return True
+
+
+@dataclass
+class Replay:
+    """The cut per attribute as the ledger's specializations move it."""
+
+    config: DiffGenConfig
+    cut: dict[str, set[str]] = field(default_factory=dict)
+    intervals: dict[str, set[tuple[Fraction, Fraction]]] = field(default_factory=dict)
+    points: dict[tuple[str, Fraction, Fraction], Fraction] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, tree in self.config.categorical.items():
+            self.cut[name] = {tree.root}
+        for name, tax in self.config.set_valued.items():
+            self.cut[name] = {tax.tree.root}
+        for name, dom in self.config.numerical.items():
+            self.intervals[name] = {(Fraction(dom.lo), Fraction(dom.hi))}
+
+    def kind(self, attr: str) -> str:
+        if attr in self.config.categorical:
+            return "categorical"
+        if attr in self.config.numerical:
+            return "numerical"
+        if attr in self.config.set_valued:
+            return "set-valued"
+        raise LedgerMismatch("a configured attribute", repr(attr))
+
+    def tree(self, attr: str) -> Hierarchy:
+        if attr in self.config.categorical:
+            return self.config.categorical[attr]
+        return self.config.set_valued[attr].tree
+
+
+# --------------------------------------------------------------------------- the replay
+@dataclass
+class Expectations:
+    """What the verifier derived from the parameters alone."""
+
+    epsilon: Fraction
+    h: int
+    eps1: Fraction
+    du: Fraction
+    policy: str
+
+
+def _check_scale(c: dict[str, Any], exp: Expectations) -> str | None:
+    """None if the charge's noise pays at most its ε; else what is wrong."""
+    eps = Fraction(c["epsilon"])
+    scale = Fraction(c["scale"])
+    sens = Fraction(c["sensitivity"])
+    if scale <= 0:
+        return f"charge {c['index']}: scale {c['scale']} is not positive"
+    if c["mechanism"] == "laplace":
+        if sens < 1:
+            return f"charge {c['index']}: Laplace on counts needs Δ ≥ 1, got {sens}"
+        loss = 1 / scale
+    elif c["mechanism"] == "exponential":
+        if sens < exp.du:
+            return f"charge {c['index']}: Δu ≥ {float(exp.du):.6g} expected, got {sens}"
+        loss = 2 * sens / scale
+    else:
+        return f"charge {c['index']}: unknown mechanism {c['mechanism']!r}"
+    if loss > eps:
+        return (f"charge {c['index']}: noise scale {c['scale']} pays ε = {float(loss):.6g} "
+                f"but charges {float(eps):.6g}")
+    return None
+
+
+def _expect(c: dict[str, Any], *, phase: str, mechanism: str, scope: str,
+            epsilon: Fraction | None, step: int) -> None:
+    got = (c.get("phase"), c.get("mechanism"), c.get("scope"), int(c.get("step", -1)))
+    want = (phase, mechanism, scope, step)
+    if got != want:
+        raise LedgerMismatch(f"charge {c.get('index')} = {want}", f"{got}")
+    if epsilon is not None and Fraction(c["epsilon"]) != epsilon:
+        raise LedgerMismatch(f"charge {c['index']} ε = {epsilon}", str(c["epsilon"]))
+
+
+def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
+           n_groups: int) -> Fraction:
+    """Walk the charges as Algorithm 1 must have made them; return the composed total."""
+    charges = list(ledger["charges"])
+    pos = 0
+    scopes: dict[str, set[tuple[int, str]]] = {}
+    for c in charges:
+        if c.get("scope") == "parallel":
+            scopes.setdefault(str(c.get("group")), set()).add((int(c["step"]), c["phase"]))
+    shared = {g: sorted(s) for g, s in scopes.items() if len(s) > 1 or g == "None"}
+    if shared:
+        raise LedgerMismatch("each parallel group within one step and phase", str(shared))
+
+    def take() -> dict[str, Any]:
+        nonlocal pos
+        if pos >= len(charges):
+            raise LedgerMismatch("another charge", "end of ledger")
+        pos += 1
+        return charges[pos - 1]
+
+    total = Fraction(0)
+    # step 0: one split point per numerical attribute with a splittable domain
+    for name, dom in replay_.config.numerical.items():
+        lo, hi = Fraction(dom.lo), Fraction(dom.hi)
+        if not _splittable(lo, hi, dom.integer):
+            continue
+        c = take()
+        _expect(c, phase="initial-split", mechanism="exponential", scope="sequential",
+                epsilon=exp.eps1, step=0)
+        _record_point(c, name, lo, hi, replay_)
+        total += exp.eps1
+    steps = sorted({int(c["step"]) for c in charges[pos:] if c.get("phase") == "selection"})
+    if steps != list(range(1, len(steps) + 1)) or len(steps) > exp.h:
+        raise LedgerMismatch(f"selections at steps 1..k with k ≤ h = {exp.h}", str(steps))
+    if len(steps) < exp.h and not any("stopped" in e.get("event", "")
+                                      for e in ledger.get("events", [])):
+        raise LedgerMismatch(f"{exp.h} selections or an early-stop event",
+                             f"{len(steps)} selections")
+    for step in steps:
+        c = take()
+        _expect(c, phase="selection", mechanism="exponential", scope="sequential",
+                epsilon=exp.eps1, step=step)
+        total += exp.eps1
+        total += _specialization(c, step, take, exp, replay_)
+    final = take()
+    expected_final = exp.epsilon - total if exp.policy == "final-counts" else exp.epsilon / 2
+    _expect(final, phase="final-counts", mechanism="laplace", scope="parallel",
+            epsilon=expected_final, step=exp.h + 1)
+    if int(final["detail"].get("groups", -1)) != n_groups:
+        raise LedgerMismatch(f"final counts over the {n_groups} released groups",
+                             str(final["detail"].get("groups")))
+    if pos != len(charges):
+        raise LedgerMismatch("no charge after the final counts",
+                             f"{len(charges) - pos} more")
+    return total + Fraction(final["epsilon"])
+
+
+def _record_point(c: dict[str, Any], name: str, lo: Fraction, hi: Fraction,
+                  replay_: Replay) -> None:
+    detail = c.get("detail", {})
+    if detail.get("attribute") != name or _interval(detail.get("interval", "")) != (lo, hi):
+        raise LedgerMismatch(f"a split of {name} on [{lo},{hi})",
+                             f"{detail.get('attribute')} {detail.get('interval')}")
+    point = Fraction(str(detail.get("point")))
+    if not lo < point < hi:
+        raise LedgerMismatch(f"a split point strictly inside [{lo},{hi})", str(point))
+    replay_.points[(name, lo, hi)] = point
+
+
+def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,  # type: ignore[no-untyped-def]
+                    replay_: Replay) -> Fraction:
+    """Check the selected value and the follow-up charges of one step; return their cost."""
+    d = sel.get("detail", {})
+    attr = d.get("attribute")
+    kind = replay_.kind(attr)
+    if d.get("kind") != kind:
+        raise LedgerMismatch(f"{attr} is {kind}", str(d.get("kind")))
+    value = d.get("value")
+    if kind == "numerical":
+        lo, hi = _interval(value)
+        if (lo, hi) not in replay_.intervals[attr]:
+            raise LedgerMismatch(f"a current interval of {attr}", value)
+        point = replay_.points.get((attr, lo, hi))
+        if point is None:
+            raise LedgerMismatch(f"a split point drawn earlier for {value}", "none")
+        children = [(lo, point), (point, hi)]
+        if [_interval(x) for x in d.get("children", [])] != children:
+            raise LedgerMismatch(f"children {children}", str(d.get("children")))
+        replay_.intervals[attr] -= {(lo, hi)}
+        replay_.intervals[attr] |= set(children)
+        dom = replay_.config.numerical[attr]
+        spent = Fraction(0)
+        group = None
+        for a, b in children:  # disjoint by construction: [lo,p) and [p,hi)
+            if not _splittable(a, b, dom.integer):
+                continue
+            c = take()
+            _expect(c, phase="split", mechanism="exponential", scope="parallel",
+                    epsilon=exp.eps1, step=step)
+            if group is not None and c.get("group") != group:
+                raise LedgerMismatch("both split points in one parallel group",
+                                     f"{group!r} and {c.get('group')!r}")
+            group = c.get("group")
+            _record_point(c, attr, a, b, replay_)
+            spent = exp.eps1
+        return spent
+    tree = replay_.tree(attr)
+    if value not in replay_.cut[attr]:
+        raise LedgerMismatch(f"a value of the current cut of {attr}", repr(value))
+    children = list(tree.children.get(value, []))
+    if not children or sorted(d.get("children", [])) != sorted(children):
+        raise LedgerMismatch(f"the taxonomy children of {value} {children}",
+                             str(d.get("children")))
+    replay_.cut[attr] = (replay_.cut[attr] - {value}) | set(children)
+    if kind == "categorical":
+        return Fraction(0)
+    c = take()
+    _expect(c, phase="emptiness", mechanism="laplace", scope="parallel", epsilon=exp.eps1,
+            step=step)
+    if c.get("detail", {}).get("node") != value:
+        raise LedgerMismatch(f"emptiness tests of the children of {value}",
+                             str(c.get("detail", {}).get("node")))
+    return exp.eps1
+
+
+# --------------------------------------------------------------------------- checks
+def _composition(ledger: dict[str, Any]) -> Fraction:
+    """Sequential sum + per parallel group max, straight from the charges."""
+    seq = Fraction(0)
+    groups: dict[str, Fraction] = {}
+    for c in ledger["charges"]:
+        eps = Fraction(c["epsilon"])
+        if c["scope"] == "parallel" and c.get("group"):
+            groups[c["group"]] = max(groups.get(c["group"], Fraction(0)), eps)
+        else:
+            seq += eps
+    return seq + sum(groups.values(), Fraction(0))
+
+
+def _read_groups(files: dict[str, bytes]) -> pd.DataFrame:
+    if "groups.csv" in files:
+        return pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
+    if "groups.parquet" in files:
+        return pd.read_parquet(io.BytesIO(files["groups.parquet"])).astype(str)
+    raise LedgerMismatch("a groups.csv or groups.parquet file", str(sorted(files)))
+
+
+def _released_values(groups: pd.DataFrame, cut_doc: dict[str, Any], replay_: Replay,
+                     config: DiffGenConfig) -> list[str]:
+    """Problems with the released values (empty list if every value is public and in cut)."""
+    problems: list[str] = []
+    attrs = {a["name"]: a for a in cut_doc.get("attributes", [])}
+    if sorted(attrs) != sorted(config.predictors):
+        problems.append(f"cut.json attributes {sorted(attrs)} ≠ configured "
+                        f"{sorted(config.predictors)}")
+        return problems
+    for name, dom in config.numerical.items():
+        declared = attrs[name].get("domain", {}).get("domain")
+        if declared is None or [Fraction(str(x)) for x in declared] != [Fraction(dom.lo),
+                                                                       Fraction(dom.hi)]:
+            problems.append(f"{name}: released domain {declared} ≠ public [{dom.lo}, "
+                            f"{dom.hi})")
+        released = {_interval(x) for x in attrs[name]["cut"]}
+        if released != replay_.intervals[name]:
+            problems.append(f"{name}: released cut ≠ the ledger's replay")
+        values = set(groups[name])
+        if not values <= set(attrs[name]["cut"]):
+            problems.append(f"{name}: released values outside the cut")
+    for name in [*config.categorical, *config.set_valued]:
+        tree = replay_.tree(name)
+        cut = set(attrs[name]["cut"])
+        if cut != replay_.cut[name] or not _is_cut(tree, cut):
+            problems.append(f"{name}: released cut is not the ledger's replay or not a cut")
+        values = set(groups[name])
+        if name in config.categorical:
+            if not values <= cut:
+                problems.append(f"{name}: released values outside the cut")
+            continue
+        sep = attrs[name].get("separator", ";")
+        empty = attrs[name].get("empty", "(none)")
+        for label in values:
+            nodes = set() if label == empty else set(label.split(sep))
+            if not nodes <= cut:
+                problems.append(f"{name}: released cut-set {label!r} outside the cut")
+                break
+    cls = config.class_column
+    if cls not in groups or not set(groups[cls]) <= set(config.class_values):
+        problems.append(f"class column {cls!r} missing or with undeclared values")
+    return problems
+
+
+def _counts_problems(groups: pd.DataFrame, config: DiffGenConfig) -> list[str]:
+    problems = []
+    counts = pd.to_numeric(groups.get("count", pd.Series([], dtype=str)), errors="coerce")
+    if "count" not in groups or counts.isna().any() or (counts < 0).any() \
+            or (counts != counts.round()).any():
+        problems.append("counts must be non-negative integers")
+    if config.class_column in groups:
+        per = groups.groupby(config.predictors, sort=False)[config.class_column].agg(
+            lambda s: tuple(sorted(s)))
+        if (per != tuple(sorted(config.class_values))).any():
+            problems.append("each group must appear once with every class value")
+    return problems
+
+
+def _original_problems(original: Dataset, config: DiffGenConfig) -> list[str]:
+    """Does the original data lie inside the public configuration?"""
+    problems = []
+    pats = original.patients
+    for name, tree in config.categorical.items():
+        if name not in pats:
+            problems.append(f"{name}: not in the original data")
+            continue
+        leaves = set(tree.leaves_under(tree.root))
+        values = set(pats[name].astype("string").fillna(""))
+        if not values <= leaves:
+            problems.append(f"{name}: {len(values - leaves)} value(s) outside the taxonomy")
+    for name, dom in config.numerical.items():
+        if name not in pats:
+            problems.append(f"{name}: not in the original data")
+            continue
+        values = pd.to_numeric(pats[name].astype("string"), errors="coerce")
+        if values.isna().any() or (values < dom.lo).any() \
+                or (values >= dom.hi).any():
+            problems.append(f"{name}: values outside the public domain [{dom.lo}, {dom.hi})")
+    for name, tax in config.set_valued.items():
+        codes = original.diagnoses[CODE].astype(str).unique()
+        if any(tax.item_of(c) is None for c in codes):
+            problems.append(f"{name}: codes without a leaf in the public taxonomy")
+    cls = config.class_column
+    if cls not in pats or not set(pats[cls].astype(str)) <= set(config.class_values):
+        problems.append(f"class {cls!r}: values outside the declared ones")
+    return problems
+
+
+# --------------------------------------------------------------------------- entry point
+def verify(files: dict[str, bytes], original: Dataset,
+           params: dict[str, Any]) -> VerificationReport:
+    """Verify the ε guarantee of a DiffGen release from its bytes (see module docstring)."""
+    reqs: list[Requirement] = []
+    epsilon = Fraction(str(params["epsilon"]))
+    h = int(params["h"])
+    config = load_config(params["taxonomies"], domains=params.get("domains"),
+                         predictors=params.get("predictors"),
+                         class_column=params.get("class_column"))
+    n_num = len(config.numerical)
+    eps1 = epsilon / (2 * (n_num + 2 * h))
+    score = params.get("score", "max")
+    du = Fraction(1) if score == "max" else _log2_upper(len(config.class_values))
+    exp = Expectations(epsilon, h, eps1, du, params.get("unused_budget", "final-counts"))
+    try:
+        ledger = json.loads(files["ledger.json"])
+        cut_doc = json.loads(files["cut.json"])
+        groups = _read_groups(files)
+    except (KeyError, ValueError, LedgerMismatch) as exc:
+        reqs.append(Requirement("release readable", "ledger.json, cut.json and groups",
+                                f"unreadable: {exc}", False))
+        return VerificationReport(NAME, reqs)
+
+    declared = cut_doc.get("parameters", {})
+    same = (Fraction(str(declared.get("epsilon"))) == epsilon and declared.get("h") == h
+            and declared.get("score") == score
+            and declared.get("unused_budget") == exp.policy)
+    reqs.append(Requirement("parameters", f"ε = {epsilon}, h = {h}, score {score}, unused "
+                            f"budget → {exp.policy}", f"release declares {declared}", same,
+                            {"expected": str(params), "got": declared}))
+
+    eps1_ok = Fraction(ledger.get("epsilon_prime", "0")) == eps1 and \
+        Fraction(cut_doc.get("epsilon_prime", "0")) == eps1
+    reqs.append(Requirement("ε' derivation", f"ε' = ε/(2·({n_num} + 2·{h})) = {eps1}",
+                            f"ledger declares {ledger.get('epsilon_prime')}", eps1_ok))
+
+    replay_ = Replay(config)
+    try:
+        composed = replay(ledger, exp, replay_, len(groups))
+        reqs.append(Requirement("charges complete and scoped",
+                                "every charge Algorithm 1 makes, in order, with its scope",
+                                f"{len(ledger['charges'])} charges replayed", True))
+    except (LedgerMismatch, KeyError, ValueError, TypeError) as exc:
+        composed = None
+        reqs.append(Requirement("charges complete and scoped",
+                                "every charge Algorithm 1 makes, in order, with its scope",
+                                f"mismatch: {exc}", False,
+                                {"expected": getattr(exc, "expected", ""),
+                                 "got": getattr(exc, "got", str(exc))}))
+
+    scale_problems = [p for c in ledger.get("charges", []) if (p := _check_scale(c, exp))]
+    reqs.append(Requirement("noise calibrated", "every scale pays at most its charged ε "
+                            f"(Laplace Δ = 1, exponential Δu ≥ {float(du):.4g})",
+                            scale_problems[0] if scale_problems else
+                            f"{len(ledger.get('charges', []))} scales checked",
+                            not scale_problems, {"problems": scale_problems}))
+
+    total = _composition(ledger)
+    declared_total = Fraction(ledger.get("spent", "0"))
+    ok = total <= epsilon and declared_total == total and (composed is None
+                                                          or composed == total)
+    reqs.append(Requirement("ε composition", f"sequential sum + max per parallel group "
+                            f"≤ ε = {epsilon}",
+                            f"recomputed {total} (≈{float(total):.6g}); ledger declares "
+                            f"{ledger.get('spent')}", ok,
+                            {"recomputed": str(total), "declared": ledger.get("spent")}))
+
+    try:
+        value_problems = _released_values(groups, cut_doc, replay_, config) + \
+            _counts_problems(groups, config)
+    except (KeyError, ValueError, LedgerMismatch) as exc:
+        value_problems = [f"release malformed: {exc}"]
+    reqs.append(Requirement("released values public", "values in the public taxonomies and "
+                            "domains, the cut equal to the ledger's, counts integer ≥ 0",
+                            value_problems[0] if value_problems else
+                            f"{len(groups):,} groups checked", not value_problems,
+                            {"problems": value_problems}))
+
+    data_problems = _original_problems(original, config)
+    reqs.append(Requirement("domains cover the data", "the original records lie inside the "
+                            "public configuration (no data-derived domain)",
+                            data_problems[0] if data_problems else
+                            f"{original.n_patients:,} records inside", not data_problems,
+                            {"problems": data_problems}))
+    return VerificationReport(NAME, reqs)

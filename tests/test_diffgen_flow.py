@@ -1,0 +1,41 @@
+"""DiffGen through the whole governed flow: anonymize → verify → evaluate → certify →
+approve → publish, under Prefect's test harness (slow: it starts a Prefect server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.storage import runs
+from ehr_release.storage.runs import Status
+from tests.flow_helpers import decide, start, wait_status
+
+pytestmark = pytest.mark.slow
+
+
+def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ehr_release.request import ReleaseRequest
+
+    data = write_sample(generate_sample(400, seed=2), tmp_path / "patients.csv")
+    out = tmp_path / "out"
+    req = ReleaseRequest(
+        run_id=runs.new_run_id(), input_path=str(data), class_column=CLASS_COLUMN,
+        algorithm="diffgen", requester="steward", out_dir=str(out), approval_timeout_s=300,
+        params={"epsilon": "1", "h": "4", "taxonomies": "mimic-demo", "eval_runs": "1",
+                "predictors": "age,gender,ethnicity,marital_status,insurance,codes"})
+    thread, box = start(req)
+    status = wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}, timeout=300)
+    assert status == Status.AWAITING_APPROVAL, runs.get_run(req.run_id).error
+    verification = runs.latest_verification(req.run_id)
+    assert verification["holds"]
+    assert "ε composition" in {r["name"] for r in verification["requirements"]}
+    decide(req.run_id, "approve")
+    thread.join(180)
+    assert box.get("result") == "published", box
+    folder = out / "releases" / req.run_id
+    assert {"groups.csv", "cut.json", "ledger.json", "certificate.pdf", "manifest.json"} == \
+        {p.name for p in folder.iterdir()}
+    ledger = json.loads((folder / "ledger.json").read_text())
+    assert ledger["spent"] == "1" and ledger["epsilon_prime"] == "1/18"
