@@ -1,0 +1,1 @@
+"""The reviewer dashboard: a small FastAPI app over the same database the CLI uses."""

@@ -1,0 +1,190 @@
+"""Routes of the reviewer dashboard.
+
+Server-rendered pages (Jinja2, autoescaped) and plain HTML forms: nothing runs in the
+browser that could be tricked. Every form carries the session's CSRF token; cookies are
+HttpOnly and SameSite=Strict. A decision goes through exactly the same path as
+``ehr-release approve``: recorded by :func:`ehr_release.storage.runs.decide` (which refuses
+self-approval, blank reasons and second decisions, with an audit event) and then handed to
+the paused flow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from ehr_release.errors import EhrReleaseError, NotFound
+from ehr_release.files import check_safe_name
+from ehr_release.storage import runs, users
+from ehr_release.storage.audit import iter_events, record_event
+from ehr_release.storage.runs import Status
+from ehr_release.storage.users import SignedIn
+
+COOKIE = "ehr_session"
+# Autoescape every template: Starlette's default escapes only *.html, and ours end in .j2.
+TEMPLATES = Jinja2Templates(env=Environment(
+    loader=FileSystemLoader(Path(__file__).resolve().parents[1] / "templates" / "dashboard"),
+    autoescape=True, undefined=StrictUndefined))
+Resumer = Callable[[str], None]
+
+
+def current_user(request: Request) -> SignedIn:
+    """The signed-in user, or a redirect to the sign-in page."""
+    who = users.session_user(request.cookies.get(COOKIE))
+    if who is None:
+        raise HTTPException(status_code=303, headers={"Location": "/login"})
+    return who
+
+
+# Module level (not inside create_app): with postponed annotations FastAPI resolves the
+# dependency through the module's globals.
+Who = Annotated[SignedIn, Depends(current_user)]
+
+
+def _default_resumer(run_id: str) -> None:
+    """Hand the recorded decision to the paused flow through the local Prefect server."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.service import resume_with_decision
+
+    with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+        resume_with_decision(run_id)
+
+
+def create_app(*, resume: Resumer | None = None, secure_cookies: bool = False) -> FastAPI:
+    """Build the app. ``resume`` hands a recorded decision to the flow (tests inject one)."""
+    app = FastAPI(title="ehr_release reviewer dashboard", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    resumer = resume or _default_resumer
+
+    def page(request: Request, name: str, who: SignedIn | None, **ctx: Any) -> HTMLResponse:
+        return TEMPLATES.TemplateResponse(request, name, {"who": who, **ctx})
+
+    def require_csrf(who: SignedIn, token: str) -> None:
+        if not users.check_csrf(who, token):
+            record_event(actor=who.name, action="dashboard.csrf_refused", payload={})
+            raise HTTPException(status_code=403, detail="invalid form token; reload the page")
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response: Response = await call_next(request)
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            "form-action 'self'; frame-ancestors 'none'")
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    @app.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request, error: str = "") -> HTMLResponse:
+        return page(request, "login.html.j2", None, error=error)
+
+    @app.post("/login")
+    def login(request: Request, name: Annotated[str, Form()],
+              credential: Annotated[str, Form()]) -> Response:
+        try:
+            token, _ = users.sign_in(name, credential)
+        except users.AuthError as exc:
+            return page(request, "login.html.j2", None, error=str(exc))
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
+                            secure=secure_cookies, max_age=users.SESSION_HOURS * 3600)
+        return response
+
+    @app.post("/logout")
+    def logout(request: Request, who: Who, csrf: Annotated[str, Form()]) -> Response:
+        require_csrf(who, csrf)
+        users.sign_out(request.cookies.get(COOKIE))
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    @app.get("/", response_class=HTMLResponse)
+    def home(request: Request, who: Who) -> HTMLResponse:
+        recent = runs.list_runs(limit=100)
+        pending = [r for r in recent if r.status == Status.AWAITING_APPROVAL]
+        return page(request, "index.html.j2", who, pending=pending, recent=recent)
+
+    def _run_or_404(run_id: str):  # type: ignore[no-untyped-def]
+        try:
+            return runs.get_run(run_id)
+        except NotFound:
+            raise HTTPException(status_code=404, detail="no such run") from None
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse)
+    def run_page(request: Request, run_id: str, who: Who, notice: str = "") -> HTMLResponse:
+        run = _run_or_404(run_id)
+        events = [{"seq": e.seq, "at": e.created_at, "actor": e.actor, "action": e.action,
+                   "payload": e.payload_json} for e in iter_events(run_id)]
+        can_decide = (who.role == "reviewer" and run.status == Status.AWAITING_APPROVAL
+                      and who.name.casefold() != run.requester.casefold())
+        return page(request, "run.html.j2", who, run=run,
+                    parameters=json.loads(run.parameters_json),
+                    verification=runs.latest_verification(run_id),
+                    utility=runs.latest_utility(run_id), approval=runs.get_approval(run_id),
+                    events=events, can_decide=can_decide, certificate=_certificate(run_id),
+                    notice=notice)
+
+    @app.get("/runs/{run_id}/certificate.pdf")
+    def certificate(run_id: str, who: Who) -> FileResponse:
+        _run_or_404(run_id)
+        path = _certificate(run_id)
+        if path is None:
+            raise HTTPException(status_code=404, detail="no certificate yet")
+        record_event(actor=who.name, action="certificate.downloaded", run_id=run_id,
+                     payload={"file": path.name})
+        return FileResponse(path, media_type="application/pdf",
+                            filename=f"{check_safe_name(run_id)}-{path.name}")
+
+    @app.post("/runs/{run_id}/decision")
+    def decide(request: Request, run_id: str, who: Who, decision: Annotated[str, Form()],
+               reason: Annotated[str, Form()], csrf: Annotated[str, Form()]) -> Response:
+        require_csrf(who, csrf)
+        _run_or_404(run_id)
+        if who.role != "reviewer":
+            record_event(actor=who.name, action="approval.refused", run_id=run_id,
+                         payload={"why": f"role {who.role} may not decide releases"})
+            raise HTTPException(status_code=403, detail=f"a {who.role} may not decide releases")
+        try:
+            runs.decide(run_id, reviewer=who.name, decision=decision, reason=reason)
+        except EhrReleaseError as exc:
+            return RedirectResponse(f"/runs/{run_id}?notice=refused:+{exc}", status_code=303)
+        try:
+            resumer(run_id)
+        except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
+            return RedirectResponse(f"/runs/{run_id}?notice=recorded,+but+{exc}",
+                                    status_code=303)
+        return RedirectResponse(f"/runs/{run_id}?notice=decision+recorded", status_code=303)
+
+    @app.get("/audit", response_class=HTMLResponse)
+    def audit(request: Request, who: Who) -> HTMLResponse:
+        if who.role not in {"auditor", "reviewer"}:
+            raise HTTPException(status_code=403, detail="only auditors and reviewers")
+        events = list(iter_events(None))[-500:]
+        from ehr_release.integrity import check_integrity
+
+        problems, summary = check_integrity()
+        return page(request, "audit.html.j2", who, events=events, problems=problems,
+                    summary=summary)
+
+    return app
+
+
+def _certificate(run_id: str) -> Path | None:
+    """The published certificate if there is one, else the reviewer's draft."""
+    best: Path | None = None
+    for art in runs.list_artifacts(run_id):
+        path = Path(art.path)
+        if art.kind == "published" and path.name == "certificate.pdf" and path.exists():
+            return path
+        if art.kind == "certificate-draft" and path.exists():
+            best = path
+    return best
