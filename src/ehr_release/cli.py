@@ -54,10 +54,15 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version,
 @app.command()
 def run(
     input: Annotated[Path, typer.Option(help="Patients file (CSV/Parquet) or MIMIC folder.")],
-    algorithm: Annotated[str, typer.Option(help="Algorithm name (see `algorithms`).")],
     requester: Annotated[str, typer.Option(help="Who requests this release.")],
     out: Annotated[Path, typer.Option(help="Folder under which releases/<run_id>/ appears.")],
+    algorithm: Annotated[str | None, typer.Option(help="Algorithm name (see `algorithms`).")]
+    = None,
     param: ParamOpt = None,
+    from_comparison: Annotated[Path | None, typer.Option(
+        help="A comparison folder: take algorithm and parameters from one of its rows.")]
+    = None,
+    row: Annotated[int | None, typer.Option(help="The row of --from-comparison.")] = None,
     diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
     admissions: Annotated[Path | None, typer.Option(help="Admissions table (ages).")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
@@ -79,11 +84,13 @@ def run(
     try:
         if approve_as is not None and not (reason or "").strip():
             raise EhrReleaseError("--approve-as needs --reason")
+        algorithm, params, fingerprint = _chosen_algorithm(
+            algorithm, parse_assignments(param or []), from_comparison, row)
         request = service.request_from_cli(
             input_path=input, diagnoses=diagnoses, admissions=admissions,
-            class_column=class_column, algorithm=algorithm,
-            params=parse_assignments(param or []), requester=requester, out_dir=out,
-            approval_timeout_s=approval_timeout)
+            class_column=class_column, algorithm=algorithm, params=params,
+            requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
+            expected_fingerprint=fingerprint)
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
         service.precheck(request)
@@ -108,6 +115,87 @@ def run(
     typer.echo(request.run_id)
     if status in {Status.FAILED, Status.REJECTED}:
         raise typer.Exit(code=1)
+
+
+def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
+                      comparison: Path | None, row: int | None
+                      ) -> tuple[str, dict[str, str], str | None]:
+    """Algorithm and parameters from the options, or from one row of a comparison."""
+    if comparison is None:
+        if algorithm is None:
+            raise EhrReleaseError("give --algorithm (or --from-comparison DIR --row N)")
+        if row is not None:
+            raise EhrReleaseError("--row needs --from-comparison")
+        return algorithm, params, None
+    if algorithm is not None or params:
+        raise EhrReleaseError("--from-comparison fixes algorithm and parameters; "
+                              "do not also give --algorithm or --param")
+    if row is None:
+        raise EhrReleaseError("--from-comparison needs --row N")
+    from ehr_release.flows.compare import load_comparison_row
+
+    return load_comparison_row(str(comparison), row)
+
+
+@app.command()
+def compare(
+    input: Annotated[Path, typer.Option(help="Patients file (CSV/Parquet) or MIMIC folder.")],
+    algorithm: Annotated[list[str], typer.Option(help="Algorithm to compare (repeatable).")],
+    requester: Annotated[str, typer.Option(help="Who asks for the comparison.")],
+    out: Annotated[Path, typer.Option(help="Folder under which comparisons/<id>/ appears.")],
+    param: ParamOpt = None,
+    param_grid: Annotated[list[str] | None, typer.Option(
+        help="Grid NAME=V1,V2,... (repeatable), e.g. --param-grid k=5,10,25.")] = None,
+    require: Annotated[list[str] | None, typer.Option(
+        help="Requirement on a parameter (repeatable), e.g. --require 'k>=10'.")] = None,
+    max_loss: Annotated[float | None, typer.Option(help="Highest acceptable loss.")] = None,
+    metric: Annotated[str | None, typer.Option(
+        help="Loss metric to rank by (default: each algorithm's headline loss).")] = None,
+    diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
+    admissions: Annotated[Path | None, typer.Option(help="Admissions table (ages).")] = None,
+    class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
+) -> None:
+    """Anonymize one dataset with several algorithms and parameters; recommend one.
+
+    Writes OUT/comparisons/<id>/comparison.{json,html,pdf}; prints the folder.
+    """
+    import secrets
+
+    from pydantic import ValidationError
+
+    from ehr_release.compare import parse_grid, parse_requirement, plan
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.params import parse_assignments
+    from ehr_release.registry import get as get_algorithm
+    from ehr_release.request import ComparisonRequest
+
+    try:
+        request = ComparisonRequest(
+            comparison_id="cmp-" + secrets.token_hex(16), input_path=str(input),
+            diagnoses_path=str(diagnoses) if diagnoses else None,
+            admissions_path=str(admissions) if admissions else None,
+            class_column=class_column, algorithms=algorithm,
+            params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
+            requirements=list(require or []), max_loss=max_loss, metric=metric,
+            requester=requester, out_dir=str(out.resolve()))
+        for spec in request.requirements:
+            parse_requirement(spec)
+        plan([get_algorithm(a) for a in request.algorithms], request.params, request.grid)
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+            from ehr_release.flows.compare import compare_flow
+
+            report = compare_flow(request)
+    except ValidationError as exc:
+        raise _fail(f"invalid comparison request: {exc.errors()[0]['loc']}: "
+                    f"{exc.errors()[0]['msg']}") from None
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    best = report["recommended_row"]
+    typer.echo(f"recommended row: {best}" if best is not None
+               else "no candidate verified and met the requirements", err=True)
+    typer.echo(str(request.folder))
 
 
 @app.command()

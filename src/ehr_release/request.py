@@ -27,6 +27,8 @@ class ReleaseRequest(BaseModel):
     requester: str = Field(min_length=1)
     out_dir: str
     approval_timeout_s: int = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0)
+    # Set when the request comes from a comparison row: the data must be what was compared.
+    expected_fingerprint: str | None = None
 
     @field_validator("requester")
     @classmethod
@@ -39,3 +41,26 @@ class ReleaseRequest(BaseModel):
     def releases_dir(self) -> Path:
         """Where approved releases appear: ``<out_dir>/releases/<run_id>/``."""
         return Path(self.out_dir) / "releases"
+
+
+class ComparisonRequest(BaseModel):
+    """Inputs of one comparison: algorithms × a parameter grid on one dataset."""
+
+    comparison_id: str = Field(pattern=r"^cmp-[0-9a-f]{32}$")
+    input_path: str
+    diagnoses_path: str | None = None
+    admissions_path: str | None = None
+    class_column: str | None = None
+    algorithms: list[str] = Field(min_length=1)
+    params: dict[str, str] = Field(default_factory=dict)
+    grid: dict[str, list[str]] = Field(default_factory=dict)
+    requirements: list[str] = Field(default_factory=list)
+    max_loss: float | None = None
+    metric: str | None = None
+    requester: str = Field(min_length=1)
+    out_dir: str
+
+    @property
+    def folder(self) -> Path:
+        """Where the report lands: ``<out_dir>/comparisons/<comparison_id>/``."""
+        return Path(self.out_dir) / "comparisons" / self.comparison_id

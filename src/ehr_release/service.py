@@ -174,10 +174,12 @@ def saved_request(run_id: str) -> ReleaseRequest:
 
 def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Path | None,
                      class_column: str | None, algorithm: str, params: dict[str, str],
-                     requester: str, out_dir: Path, approval_timeout_s: int) -> ReleaseRequest:
+                     requester: str, out_dir: Path, approval_timeout_s: int,
+                     expected_fingerprint: str | None = None) -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
                           class_column=class_column, algorithm=algorithm, params=params,
                           requester=requester, out_dir=str(out_dir.resolve()),
-                          approval_timeout_s=approval_timeout_s)
+                          approval_timeout_s=approval_timeout_s,
+                          expected_fingerprint=expected_fingerprint)

@@ -36,6 +36,7 @@ class AlgorithmEntry:
     ``verify(files, original, params)`` re-checks the guarantee from the files alone;
     ``evaluate(files, original, params, rng)`` measures utility.
     ``privacy_model`` is a one-line statement of the guarantee for the certificate.
+    ``headline_loss`` names the utility metric (lower is better) a comparison ranks by.
     """
 
     name: str
@@ -46,6 +47,7 @@ class AlgorithmEntry:
     verify: Callable[[ReleaseFiles, Dataset, dict[str, Any]], VerificationReport]
     evaluate: Callable[[ReleaseFiles, Dataset, dict[str, Any], np.random.Generator],
                        UtilityReport]
+    headline_loss: str | None = None
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values)."""

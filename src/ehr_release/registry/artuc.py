@@ -148,4 +148,5 @@ ENTRY = AlgorithmEntry(
     verify=lambda files, original, params: verify("artuc", files, original, params),
     evaluate=lambda files, original, params, rng: evaluate("artuc", files, original, params,
                                                            rng),
+    headline_loss="ARE W3",
 )

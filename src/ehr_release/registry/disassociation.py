@@ -131,4 +131,5 @@ ENTRY = AlgorithmEntry(
     anonymize=anonymize,
     verify=verify,
     evaluate=evaluate,
+    headline_loss="ARE W2 (estimator)",
 )

@@ -149,4 +149,5 @@ ENTRY = AlgorithmEntry(
     anonymize=_anonymize,
     verify=_verify,
     evaluate=_evaluate,
+    headline_loss="CUL mean",
 )

@@ -36,4 +36,5 @@ ENTRY = AlgorithmEntry(
     anonymize=_anonymize,
     verify=lambda files, original, params: verify(NAME, files, original, params),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params, rng),
+    headline_loss="ARE W3",
 )

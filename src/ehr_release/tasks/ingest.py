@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from ehr_release.dataset import Dataset
+from ehr_release.errors import EhrReleaseError
 from ehr_release.ingest import read_dataset
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ReleaseRequest
@@ -16,10 +17,19 @@ from ehr_release.tasks.retry import is_transient
 
 
 def load_request_dataset(request: ReleaseRequest) -> Dataset:
-    """Read the request's files into a Dataset (raises InputError naming file/row/column)."""
-    return read_dataset(request.input_path, request.diagnoses_path,
-                        admissions_path=request.admissions_path,
-                        class_column=request.class_column)
+    """Read the request's files into a Dataset (raises InputError naming file/row/column).
+
+    A request made from a comparison row must read exactly the data that was compared.
+    """
+    dataset = read_dataset(request.input_path, request.diagnoses_path,
+                           admissions_path=request.admissions_path,
+                           class_column=request.class_column)
+    expected = request.expected_fingerprint
+    if expected is not None and dataset.fingerprint() != expected:
+        raise EhrReleaseError(f"{request.input_path} is not the dataset the comparison was "
+                              f"run on (SHA-256 {dataset.fingerprint()[:12]}…, expected "
+                              f"{expected[:12]}…)")
+    return dataset
 
 
 # Raw patient data must never land in Prefect's result storage: no caching, no persistence.

@@ -1,0 +1,129 @@
+"""``compare_flow``: several anonymizations of one dataset, verified and measured side by side.
+
+Each candidate (algorithm × grid point) is one Prefect task submitted to the flow's task
+runner, so candidates run in parallel. Candidates are never published and never become
+release runs: the flow writes only the comparison report (JSON for machines, HTML + PDF for
+people) and one audit event. A steward then requests a release from one row of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect import flow, task
+
+from ehr_release.compare import Candidate, Outcome, loss_of, parse_requirement, plan, recommend
+from ehr_release.comparison_report import (
+    ComparisonContext,
+    render_comparison_html,
+    render_comparison_pdf,
+)
+from ehr_release.dataset import Dataset
+from ehr_release.errors import EhrReleaseError
+from ehr_release.files import fsync_dir, write_durably
+from ehr_release.ingest import read_dataset
+from ehr_release.randomness import check_random_state
+from ehr_release.registry import get as get_algorithm
+from ehr_release.request import ComparisonRequest
+from ehr_release.storage.audit import canonical_json, record_event
+
+
+# Patient data passes through but is never cached or persisted by Prefect.
+@task(name="compare-candidate", persist_result=False, cache_policy=None)
+def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None) -> Outcome:
+    """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes."""
+    entry = get_algorithm(candidate.algorithm)
+    loss_metric = metric or entry.headline_loss
+    try:
+        parsed = entry.parse(candidate.params)
+        seed = parsed.get("seed")
+        files = entry.anonymize(dataset, parsed, check_random_state(seed))
+        verification = entry.verify(files, dataset, parsed)
+        if not verification.holds:
+            return Outcome(candidate, False, loss_metric, None,
+                           failures=[f"{r.name}: {r.measured}" for r in verification.failures])
+        utility = entry.evaluate(files, dataset, parsed, check_random_state(seed))
+    except EhrReleaseError as exc:
+        return Outcome(candidate, False, loss_metric, None, error=str(exc))
+    return Outcome(candidate, True, loss_metric, loss_of(utility.metrics, loss_metric),
+                   metrics=dict(utility.metrics))
+
+
+@flow(name="compare_flow", persist_result=False)
+def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
+    """Run every candidate, recommend one, write the report; returns the report's JSON."""
+    requirements = [parse_requirement(r) for r in request.requirements]
+    candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
+                      request.grid)
+    try:
+        dataset = read_dataset(request.input_path, request.diagnoses_path,
+                               admissions_path=request.admissions_path,
+                               class_column=request.class_column)
+    except EhrReleaseError as exc:
+        record_event(actor=request.requester, action="ingest.rejected",
+                     payload={"request": request.comparison_id, "input": request.input_path,
+                              "error": str(exc)})
+        raise
+    futures = [candidate_task.submit(c, dataset, request.metric) for c in candidates]
+    outcomes = [f.result() for f in futures]
+    best, reasons = recommend(outcomes, requirements, request.max_loss)
+    fingerprint = dataset.fingerprint()
+    report = {
+        "comparison_id": request.comparison_id, "requester": request.requester,
+        "dataset_fingerprint": fingerprint, "dataset_rows": dataset.n_patients,
+        "requirements": request.requirements, "max_loss": request.max_loss,
+        "rows": [o.to_dict() for o in outcomes],
+        "recommended_row": best.candidate.index if best else None, "reasons": reasons}
+    ctx = ComparisonContext(
+        comparison_id=request.comparison_id, requester=request.requester,
+        created_at=datetime.now(UTC), dataset_source=dataset.source,
+        dataset_rows=dataset.n_patients, dataset_fingerprint=fingerprint,
+        axis=next(iter(request.grid), None), outcomes=outcomes, recommended=best,
+        reasons=reasons, requirements=requirements, max_loss=request.max_loss)
+    _write_report(request, report, ctx)
+    record_event(actor=request.requester, action="comparison.completed",
+                 payload={"comparison": request.comparison_id, "dataset": fingerprint,
+                          "candidates": len(outcomes),
+                          "recommended": best.candidate.label if best else None})
+    return report
+
+
+def _write_report(request: ComparisonRequest, report: dict[str, Any],
+                  ctx: ComparisonContext) -> None:
+    """All three files appear together or not at all (staged, then one rename)."""
+    final = request.folder
+    staging = final.with_name(f".staging-{final.name}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        write_durably(staging / "comparison.json",
+                      (canonical_json(report) + "\n").encode())
+        write_durably(staging / "comparison.html", render_comparison_html(ctx).encode())
+        write_durably(staging / "comparison.pdf", render_comparison_pdf(ctx))
+        os.replace(staging, final)
+        fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str]:
+    """(algorithm, params, dataset fingerprint) of one row of a written comparison."""
+    path = os.path.join(folder, "comparison.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            report = json.load(fh)
+        rows = report["rows"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise EhrReleaseError(f"cannot read comparison {path}: {exc}") from None
+    if not 0 <= row < len(rows):
+        raise EhrReleaseError(f"comparison {path} has rows 0–{len(rows) - 1}; got {row}")
+    chosen = rows[row]
+    if not chosen.get("verified"):
+        raise EhrReleaseError(f"row {row} of {path} did not verify; it cannot be released")
+    cand = chosen["candidate"]
+    return cand["algorithm"], dict(cand["params"]), report["dataset_fingerprint"]

@@ -1,0 +1,138 @@
+"""Side-by-side comparison: planning, the recommendation rule, the flow, the report, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ehr_release.cli import app
+from ehr_release.compare import (
+    Candidate,
+    Outcome,
+    parse_grid,
+    parse_requirement,
+    plan,
+    recommend,
+)
+from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.registry import get as get_algorithm
+from ehr_release.request import ComparisonRequest
+from ehr_release.storage.audit import export_events, verify_chain
+
+
+def outcome(i: int, k: int, loss: float | None, verified: bool = True) -> Outcome:
+    return Outcome(Candidate(i, "a", {"k": str(k)}), verified, "ARE", loss,
+                   failures=[] if verified else ["k^m: support 1"])
+
+
+def test_grid_and_requirements_parse_or_name_the_problem() -> None:
+    assert parse_grid(["k=5, 10,25", "m=1"]) == {"k": ["5", "10", "25"], "m": ["1"]}
+    for bad in (["k"], ["=5"], ["k="], ["k=1", "k=2"]):
+        with pytest.raises(ParameterError, match="--param-grid"):
+            parse_grid(bad)
+    req = parse_requirement("k >= 10")
+    assert req.met_by({"k": "10"}) and not req.met_by({"k": "9"}) and not req.met_by({})
+    with pytest.raises(ParameterError, match="--require"):
+        parse_requirement("k is big")
+
+
+def test_plan_crosses_algorithms_and_grid_and_checks_values() -> None:
+    dis = get_algorithm("disassociation")
+    cands = plan([dis], {"m": "2"}, {"k": ["2", "3"]})
+    assert [c.params for c in cands] == [{"m": "2", "k": "2"}, {"m": "2", "k": "3"}]
+    with pytest.raises(ParameterError, match="algorithm disassociation"):
+        plan([dis], {}, {"k": ["1"]})
+    with pytest.raises(ParameterError, match="none of epsilon"):
+        plan([dis], {}, {"epsilon": ["1"]})
+
+
+def test_recommendation_is_least_loss_among_verified_candidates_meeting_requirements() -> None:
+    outcomes = [outcome(0, 5, 0.01), outcome(1, 10, 0.05), outcome(2, 25, 0.02, verified=False),
+                outcome(3, 25, 0.09), outcome(4, 50, None)]
+    best, reasons = recommend(outcomes, [parse_requirement("k>=10")])
+    assert best is outcomes[1]
+    assert any("does not meet k >= 10" in r for r in reasons)
+    assert any("verification failed" in r for r in reasons)
+    assert any("reports no ARE" in r for r in reasons)
+    best, _ = recommend(outcomes, [parse_requirement("k>=10")], max_loss=0.04)
+    assert best is None
+    tie = [outcome(0, 5, 0.01), outcome(1, 10, 0.01)]
+    assert recommend(tie, [])[0] is tie[1]  # same loss: take the stronger privacy
+
+
+def _request(data, out, **extra) -> ComparisonRequest:
+    base = {"comparison_id": "cmp-" + "ab" * 16, "input_path": str(data),
+            "algorithms": ["disassociation", "leaky-code-counts"], "params": {"m": "2"},
+            "grid": {"k": ["2", "3"]}, "requirements": ["k>=3"], "requester": "steward",
+            "out_dir": str(out)}
+    return ComparisonRequest(**(base | extra))
+
+
+def test_flow_compares_in_parallel_tasks_and_writes_the_report(env) -> None:
+    from ehr_release.flows.compare import compare_flow, load_comparison_row
+
+    data, out = env
+    request = _request(data, out)
+    report = compare_flow(request)
+    rows = report["rows"]
+    assert [(r["candidate"]["algorithm"], r["candidate"]["params"]["k"], r["verified"])
+            for r in rows] == [("disassociation", "2", True), ("disassociation", "3", True),
+                               ("leaky-code-counts", "2", False),
+                               ("leaky-code-counts", "3", False)]
+    assert all(r["loss_metric"] == "ARE W2 (estimator)" for r in rows[:2])
+    assert report["recommended_row"] == 1  # the only verified candidate with k ≥ 3
+    folder = request.folder
+    assert json.loads((folder / "comparison.json").read_text()) == report
+    assert (folder / "comparison.pdf").read_bytes().startswith(b"%PDF")
+    html = (folder / "comparison.html").read_text()
+    assert "disassociation (k=3, m=2)" in html and "data:image/png;base64," in html
+    assert not list(folder.parent.glob(".staging-*"))
+    assert "comparison.completed" in export_events(None, "jsonl") and verify_chain().ok
+
+    algorithm, params, fingerprint = load_comparison_row(str(folder), 1)
+    assert (algorithm, params) == ("disassociation", {"m": "2", "k": "3"})
+    with pytest.raises(EhrReleaseError, match="did not verify"):
+        load_comparison_row(str(folder), 2)
+    with pytest.raises(EhrReleaseError, match="rows 0–3"):
+        load_comparison_row(str(folder), 9)
+
+    # A release from a row must read exactly the data that was compared.
+    from ehr_release import service
+
+    other = data.with_name("other.csv")
+    other.write_text(data.read_text().replace("S000,30", "S000,31"))
+    request = service.request_from_cli(
+        input_path=other, diagnoses=None, admissions=None, class_column=None,
+        algorithm=algorithm, params=params, requester="steward", out_dir=out,
+        approval_timeout_s=60, expected_fingerprint=fingerprint)
+    with pytest.raises(EhrReleaseError, match="not the dataset the comparison was run on"):
+        service.precheck(request)
+
+
+def test_cli_refuses_bad_comparisons_before_running(cli_env_compare) -> None:
+    data, out = cli_env_compare
+    runner = CliRunner()
+    base = ["compare", "--input", str(data), "--requester", "steward", "--out", str(out),
+            "--algorithm", "disassociation"]
+    for extra, message in [(["--param-grid", "k"], "--param-grid"),
+                           (["--param-grid", "k=1"], "algorithm disassociation"),
+                           (["--require", "k big"], "--require"),
+                           (["--algorithm", "nope"], "must be one of")]:
+        result = runner.invoke(app, base + extra)
+        assert result.exit_code == 1, result.output
+        assert message in result.output
+    assert not (out / "comparisons").exists()
+    result = runner.invoke(app, ["run", "--input", str(data), "--requester", "s", "--out",
+                                 str(out), "--from-comparison", str(out), "--algorithm", "x"])
+    assert result.exit_code == 1 and "do not also give --algorithm" in result.output
+
+
+@pytest.fixture
+def cli_env_compare(ehr_home, tmp_path):
+    from tests.flow_helpers import CSV
+
+    data = tmp_path / "extract.csv"
+    data.write_text(CSV)
+    return data, tmp_path / "out"
