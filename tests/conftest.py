@@ -14,7 +14,20 @@ os.environ["EHR_RELEASE_TEST_MODE"] = "1"
 # Keep Prefect's local result storage out of the user's ~/.prefect during tests.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="ehr-prefect-home-"))
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _shared_data() -> Path:
+    """The workplace's shared data: ``$EHR_RELEASE_SHARED_DATA``, else ``../shared/data``
+    beside the checkout, else the workplace's own copy (a clone in a temp dir has no
+    neighbour)."""
+    if os.environ.get("EHR_RELEASE_SHARED_DATA"):
+        return Path(os.environ["EHR_RELEASE_SHARED_DATA"])
+    candidates = [Path(__file__).resolve().parents[1].parent / "shared" / "data",
+                  Path("/work/shared/data")]
+    return next((c for c in candidates if c.exists()), candidates[0])
+
+
+SHARED_DATA = _shared_data()
 PG_ADMIN_URL = os.environ.get("EHR_RELEASE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -88,6 +88,8 @@ def test_sample_patient_missing_from_population(population_file):
 
 
 def test_mimic_demo_as_its_own_population():
+    if not MIMIC.exists():
+        pytest.skip(f"MIMIC-III demo not found at {MIMIC}")
     entry = registry.get("gccens")
     params = entry.parse({"k": "5", "population": str(MIMIC),
                           "caps": "401.9:2,428.0:2,427.31:2,584.9:2,*:0"})
