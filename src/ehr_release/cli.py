@@ -29,6 +29,8 @@ app.add_typer(users_app, name="users")
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
+RunnerOpt = Annotated[str, typer.Option(
+    help="Prefect task runner: threads[:N], dask[:N] (local cluster) or tcp://HOST:PORT.")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -73,6 +75,7 @@ def run(
                                                        "before rejecting.")] = 7 * 24 * 3600,
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
+    task_runner: RunnerOpt = "threads",
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as."""
     from ehr_release import service
@@ -90,7 +93,7 @@ def run(
             input_path=input, diagnoses=diagnoses, admissions=admissions,
             class_column=class_column, algorithm=algorithm, params=params,
             requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
-            expected_fingerprint=fingerprint)
+            expected_fingerprint=fingerprint, task_runner=task_runner)
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
         service.precheck(request)
@@ -154,6 +157,7 @@ def compare(
     diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
     admissions: Annotated[Path | None, typer.Option(help="Admissions table (ages).")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
+    task_runner: RunnerOpt = "threads",
 ) -> None:
     """Anonymize one dataset with several algorithms and parameters; recommend one.
 
@@ -164,6 +168,7 @@ def compare(
     from pydantic import ValidationError
 
     from ehr_release.compare import parse_grid, parse_requirement, plan
+    from ehr_release.flows.runners import check_runner_spec, make_task_runner
     from ehr_release.flows.server import ensure_api
     from ehr_release.params import parse_assignments
     from ehr_release.registry import get as get_algorithm
@@ -177,7 +182,8 @@ def compare(
             class_column=class_column, algorithms=algorithm,
             params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
             requirements=list(require or []), max_loss=max_loss, metric=metric,
-            requester=requester, out_dir=str(out.resolve()))
+            requester=requester, out_dir=str(out.resolve()),
+            task_runner=check_runner_spec(task_runner))
         for spec in request.requirements:
             parse_requirement(spec)
         plan([get_algorithm(a) for a in request.algorithms], request.params, request.grid)
@@ -186,7 +192,8 @@ def compare(
         with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
             from ehr_release.flows.compare import compare_flow
 
-            report = compare_flow(request)
+            runner = make_task_runner(request.task_runner)
+            report = compare_flow.with_options(task_runner=runner)(request)
     except ValidationError as exc:
         raise _fail(f"invalid comparison request: {exc.errors()[0]['loc']}: "
                     f"{exc.errors()[0]['msg']}") from None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from ehr_release.flows.runners import RUNNER_PATTERN
+
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
 
 
@@ -29,6 +31,8 @@ class ReleaseRequest(BaseModel):
     approval_timeout_s: int = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0)
     # Set when the request comes from a comparison row: the data must be what was compared.
     expected_fingerprint: str | None = None
+    # Prefect task runner (see flows/runners.py): threads, dask[:N] or tcp://scheduler.
+    task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
 
     @field_validator("requester")
     @classmethod
@@ -59,6 +63,7 @@ class ComparisonRequest(BaseModel):
     metric: str | None = None
     requester: str = Field(min_length=1)
     out_dir: str
+    task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
 
     @property
     def folder(self) -> Path:

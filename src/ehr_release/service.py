@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ehr_release.errors import EhrReleaseError, NotFound
+from ehr_release.flows.runners import check_runner_spec
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
@@ -175,11 +176,13 @@ def saved_request(run_id: str) -> ReleaseRequest:
 def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Path | None,
                      class_column: str | None, algorithm: str, params: dict[str, str],
                      requester: str, out_dir: Path, approval_timeout_s: int,
-                     expected_fingerprint: str | None = None) -> ReleaseRequest:
+                     expected_fingerprint: str | None = None,
+                     task_runner: str = "threads") -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
                           class_column=class_column, algorithm=algorithm, params=params,
                           requester=requester, out_dir=str(out_dir.resolve()),
                           approval_timeout_s=approval_timeout_s,
-                          expected_fingerprint=expected_fingerprint)
+                          expected_fingerprint=expected_fingerprint,
+                          task_runner=check_runner_spec(task_runner))

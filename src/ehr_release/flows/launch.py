@@ -16,11 +16,13 @@ def main(argv: list[str]) -> int:
 
     configure_prefect_home()
     from ehr_release.flows.release import release_flow
+    from ehr_release.flows.runners import make_task_runner
     from ehr_release.request import ReleaseRequest
 
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
+    flow = release_flow.with_options(task_runner=make_task_runner(request.task_runner))
     try:
-        release_flow(request)
+        flow(request)
     except Exception as exc:  # the flow already recorded the failure and the audit event
         print(f"release {request.run_id} failed: {exc}", file=sys.stderr)
         return 1
