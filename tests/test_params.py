@@ -33,3 +33,20 @@ def test_assignments():
         parse_assignments(["k5"])
     with pytest.raises(ParameterError, match="more than once"):
         parse_assignments(["k=5", "k=6"])
+
+
+def test_every_algorithms_seed_is_refused_outside_test_mode(monkeypatch) -> None:
+    from ehr_release import registry
+
+    seeded = [registry.get(n) for n in registry.names()
+              if any(p.name == "seed" for p in registry.get(n).params)]
+    assert seeded, "no algorithm declares a seed"
+    monkeypatch.delenv("EHR_RELEASE_TEST_MODE", raising=False)
+    for entry in seeded:
+        seed_spec = [p for p in entry.params if p.name == "seed"]
+        with pytest.raises(ParameterError, match="'seed' is only accepted in test mode"):
+            parse_params(seed_spec, {"seed": "7"})
+        assert parse_params(seed_spec, {})["seed"] is None
+    monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "1")
+    seed_only = [p for p in seeded[0].params if p.name == "seed"]
+    assert parse_params(seed_only, {"seed": "7"})["seed"] == 7

@@ -339,6 +339,36 @@ def verify(
         raise typer.Exit(code=1)
 
 
+@app.command()
+def reconstruct(
+    release: Annotated[Path, typer.Option(help="A disassociation release.json, or the "
+                                               "published release folder.")],
+    out: Annotated[Path, typer.Option(help="Output table (.csv or .parquet).")],
+    seed: Annotated[int | None, typer.Option(help="Seed (same seed, same reconstruction).")]
+    = None,
+) -> None:
+    """Draw one possible original dataset from a disassociation release, as a plain table.
+
+    Researchers analyse reconstructions with ordinary tools; different seeds give different
+    equally possible datasets, so estimates should be averaged over several.
+    """
+    from ehr_release.algorithms.disassociation.model import RELEASE_FILE, DisassociatedRelease
+    from ehr_release.algorithms.disassociation.reconstruct import reconstruct_dataset
+    from ehr_release.randomness import check_random_state
+    from ehr_release.release_files import read_release_files
+    from ehr_release.sample import write_sample
+
+    try:
+        files = read_release_files(release)
+        data = files.get(RELEASE_FILE) or next(iter(files.values()))
+        dataset = reconstruct_dataset(DisassociatedRelease.from_bytes(data),
+                                      check_random_state(seed))
+        write_sample(dataset, out)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{out} ({dataset.n_patients:,} records)")
+
+
 @app.command("generate-sample")
 def generate_sample_cmd(
     out: Annotated[Path, typer.Option(help="Output file (.csv or .parquet).")],

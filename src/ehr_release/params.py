@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ehr_release.errors import ParameterError
+from ehr_release.randomness import TEST_MODE_ENV, test_mode
+
+#: Every algorithm's seed parameter has this name; a seed is refused outside test mode.
+SEED = "seed"
 
 REQUIRED: Any = object()
 
@@ -91,5 +95,10 @@ def parse_params(spec: Iterable[Param], given: Mapping[str, Any]) -> dict[str, A
             raise ParameterError(p.name, f"must be one of {', '.join(p.choices)}", raw)
         if p.check is not None and not p.check(value):
             raise ParameterError(p.name, p.rule or "is out of range", raw)
+        if p.name == SEED and not test_mode():
+            raise ParameterError(p.name, "is only accepted in test mode "
+                                 f"({TEST_MODE_ENV}=1): the seed is recorded with the "
+                                 "release, and anyone who knows it can replay its randomness "
+                                 "(shuffles, picks, noise)", raw)
         out[p.name] = value
     return out
