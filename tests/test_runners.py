@@ -1,8 +1,8 @@
 """Task runners: the spec is validated, and Dask runs the data-parallel stage correctly.
 
-The Dask test runs disassociation with tiny VerPart batches so the per-cluster work really is
-spread over worker processes, and checks the release is byte-identical to the one the
-default thread runner makes from the same seed.
+The Dask test runs disassociation with tiny VerPart batches so the per-cluster work (and the
+utility's reconstructions) really are spread over worker processes, and checks the release
+and its utility figures are identical to what the thread runner makes from the same seed.
 """
 
 from __future__ import annotations
@@ -73,11 +73,16 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
             sort=TaskRunSort.EXPECTED_START_TIME_DESC, limit=200, offset=0)
     batches = sum(t.name.startswith("disassociation-verpart-batch") for t in tasks)
-    return (out / "releases" / request.run_id / "release.json").read_bytes(), batches
+    recons = sum(t.name.startswith("disassociation-reconstruction") for t in tasks)
+    assert recons == 5  # utility's reconstructions fan out too
+    utility = runs.latest_utility(request.run_id)["metrics"]
+    release = (out / "releases" / request.run_id / "release.json").read_bytes()
+    return release + repr(sorted(utility.items())).encode(), batches
 
 
 @pytest.mark.slow
-def test_dask_spreads_verpart_and_gives_the_same_release(env, monkeypatch) -> None:
+def test_dask_spreads_the_work_and_gives_the_same_release_and_utility(env, monkeypatch
+                                                                     ) -> None:
     on_threads, thread_batches = _release(env, "threads", monkeypatch)
     on_dask, dask_batches = _release(env, "dask:2", monkeypatch)
     assert dask_batches >= 2 and thread_batches == dask_batches

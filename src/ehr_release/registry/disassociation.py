@@ -19,7 +19,6 @@ from ehr_release.algorithms.disassociation import (
     DisassociatedRelease,
     disassociate_dataset,
 )
-from ehr_release.algorithms.disassociation.core import Batch, VerPartResult
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import Param
@@ -73,32 +72,38 @@ def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
     return build_policy(parsed, dataset.code_sets(), yaml_text=text)
 
 
-def _task_runner_map(fn: Any, batches: list[Batch]) -> list[list[VerPartResult]]:
-    """Run batches through the current flow's task runner, or in order outside a flow.
+def _through_runner(task_name: str) -> Any:
+    """A ``map(fn, items)`` that runs items through the current flow's task runner.
 
+    Outside a flow, or with fewer than ``MIN_PARALLEL_BATCHES`` items, it is a plain loop.
     Prefect is only consulted if it is already loaded: a process that never imported it is
     not running a flow, and importing it would cost seconds.
     """
-    context = sys.modules.get("prefect.context")
-    in_flow = context is not None and context.FlowRunContext.get() is not None
-    if len(batches) < MIN_PARALLEL_BATCHES or not in_flow:
-        return [fn(b) for b in batches]
-    futures = [_verpart_task().submit(fn, b) for b in batches]
-    return [f.result() for f in futures]
+    def map_items(fn: Any, items: list[Any]) -> list[Any]:
+        context = sys.modules.get("prefect.context")
+        in_flow = context is not None and context.FlowRunContext.get() is not None
+        if len(items) < MIN_PARALLEL_BATCHES or not in_flow:
+            return [fn(x) for x in items]
+        futures = [_mapped_task(task_name).submit(fn, x) for x in items]
+        return [f.result() for f in futures]
+    return map_items
 
 
 @cache
-def _verpart_task() -> Any:
-    """The Prefect task wrapping one VerPart batch (built on first use: Prefect is heavy)."""
+def _mapped_task(name: str) -> Any:
+    """The Prefect task wrapping one item (built on first use: Prefect is heavy)."""
     from prefect import task
     from prefect.cache_policies import NO_CACHE
 
-    return task(_run_batch, name="disassociation-verpart-batch", cache_policy=NO_CACHE,
-                persist_result=False)
+    return task(_run_item, name=name, cache_policy=NO_CACHE, persist_result=False)
 
 
-def _run_batch(fn: Any, batch: Batch) -> list[VerPartResult]:
-    return fn(batch)
+def _run_item(fn: Any, item: Any) -> Any:
+    return fn(item)
+
+
+_task_runner_map: Any = _through_runner("disassociation-verpart-batch")
+_reconstructions_map: Any = _through_runner("disassociation-reconstruction")
 
 
 def anonymize(dataset: Dataset, params: dict[str, Any],
@@ -117,7 +122,7 @@ def evaluate(files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
     release = DisassociatedRelease.from_bytes(files[RELEASE_FILE])
     policy = resolve_policy(params["policy"], original)
-    return evaluate_release(release, original, policy, rng)
+    return evaluate_release(release, original, policy, rng, map_fn=_reconstructions_map)
 
 
 ENTRY = AlgorithmEntry(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -216,9 +217,32 @@ def _answers(fn: Callable[[Query], float], queries: Sequence[Query]) -> list[flo
     return [fn(q) for q in queries]
 
 
+#: ``map_fn(fn, items)`` must return ``[fn(x) for x in items]`` in order (the registry hands
+#: in the flow's task runner so reconstructions run in parallel).
+MapFn = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    return [fn(x) for x in items]
+
+
+def reconstruction_answers(job: tuple[DisassociatedRelease, int, list[Query], list[Query],
+                                      list[frozenset[str]]]
+                           ) -> tuple[list[float], list[float], list[int]]:
+    """W1 and W2 answers and constraint matches on one seeded reconstruction.
+
+    Module level and self-contained so a task runner can ship it to another process; the
+    seed is drawn by the caller, so the result does not depend on where it runs.
+    """
+    release, seed, w1, w2, constraints = job
+    counter = BitsetCounter(reconstruct(release, np.random.default_rng(seed)))
+    return (_answers(counter.count, w1), _answers(counter.count, w2),
+            [counter.matches(c) for c in constraints])
+
+
 def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: UtilityPolicy,
                      rng: np.random.Generator, *, reconstructions: int = RECONSTRUCTIONS,
-                     baseline: bool = True) -> UtilityReport:
+                     baseline: bool = True, map_fn: MapFn | None = None) -> UtilityReport:
     """ARE, MRE and the baseline comparison for one release (see the module docstring)."""
     code_sets = original.code_sets()
     n = len(code_sets)
@@ -230,12 +254,12 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
     t1, t2 = _answers(truth.count, w1), _answers(truth.count, w2)
     t_match = [truth.matches(c) for c in constraints]
 
-    rec_are1, rec_are2, rec_match = [], [], []
-    for _ in range(reconstructions):
-        counter = BitsetCounter(reconstruct(release, rng))
-        rec_are1.append(are(t1, _answers(counter.count, w1)))
-        rec_are2.append(are(t2, _answers(counter.count, w2)))
-        rec_match.append([counter.matches(c) for c in constraints])
+    seeds = rng.integers(0, 2**63 - 1, size=reconstructions).tolist()
+    jobs = [(release, seed, w1, w2, [frozenset(c) for c in constraints]) for seed in seeds]
+    answers = (map_fn or _serial)(reconstruction_answers, jobs)
+    rec_are1 = [are(t1, a1) for a1, _, _ in answers]
+    rec_are2 = [are(t2, a2) for _, a2, _ in answers]
+    rec_match = [matches for _, _, matches in answers]
     estimator = ReleaseEstimator(release)
     dis_mre = mre(t_match, np.mean(rec_match, axis=0) if rec_match else t_match)
     metrics = {
