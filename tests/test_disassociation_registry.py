@@ -110,8 +110,13 @@ def test_batches_run_in_order_outside_a_flow():
     assert entry_module._task_runner_map(work, batches) == [work(b) for b in batches]
 
 
-def test_batches_go_through_the_flow_task_runner(harness):
+@pytest.mark.parametrize("processes", [True, False])
+def test_batches_go_through_a_process_runner_but_not_threads(harness, monkeypatch, processes):
+    """With worker processes (Dask) batches become tasks; on threads they stay in line."""
     from prefect import flow
+
+    if processes:  # the routing decision, without starting a Dask cluster here
+        monkeypatch.setattr(entry_module, "_runner_runs_processes", lambda: True)
 
     seen: list[str] = []
 
@@ -129,7 +134,7 @@ def test_batches_go_through_the_flow_task_runner(harness):
         return entry_module._task_runner_map(work, batches)
 
     assert run() == [work(b) for b in batches]
-    assert seen[:3] == ["disassociation-verpart-batch"] * 3
+    assert seen[:3] == ["disassociation-verpart-batch" if processes else "none"] * 3
 
 
 def test_reconstruct_cli_writes_a_loadable_table(entry, dataset, tmp_path):

@@ -74,7 +74,7 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
             sort=TaskRunSort.EXPECTED_START_TIME_DESC, limit=200, offset=0)
     batches = sum(t.name.startswith("disassociation-verpart-batch") for t in tasks)
     recons = sum(t.name.startswith("disassociation-reconstruction") for t in tasks)
-    assert recons == 5  # utility's reconstructions fan out too
+    assert recons == (5 if spec.startswith("dask") else 0)  # threads: no gain under the GIL
     utility = runs.latest_utility(request.run_id)["metrics"]
     release = (out / "releases" / request.run_id / "release.json").read_bytes()
     return release + repr(sorted(utility.items())).encode(), batches
@@ -85,5 +85,5 @@ def test_dask_spreads_the_work_and_gives_the_same_release_and_utility(env, monke
                                                                      ) -> None:
     on_threads, thread_batches = _release(env, "threads", monkeypatch)
     on_dask, dask_batches = _release(env, "dask:2", monkeypatch)
-    assert dask_batches >= 2 and thread_batches == dask_batches
+    assert dask_batches >= 2 and thread_batches == 0
     assert on_dask == on_threads

@@ -75,18 +75,33 @@ def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
 def _through_runner(task_name: str) -> Any:
     """A ``map(fn, items)`` that runs items through the current flow's task runner.
 
-    Outside a flow, or with fewer than ``MIN_PARALLEL_BATCHES`` items, it is a plain loop.
+    Outside a flow, on the thread runner, or with fewer than ``MIN_PARALLEL_BATCHES`` items,
+    it is a plain loop.
     Prefect is only consulted if it is already loaded: a process that never imported it is
     not running a flow, and importing it would cost seconds.
     """
     def map_items(fn: Any, items: list[Any]) -> list[Any]:
-        context = sys.modules.get("prefect.context")
-        in_flow = context is not None and context.FlowRunContext.get() is not None
-        if len(items) < MIN_PARALLEL_BATCHES or not in_flow:
+        if len(items) < MIN_PARALLEL_BATCHES or not _runner_runs_processes():
             return [fn(x) for x in items]
-        futures = [_mapped_task(task_name).submit(fn, x) for x in items]
+        futures = [_mapped_task(task_name).submit(fn, _Sealed(x)) for x in items]
         return [f.result() for f in futures]
     return map_items
+
+
+def _runner_runs_processes() -> bool:
+    """True inside a flow whose task runner has worker processes (Dask).
+
+    This work is pure Python: under the GIL a thread pool only adds contention (measured:
+    evaluate 32 s serial vs 43 s on five threads at 100K records), so with the default
+    thread runner it stays in this thread.
+    """
+    context = sys.modules.get("prefect.context")
+    flow_run = context.FlowRunContext.get() if context is not None else None
+    if flow_run is None or flow_run.task_runner is None:
+        return False
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return not isinstance(flow_run.task_runner, ThreadPoolTaskRunner)
 
 
 @cache
@@ -98,8 +113,22 @@ def _mapped_task(name: str) -> Any:
     return task(_run_item, name=name, cache_policy=NO_CACHE, persist_result=False)
 
 
-def _run_item(fn: Any, item: Any) -> Any:
-    return fn(item)
+class _Sealed:
+    """Hides an item from Prefect's parameter introspection.
+
+    Prefect walks every nested list of a task argument looking for futures — seconds per
+    item at 100K records, minutes per run at 1M. An object that is neither a collection nor
+    a dataclass is passed through untouched (``prefect.quote`` does not survive Dask here).
+    """
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
+def _run_item(fn: Any, sealed: _Sealed) -> Any:
+    return fn(sealed.item)
 
 
 _task_runner_map: Any = _through_runner("disassociation-verpart-batch")
