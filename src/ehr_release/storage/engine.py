@@ -13,6 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import SQLModel, create_engine
 
+from ehr_release.errors import ConfigError
 from ehr_release.storage import models  # noqa: F401  (registers the tables)
 
 DATABASE_URL_ENV = "EHR_RELEASE_DATABASE_URL"
@@ -24,6 +25,9 @@ def home() -> Path:
     path = Path(os.environ.get(HOME_ENV, ".ehr_release")).resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+BUSY_TIMEOUT_ENV = "EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S"
 
 
 def database_url() -> str:
@@ -46,7 +50,8 @@ def _create(url: str) -> Engine:
         db_file = make_url(url).database
         if db_file and db_file != ":memory:":
             Path(db_file).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False,
+                                                  "timeout": _busy_timeout_s()})
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin_immediate)
     else:
@@ -55,13 +60,30 @@ def _create(url: str) -> Engine:
     return engine
 
 
+def _busy_timeout_s() -> float:
+    """How long a write waits for another process's SQLite lock before failing (seconds).
+
+    ``EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S`` (default 30): long enough for concurrent writers
+    to take turns, short enough that a stuck lock fails the run instead of hanging it.
+    """
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{BUSY_TIMEOUT_ENV} must be a number of seconds; got {raw!r}") \
+            from None
+    if not 0 < value <= 3600:
+        raise ConfigError(f"{BUSY_TIMEOUT_ENV} must be between 0 and 3600 s; got {raw!r}")
+    return value
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
     # Let SQLAlchemy, not pysqlite, decide when transactions begin (see _sqlite_begin_immediate).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={int(_busy_timeout_s() * 1000)}")
     cur.close()
 
 
