@@ -136,3 +136,22 @@ def test_sign_out_ends_the_session(world) -> None:
     assert client.post("/logout", data={"csrf": token}).status_code == 303
     client.cookies.clear()
     assert client.get("/").status_code == 303
+
+
+def test_a_failed_verification_cannot_be_approved_from_the_dashboard(world) -> None:
+    run_id, creds, resumed, app = world
+    engine = get_engine()
+    failed = make_run(engine, requester="steward.sam")
+    runs.transition(failed.id, Status.ANONYMIZED, actor="flow", engine=engine)
+    runs.save_verification(failed.id, {"algorithm": "x", "holds": False, "requirements": [
+        {"name": "k^m", "required": "≥ 3", "measured": "1", "passed": False, "evidence": {}}]})
+    runs.fail_run(failed.id, actor="flow", error="VerificationFailed: k^m: 1")
+    client = signed_in(app, "rita", creds["rita"])
+    page = client.get(f"/runs/{failed.id}").text
+    assert "can never be published" in page and "Approve and publish" not in page
+    token = csrf_of(client, "/")
+    response = client.post(f"/runs/{failed.id}/decision",
+                           data={"decision": "approve", "reason": "ship it", "csrf": token})
+    assert "refused" in response.headers["location"]
+    assert runs.get_approval(failed.id) is None and resumed == []
+    assert runs.get_run(failed.id).status == Status.FAILED

@@ -245,8 +245,13 @@ def test_release_file_names_cannot_escape_the_release_folder(env, monkeypatch):
     assert not list(out.parent.rglob("escape.json"))
 
 
-def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch):
+@pytest.mark.parametrize("fault, message", [
+    ("ENOSPC", "No space left"),
+    ("EROFS", "Read-only file system"),  # the tests run as root: chmod would not stop us
+])
+def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch, fault, message):
     import errno
+    import os
 
     from ehr_release.tasks import publish
 
@@ -256,7 +261,8 @@ def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch):
 
     def fill_up(path, content):
         if written:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            code = getattr(errno, fault)
+            raise OSError(code, os.strerror(code), str(path))
         written.append(str(path))
         real_write(path, content)
 
@@ -270,7 +276,7 @@ def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch):
     run = runs.get_run(req.run_id)
     assert written, "the fault was never injected"
     assert run.status == Status.FAILED
-    assert "No space left" in run.error
+    assert message in run.error
     assert not (out / "releases" / req.run_id).exists()
     assert not list((out / "releases").glob(".staging-*"))
     assert verify_chain().ok
