@@ -1,0 +1,145 @@
+"""Registry glue for ``lda`` (A-GS alignment) and the pieces ``lda-baseline`` shares.
+
+LDA needs longitudinal data: every diagnosis must carry the patient's age when it was
+recorded, inside the age hierarchy 1–128. That is checked here, before any clustering, so a
+non-longitudinal extract fails with one message naming a patient instead of deep inside the
+algorithm. The weights must sum to 1; a parameter cannot see another one, so the entry's
+``parse`` checks that pair after the per-parameter rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ehr_release.algorithms.lda import anonymize_trajectories, make_model
+from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records, release_files
+from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
+from ehr_release.errors import InputError, ParameterError
+from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.params import Param
+from ehr_release.privacy.lda import LdaSettings, verify_lda
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.utility.lda import evaluate_trajectories
+
+NAME = "lda"
+AGE_FIRST, AGE_DEPTH = 1, 7  # the thesis' age hierarchy: 1–128 as a full binary tree
+AGE_LAST = AGE_FIRST + (1 << AGE_DEPTH) - 1
+METHODS = {"lda": "ags", "lda-baseline": "baseline"}
+
+
+def _weight(name: str) -> Param:
+    return Param(name, float, f"weight of the {name[2:].upper()} loss in the alignment cost "
+                 "(w_icd + w_age = 1)", default=0.5, check=lambda v: 0 <= v <= 1,
+                 rule="must be between 0 and 1")
+
+
+PARAMS = (
+    Param("k", int, "every published trajectory is shared by ≥ k patients",
+          check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
+    _weight("w_icd"),
+    _weight("w_age"),
+    Param("leaf_count", int, "L(leaf) in the loss metric: 0 as in the thesis' worked "
+          "examples, 1 reads its Def. 4 literally", default=0, check=lambda v: v in (0, 1),
+          rule="must be 0 or 1"),
+)
+
+
+@dataclass(frozen=True)
+class LdaEntry(AlgorithmEntry):
+    """An entry whose ``parse`` also checks that the two weights sum to 1."""
+
+    def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        params = super().parse(given)
+        if abs(params["w_icd"] + params["w_age"] - 1) > 1e-9:
+            raise ParameterError("w_age", "must equal 1 − w_icd (the weights sum to 1)",
+                                 given.get("w_age", params["w_age"]))
+        return params
+
+
+def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
+    """Each patient's (code, age) pairs ordered by age; refuses non-longitudinal data.
+
+    Raises
+    ------
+    InputError
+        If a diagnosis has no age (naming how many and the first patient) or an age lies
+        outside 1–128.
+    """
+    diag = dataset.diagnoses
+    source = dataset.source or None
+    if not len(diag):
+        raise InputError("LDA needs longitudinal data, but the dataset has no diagnoses",
+                         file=source)
+    missing = diag[AGE].isna().to_numpy()
+    if missing.any():
+        first = diag[missing].iloc[0]
+        what = ("no diagnosis has an age" if missing.all()
+                else f"{int(missing.sum())} of {len(diag)} diagnoses have no age")
+        raise InputError(f"LDA needs longitudinal data (an age for every diagnosis): {what} "
+                         f"(first: patient {first[PATIENT_ID]!r}, code {first[CODE]!r})",
+                         file=source)
+    ages = diag[AGE].to_numpy(dtype=np.int64)
+    off = (ages < AGE_FIRST) | (ages > AGE_LAST)
+    if off.any():
+        first = diag[off].iloc[0]
+        raise InputError(f"age {int(first[AGE])} of patient {first[PATIENT_ID]!r} (code "
+                         f"{first[CODE]!r}) is outside the age hierarchy "
+                         f"{AGE_FIRST}–{AGE_LAST}; {int(off.sum())} diagnoses are", file=source)
+    return dataset.trajectories()
+
+
+def _model(trajs: list[list[tuple[str, int]]], params: dict[str, Any]):
+    return make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t], w_icd=params["w_icd"],
+                      w_age=params["w_age"], leaf_count=params["leaf_count"])
+
+
+def settings_of(params: dict[str, Any]) -> LdaSettings:
+    return LdaSettings(params["k"], params["w_icd"], params["w_age"], params["leaf_count"],
+                       AGE_FIRST, AGE_DEPTH)
+
+
+def anonymize(name: str, dataset: Dataset, params: dict[str, Any]) -> ReleaseFiles:
+    trajs = trajectories_of(dataset)
+    result = anonymize_trajectories(trajs, params["k"], _model(trajs, params), METHODS[name])
+    meta = {"algorithm": name, "method": METHODS[name], "k": params["k"],
+            "w_icd": params["w_icd"], "w_age": params["w_age"],
+            "leaf_count": params["leaf_count"], "age_domain": [AGE_FIRST, AGE_LAST],
+            "hierarchy": "ICD-9-CM"}
+    return release_files(dataset.patient_ids, result, meta)
+
+
+def verify(name: str, files: ReleaseFiles, original: Dataset,
+           params: dict[str, Any]) -> VerificationReport:
+    return verify_lda(files, original.patient_ids, trajectories_of(original), icd9_hierarchy(),
+                      settings_of(params), algorithm=name)
+
+
+def evaluate(name: str, files: ReleaseFiles, original: Dataset,
+             params: dict[str, Any]) -> UtilityReport:
+    trajs = trajectories_of(original)
+    released = {pid: traj for pid, _, traj in read_records(files[RECORDS_FILE])}
+    published = [released.get(pid, []) for pid in original.patient_ids]
+    return evaluate_trajectories(trajs, published, _model(trajs, params), params["k"],
+                                 algorithm=name)
+
+
+PRIVACY_MODEL = ("k-anonymity of trajectories: every published sequence of (ICD code, age "
+                 "block) pairs is shared by at least k patients, and generalizes, in order, "
+                 "part of each one's own trajectory")
+
+ENTRY = LdaEntry(
+    name=NAME,
+    summary="LDA: cluster longitudinal (ICD, age) trajectories and publish each cluster's "
+            "A-GS alignment (generalize or suppress pairs)",
+    privacy_model=PRIVACY_MODEL,
+    params=PARAMS,
+    anonymize=lambda ds, params, rng: anonymize(NAME, ds, params),
+    verify=lambda files, original, params: verify(NAME, files, original, params),
+    evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params),
+    headline_loss="AvgRE",
+)
