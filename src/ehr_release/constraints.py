@@ -621,14 +621,18 @@ def read_hierarchy_file(ref: str, base: Path) -> Hierarchy:
         raise ConfigError(f"hierarchy file {path} does not exist")
     if path.suffix.lower() in {".yaml", ".yml"}:
         return hierarchy_from_tree(_read_yaml(path), str(path))
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        # fix (issue 8 fuzzing): binary, empty or untokenizable CSV is a ConfigError
+        raise ConfigError(f"hierarchy file {path} is not a child,parent CSV: {exc}") from None
     return hierarchy_from_pairs(frame, str(path))
 
 
 def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:  # fix (issue 8): + binary
         raise ConfigError(f"cannot read {path}: {exc}") from None
 
 

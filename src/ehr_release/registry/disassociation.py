@@ -69,6 +69,8 @@ def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
         except OSError as exc:
             raise ConfigError(f"policy file {str(path)!r} cannot be read: "
                               f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary policy file
+            raise ConfigError(f"policy file {str(path)!r} is not UTF-8 text: {exc}") from None
     return build_policy(parsed, dataset.code_sets(), yaml_text=text)
 
 

@@ -67,12 +67,19 @@ def _read(path: Path) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary file is a ConfigError
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with class/numerical/categorical "
                           "sections")
     unknown = set(raw) - {"class", "numerical", "categorical", "set_valued"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
+    # fix (issue 8 fuzzing): a section that is not a mapping raised AttributeError
+    for section, body in raw.items():
+        if body is not None and not isinstance(body, dict):
+            raise ConfigError(f"{path}: section {section!r} must be a mapping, "
+                              f"got {type(body).__name__}")
     return raw
 
 
