@@ -59,10 +59,41 @@ LEAKY = AlgorithmEntry("leaky-code-counts", "unthresholded counts (test double)"
                        _evaluate)
 
 
+def _records(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    lines = [json.dumps({"patient_id": pid, "codes": sorted(codes)}) + "\n"
+             for pid, codes in zip(dataset.patient_ids, dataset.code_sets(), strict=True)]
+    return {"records.jsonl": "".join(lines).encode()}
+
+
+def _verify_records(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:  # type: ignore[no-untyped-def]
+    released = {r["patient_id"]: frozenset(r["codes"]) for r in
+                map(json.loads, files["records.jsonl"].decode().splitlines())}
+    truth = dict(zip(dataset.patient_ids, dataset.code_sets(), strict=True))
+    return VerificationReport("patient-records", [
+        Requirement("truthful records", "each record equals its patient's codes",
+                    f"{sum(released.get(p) == c for p, c in truth.items())} of {len(truth)}",
+                    released == truth)])
+
+
+def _evaluate_records(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+    return UtilityReport("patient-records", {"records": float(dataset.n_patients)})
+
+
+# Per-patient records keyed by patient_id: the flow must publish them under pseudonyms.
+RECORDS = AlgorithmEntry("patient-records", "per-patient code sets (test double)",
+                         "none: publishes codes as they are", PARAMS, _records,
+                         _verify_records, _evaluate_records, id_file="records.jsonl")
+# The same records with id_file left undeclared: the flow cannot pseudonymize them, and
+# the source-id check must then refuse the release.
+UNDECLARED_IDS = AlgorithmEntry("undeclared-ids", "per-patient records, ids not declared "
+                                "(test double)", "none", PARAMS, _records, _verify_records,
+                                _evaluate_records)
+
+
 def install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Make the doubles visible to ``registry.get`` for the duration of a test."""
     from ehr_release import registry
 
     real = dict(registry._entries())
-    real.update({CODE_COUNTS.name: CODE_COUNTS, LEAKY.name: LEAKY})
+    real.update({e.name: e for e in (CODE_COUNTS, LEAKY, RECORDS, UNDECLARED_IDS)})
     monkeypatch.setattr(registry, "_entries", lambda: real)

@@ -143,12 +143,15 @@ def test_mimic_demo_both_methods():
     assert losses["lda"][0] < losses["lda-baseline"][0]
 
 
-def test_cli_verify_reads_a_written_release(sample, tmp_path):
+def test_cli_verify_reads_a_written_release(sample, tmp_path, monkeypatch):
     from typer.testing import CliRunner
+
+    from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
 
     from ehr_release.cli import app
     from ehr_release.sample import write_sample
 
+    monkeypatch.setenv(KEY_ENV, "ab" * 32)
     entry = registry.get("lda")
     data_path = write_sample(sample, tmp_path / "extract.csv")
     from ehr_release.ingest.readers import read_dataset
@@ -156,12 +159,25 @@ def test_cli_verify_reads_a_written_release(sample, tmp_path):
     data = read_dataset(data_path)
     folder = tmp_path / "release"
     folder.mkdir()
-    for name, content in entry.anonymize(data, entry.parse({"k": "3"}), None).items():
+    files = entry.anonymize(data, entry.parse({"k": "3"}), None)
+    # as the flow publishes it: ids replaced by the run's pseudonyms
+    files[entry.id_file] = pseudonymize_records(files[entry.id_file], pseudonymizer("run-7"))
+    for name, content in files.items():
         (folder / name).write_bytes(content)
     args = ["verify", "--algorithm", "lda", "--release", str(folder), "--original",
-            str(data_path), "--param", "k=3"]
+            str(data_path), "--release-id", "run-7", "--param", "k=3"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["holds"] is True
+    report = json.loads(result.output)
+    assert report["holds"] is True
+    assert "direct identifiers removed" in {r["name"] for r in report["requirements"]}
     result = CliRunner().invoke(app, [*args[:-1], "k=500"])
     assert result.exit_code == 1
+    # another run's pseudonyms do not match this release: verification fails, not passes
+    wrong = [a if a != "run-7" else "run-8" for a in args]
+    result = CliRunner().invoke(app, wrong)
+    assert result.exit_code == 1 and json.loads(result.output)["holds"] is False
+    # without the run id (and no manifest) the command says what it needs
+    no_id = [a for a in args if a not in ("--release-id", "run-7")]
+    result = CliRunner().invoke(app, no_id)
+    assert result.exit_code == 1 and "--release-id" in result.output

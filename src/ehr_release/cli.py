@@ -318,20 +318,26 @@ def verify(
     diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
     admissions: Annotated[Path | None, typer.Option(help="Admissions table.")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
+    release_id: Annotated[str | None, typer.Option(
+        help="Run id the release was made under (its patient pseudonyms depend on it); read "
+             "from the published folder's manifest.json when omitted.")] = None,
 ) -> None:
     """Re-verify a release independently; JSON report on stdout, exit 1 if it does not hold."""
     from ehr_release import registry
     from ehr_release.ingest import read_dataset
     from ehr_release.params import parse_assignments
-    from ehr_release.release_files import read_release_files
+    from ehr_release.release_files import read_release_files, release_id_of
+    from ehr_release.verification import verify_release
 
     try:
         entry = registry.get(algorithm)
         params = entry.parse(parse_assignments(param or []))
         files = read_release_files(release)
+        if entry.id_file is not None and release_id is None:
+            release_id = release_id_of(release)
         dataset = read_dataset(original, diagnoses, admissions_path=admissions,
                                class_column=class_column)
-        report = entry.verify(files, dataset, params)
+        report = verify_release(entry, files, dataset, params, release_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
     typer.echo(json.dumps(report.to_dict(), indent=2, default=str))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ehr_release.errors import InputError
@@ -21,6 +22,22 @@ def read_release_files(path: Path) -> dict[str, bytes]:
     if not files:
         raise InputError("release folder holds no release files", file=str(path))
     return files
+
+
+def release_id_of(path: Path) -> str:
+    """The run id recorded in a published release folder's manifest (names its pseudonyms)."""
+    manifest = path / "manifest.json" if path.is_dir() else path.parent / "manifest.json"
+    if not manifest.is_file():
+        raise InputError("this release carries pseudonymized patient ids: pass --release-id, "
+                         "or the published release folder (its manifest.json names the run)",
+                         file=str(path))
+    try:
+        run_id = json.loads(manifest.read_text(encoding="utf-8")).get("run_id")
+    except (ValueError, AttributeError):
+        run_id = None
+    if not isinstance(run_id, str) or not run_id:
+        raise InputError("manifest has no run_id", file=str(manifest))
+    return run_id
 
 
 def check_release_names(algorithm: str, files: dict[str, bytes]) -> None:

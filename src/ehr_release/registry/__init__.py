@@ -37,6 +37,8 @@ class AlgorithmEntry:
     ``evaluate(files, original, params, rng)`` measures utility.
     ``privacy_model`` is a one-line statement of the guarantee for the certificate.
     ``headline_loss`` names the utility metric (lower is better) a comparison ranks by.
+    ``id_file`` names the JSON Lines release file whose records carry a ``patient_id``; the
+    flow replaces those ids by release-specific pseudonyms (:mod:`ehr_release.pseudonyms`).
     """
 
     name: str
@@ -48,6 +50,7 @@ class AlgorithmEntry:
     evaluate: Callable[[ReleaseFiles, Dataset, dict[str, Any], np.random.Generator],
                        UtilityReport]
     headline_loss: str | None = None
+    id_file: str | None = None
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values)."""

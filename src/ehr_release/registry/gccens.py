@@ -150,4 +150,5 @@ ENTRY = AlgorithmEntry(
     verify=_verify,
     evaluate=_evaluate,
     headline_loss="CUL mean",
+    id_file=RECORDS_FILE,
 )

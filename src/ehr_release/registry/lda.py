@@ -142,4 +142,5 @@ ENTRY = LdaEntry(
     verify=lambda files, original, params: verify(NAME, files, original, params),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params),
     headline_loss="AvgRE",
+    id_file=RECORDS_FILE,
 )

@@ -9,6 +9,7 @@ as a yardstick in comparisons.
 
 from __future__ import annotations
 
+from ehr_release.algorithms.lda.release import RECORDS_FILE
 from ehr_release.registry.lda import PARAMS, PRIVACY_MODEL, LdaEntry, anonymize, evaluate, verify
 
 NAME = "lda-baseline"
@@ -23,4 +24,5 @@ ENTRY = LdaEntry(
     verify=lambda files, original, params: verify(NAME, files, original, params),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params),
     headline_loss="AvgRE",
+    id_file=RECORDS_FILE,
 )

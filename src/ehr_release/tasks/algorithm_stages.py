@@ -14,6 +14,7 @@ from prefect import task
 
 from ehr_release.dataset import Dataset
 from ehr_release.files import sha256_bytes
+from ehr_release.pseudonyms import pseudonymize_records, pseudonymizer
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
@@ -22,6 +23,7 @@ from ehr_release.reports import UtilityReport, VerificationReport
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.caching import release_stage_key
+from ehr_release.verification import as_released, verify_release
 
 
 def _seed(params: dict[str, Any]) -> int | None:
@@ -38,6 +40,9 @@ def anonymize_task(run_id: str, dataset: Dataset, fingerprint: str, algorithm: s
     parsed = entry.parse(params)
     files = entry.anonymize(dataset, parsed, check_random_state(_seed(parsed)))
     check_release_names(algorithm, files)
+    if entry.id_file is not None:  # source ids (MRNs) never leave: see ehr_release.pseudonyms
+        files = {**files, entry.id_file: pseudonymize_records(files[entry.id_file],
+                                                              pseudonymizer(run_id))}
     sizes = [(name, f"{len(data):,} bytes") for name, data in sorted(files.items())]
     stage_artifact("anonymize", run_id, f"Algorithm `{algorithm}`\n\n"
                    + md_table(sizes, ("release file", "size")))
@@ -54,9 +59,12 @@ def pin_candidate_task(run_id: str, files: ReleaseFiles) -> None:
 @task(name="verify", persist_result=False, cache_policy=None)
 def verify_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: str,
                 params: dict[str, Any]) -> VerificationReport:
-    """Re-check the guarantee with the independent verifier; record the verdict either way."""
+    """Re-check the guarantee with the independent verifier; record the verdict either way.
+
+    On top of the algorithm's own requirements, every release is checked for source ids.
+    """
     entry = get_algorithm(algorithm)
-    report = entry.verify(files, dataset, entry.parse(params))
+    report = verify_release(entry, files, dataset, entry.parse(params), run_id)
     runs.save_verification(run_id, report.to_dict())
     rows = [(r.name, r.required, r.measured, "PASS" if r.passed else "FAIL")
             for r in report.requirements]
@@ -71,7 +79,8 @@ def evaluate_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm:
                   params: dict[str, Any]) -> UtilityReport:
     entry = get_algorithm(algorithm)
     parsed = entry.parse(params)
-    report = entry.evaluate(files, dataset, parsed, check_random_state(_seed(parsed)))
+    report = entry.evaluate(files, as_released(entry, dataset, run_id), parsed,
+                            check_random_state(_seed(parsed)))
     runs.save_utility(run_id, report.to_dict())
     stage_artifact("utility", run_id, md_table(
         [(k, f"{v:.6g}") for k, v in report.metrics.items()], ("metric", "value")))
