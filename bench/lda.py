@@ -5,12 +5,12 @@ D50Pop (VUMC) is not public; the generator reproduces its published shape (thesi
 per trajectory. Prints time, ILM, ALM and AvgRE per (method, k). Target (issue 5): A-GS on
 27,639 trajectories, k = 5, in ≤ 300 s.
 
-Run: ``.venv/bin/python bench/lda.py [--quick]``
+Run: ``.venv/bin/python bench/lda.py [--quick] [--runs ags:5,baseline:5,ags:2,ags:10]``
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -53,12 +53,11 @@ def shape(trajs: list[list[tuple[str, int]]]) -> str:
             f"pairs, {pairs:.2f} pairs / {icds:.2f} codes / {ages:.2f} ages per trajectory")
 
 
-def main(quick: bool) -> None:
+def main(quick: bool, runs: list[tuple[str, int]]) -> None:
     n = 3_000 if quick else 27_639
     trajs = make_trajectories(n)
     print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
     model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t])
-    runs = [("ags", 5)] if quick else [("ags", 5), ("baseline", 5), ("ags", 2), ("ags", 10)]
     print(f"\n{'method':>8} {'k':>3} {'seconds':>8} {'ILM':>6} {'ALM':>6} {'AvgRE':>6} "
           f"{'clusters':>8} {'distinct':>8} {'exact alignments':>16}")
     for method, k in runs:
@@ -74,4 +73,10 @@ def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="3,000 trajectories, A-GS k=5 only")
+    ap.add_argument("--runs", default="ags:5,baseline:5,ags:2,ags:10",
+                    help="method:k pairs, comma-separated")
+    args = ap.parse_args()
+    chosen = [(m, int(k)) for m, k in (r.split(":") for r in args.runs.split(","))]
+    main(args.quick, [("ags", 5)] if args.quick else chosen)
