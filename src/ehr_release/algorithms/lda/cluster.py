@@ -46,6 +46,7 @@ METHODS = ("ags", "baseline")
 _TOL = 1e-9  # slack for bounds summed in a different order than the exact costs
 _FIRST_BATCH = 8  # candidates aligned exactly before the bounds are tightened
 _NEXT_BATCH = 64
+_TIGHT_CHUNK = 256  # candidates whose tight bounds are computed at once (then doubling)
 
 
 @dataclass(frozen=True)
@@ -208,11 +209,20 @@ class _Search:
         best = min(zip(costs.tolist(), alive[first].tolist(), strict=True))
         open_ = bound <= best[0] + _TOL
         open_[first] = False
-        ids = alive[open_]
-        if not len(ids):
-            return best[1]
-        tight = self._tight_bounds(rep, cv, ids)
-        return _pruned_min(ids, tight, lambda d: self.exact(rep, d, cv), best)
+        ids, quick = alive[open_], bound[open_]
+        # Tight bounds cost O(pairs) per candidate, so they are computed chunk by chunk in
+        # increasing quick-bound order: once the best exact cost falls below the next quick
+        # bound, the rest of the candidates cannot win (or tie) and are never touched.
+        order = np.lexsort((ids, quick))
+        start, size = 0, _TIGHT_CHUNK
+        while start < len(order) and quick[order[start]] <= best[0] + _TOL:
+            chunk = order[start:start + size]
+            chunk = ids[chunk[quick[chunk] <= best[0] + _TOL]]
+            best = _pruned_min(chunk, self._tight_bounds(rep, cv, chunk),
+                               lambda d: self.exact(rep, d, cv), best)
+            start += size
+            size *= 2
+        return best[1]
 
     def _quick_bounds(self, rep: Traj, cv: _ValueCosts) -> np.ndarray:
         """For every distinct trajectory: each of its pairs costs at least its cheapest
@@ -291,8 +301,9 @@ class _Search:
 
 
 def _pruned_min(ids: np.ndarray, bound: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
-                best: tuple[float, int] = (np.inf, -1)) -> int:
-    """argmin of exact costs over ``ids`` (ties: smallest id), evaluating few of them.
+                best: tuple[float, int] = (np.inf, -1)) -> tuple[float, int]:
+    """(cost, id) of the argmin of exact costs over ``ids`` and ``best`` (ties: smallest id),
+    evaluating few of them.
 
     ``bound`` must not exceed the exact cost; ``best`` is a (cost, id) already known.
     """
@@ -308,7 +319,7 @@ def _pruned_min(ids: np.ndarray, bound: np.ndarray, exact: Callable[[np.ndarray]
                 best_cost, best_id = c, d
         start += size
         size *= 2
-    return best_id
+    return best_cost, best_id
 
 
 def cluster_trajectories(trajs: Sequence[Traj], k: int, model: LossModel,
