@@ -32,13 +32,13 @@ def make_trajectories(n: int, seed: int = 0) -> list[list[tuple[str, int]]]:
     out = []
     for _ in range(n):
         age = 18 + int(72 * rng.beta(2.6, 1.6))
-        visits = np.unique(age - rng.integers(0, 16, size=1 + rng.poisson(2.6)))
+        visits = np.unique(age - rng.integers(0, 16, size=1 + rng.poisson(1.6)))
         visits = np.union1d(visits, [age])
         n_codes = min(N_CODES, 1 + rng.poisson(4.9))
         chosen = rng.choice(N_CODES, size=n_codes, replace=False, p=weights)
         pairs = set()
         for c in chosen:
-            times = 1 + rng.binomial(len(visits) - 1, 0.27)
+            times = 1 + rng.binomial(len(visits) - 1, 0.26)
             for v in rng.choice(visits, size=times, replace=False):
                 pairs.add((str(codes[c]), int(v)))
         out.append(sorted(pairs, key=lambda p: (p[1], p[0])))
