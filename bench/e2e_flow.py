@@ -89,9 +89,19 @@ def reviewer():
 with temporary_settings(updates={PREFECT_API_URL: api}):
     threading.Thread(target=reviewer, daemon=True).start()
     t0 = time.perf_counter()
+    wall0 = time.time()
     status = release_flow.with_options(task_runner=make_task_runner(sys.argv[4]))(req)
     end = time.perf_counter()
+from datetime import datetime
+from ehr_release.storage.audit import export_events
+stages, last = {}, wall0
+for line in export_events(req.run_id, "jsonl").splitlines():
+    ev = json.loads(line)
+    at = datetime.fromisoformat(ev["created_at"]).timestamp()
+    stages[ev["action"]] = round(at - last, 2)
+    last = at
 print(json.dumps({"status": status, "to_awaiting": marks.get("awaiting", end) - t0,
+                  "stages": stages,
                   "total": end - t0,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "workers_peak_mb":
@@ -127,6 +137,7 @@ def main() -> None:
         write_sample(generate_sample(args.patients, seed=2014), data)
         print(f"generated {args.patients:,} patients in {time.perf_counter() - t:.1f} s")
         params = json.dumps(PARAMS)
+        flow_stages: list[tuple[str, dict]] = []
         direct = _child(DIRECT, str(data), params, env_home=work / "direct")
         d = direct["times"]
         print(f"\n{'case':<16}{'to awaiting s':>14}{'total s':>10}{'peak MB':>10}"
@@ -139,7 +150,11 @@ def main() -> None:
             print(f"{'flow/' + runner:<16}{r['to_awaiting']:>14.1f}{r['total']:>10.1f}"
                   f"{r['peak_mb']:>10.0f}{r['workers_peak_mb']:>12.0f}"
                   f"{r['to_awaiting'] - d['total']:>12.1f}   ({r['status']})")
+            flow_stages.append((runner, r["stages"]))
         print("\ndirect stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in d.items()))
+        for runner, stages in flow_stages:  # seconds since the previous audit event
+            print(f"flow/{runner} stages (s since previous event): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()))
 
 
 if __name__ == "__main__":
