@@ -88,3 +88,20 @@ def test_same_seed_same_bytes(rows, seed) -> None:
     first, second = (to_jsonl(artuc(data, cfg, k=2, m=2, delta=1.0, epsilon=1e9,
                                      rng=np.random.default_rng(seed))) for _ in range(2))
     assert first == second
+
+
+def test_a_release_with_every_group_suppressed_has_no_class_to_fail() -> None:
+    """Found by the property above: three pairs of records, k = 3, Baseline suppresses all
+    of them (Step 2); the verifier used to report a class of 0 records and fail."""
+    rows = [(0, "Oslo", "F", set())] * 2 + [(20, "Oslo", "F", set())] * 2 \
+        + [(40, "Oslo", "F", set())] * 2
+    ds = _dataset(rows)
+    cfg = parse_config({"attributes": ATTRS, "constraints": TEMPLATES[0]},
+                       lambda ref: icd9_hierarchy())
+    anon = baseline(rt_data(ds, cfg), cfg, k=3, m=2, epsilon=1e9)
+    assert anon.released == 0
+    report = verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc-baseline",
+                        k=3, m=2, delta=None, epsilon=1e9, constrained=True)
+    assert report.holds, report.failures
+    reqs = {r.name: r for r in report.requirements}
+    assert reqs["k-anonymity of the demographics alone"].evidence["smallest_class"] is None

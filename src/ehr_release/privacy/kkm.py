@@ -161,16 +161,19 @@ def _anonymity(records: list[Released], k: int, m: int) -> list[Requirement]:
     classes: dict[DemoKey, list[Items]] = defaultdict(list)
     for r in records:
         classes[r.demo].append(r.items)
-    smallest = min((len(v) for v in classes.values()), default=0)
+    # An empty release (every group below k suppressed, Step 2) has no class at all, so
+    # "every class has ≥ k records" holds vacuously (spec, "Verifying a release").
+    smallest = min((len(v) for v in classes.values()), default=None)
     small_class = min(classes, key=lambda c: len(classes[c]), default=None)
     in_class, cls, itemset = _smallest_support(classes, m)
     overall, _, all_itemset = _smallest_support({"all": [r.items for r in records]}, m)
-    kkm_ok = smallest >= k and (in_class is None or in_class >= k)
+    large = smallest is None or smallest >= k
+    kkm_ok = large and (in_class is None or in_class >= k)
 
     def show(its: tuple[frozenset[str], ...]) -> str:
         return " + ".join("(" + ", ".join(sorted(i)) + ")" for i in its)
 
-    kkm_measured = (f"{len(classes)} classes, smallest {smallest} records; least support of "
+    kkm_measured = (f"{len(classes)} classes, smallest {smallest or '—'} records; least support of "
                     f"a ≤{m}-itemset inside a class {in_class if in_class is not None else '—'}")
     if in_class is not None and in_class < k:
         kkm_measured += f" ({show(itemset)} in class {_show_demo(cls)})"
@@ -183,9 +186,9 @@ def _anonymity(records: list[Released], k: int, m: int) -> list[Requirement]:
                      "least_support_in_class": in_class}),
         Requirement("k-anonymity of the demographics alone",
                     f"every class of identical demographics ≥ {k} records",
-                    f"smallest class {smallest} records"
-                    + (f" ({_show_demo(small_class)})" if smallest < k else ""),
-                    smallest >= k, {"smallest_class": smallest}),
+                    f"smallest class {smallest or '—'} records"
+                    + (f" ({_show_demo(small_class)})" if not large else ""),
+                    large, {"smallest_class": smallest}),
         Requirement("k^m-anonymity of the codes alone",
                     f"every ≤{m}-itemset of generalized codes supported by ≥ {k} records",
                     f"least support {overall if overall is not None else '—'}"
