@@ -27,6 +27,7 @@ import pandas as pd
 from ehr_release.algorithms.artuc import artuc
 from ehr_release.constraints import parse_config, read_hierarchy_file, rt_data
 from ehr_release.dataset import Dataset
+from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 
 K, M, DELTA, EPS_SHARE = 10, 2, 0.04, 0.06
@@ -118,15 +119,23 @@ def run_case(name: str, scale: float, verify: bool) -> dict:
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, __import__("pathlib").Path()))
     data = rt_data(dataset, config)
     eps = EPS_SHARE * len(dataset.distinct_codes())
-    start = time.perf_counter()
-    anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
-                 rng=np.random.default_rng(0))
-    seconds = time.perf_counter() - start
     row = {"case": name, "records": dataset.n_patients,
            "codes": len(dataset.distinct_codes()),
            "avg codes": round(float(np.mean([len(c) for c in data.codes])), 2),
-           "clusters": len(anon.clusters), "NCP": round(anon.ncp, 4), "UL": round(anon.ul, 4),
-           "suppressed": anon.suppressed_codes, "seconds": round(seconds, 1)}
+           "ε": round(eps, 1)}
+    start = time.perf_counter()
+    try:
+        anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
+                     rng=np.random.default_rng(0))
+    except ParameterError as exc:  # Step 16 (δ) or Step 26 (ε): a result row, not a crash
+        row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        row["peak MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return row
+    seconds = time.perf_counter() - start
+    row.update({"clusters": len(anon.clusters), "NCP": round(anon.ncp, 4),
+                "UL": round(anon.ul, 4), "suppressed": anon.suppressed_codes,
+                "seconds": round(seconds, 1)})
     if verify:
         from ehr_release.algorithms.artuc import release_files
         from ehr_release.privacy.kkm import verify_kkm
