@@ -146,9 +146,8 @@ def test_mimic_demo_both_methods():
 def test_cli_verify_reads_a_written_release(sample, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
-
     from ehr_release.cli import app
+    from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
     from ehr_release.sample import write_sample
 
     monkeypatch.setenv(KEY_ENV, "ab" * 32)
