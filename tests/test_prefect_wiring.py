@@ -23,7 +23,7 @@ def test_prefect_yaml_deploys_the_release_flow():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     flow = getattr(module, func)
-    assert flow.name == "release_flow"
+    assert flow.name == "governed_release"
     assert "request" in flow.parameters.properties
 
 

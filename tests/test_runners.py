@@ -87,3 +87,43 @@ def test_dask_spreads_the_work_and_gives_the_same_release_and_utility(env, monke
     on_dask, dask_batches = _release(env, "dask:2", monkeypatch)
     assert dask_batches >= 2 and thread_batches == 0
     assert on_dask == on_threads
+
+
+def test_deployment_entry_point_runs_the_release_on_the_requested_runner(env, monkeypatch
+                                                                          ) -> None:
+    """What a worker runs for a UI-started deployment run: the runner comes from the request,
+    and the approval gate pauses and resumes the release subflow."""
+    import dataclasses
+    import threading
+
+    from prefect.context import FlowRunContext
+
+    from ehr_release import registry
+    from ehr_release.flows.deployment import governed_release
+    from tests import doubles
+    from tests.flow_helpers import request_for
+
+    seen: list[object] = []
+
+    def probing(dataset, params, rng):  # type: ignore[no-untyped-def]
+        seen.append(FlowRunContext.get().task_runner)
+        return doubles.CODE_COUNTS.anonymize(dataset, params, rng)
+
+    probe = dataclasses.replace(doubles.CODE_COUNTS, name="runner-probe", anonymize=probing)
+    entries = {**registry._entries(), probe.name: probe}
+    monkeypatch.setattr(registry, "_entries", lambda: entries)
+    data, out = env
+    request = request_for(data, out, algorithm="runner-probe", task_runner="threads:3")
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("r", governed_release(request)),
+                              daemon=True)
+    thread.start()
+    assert wait_status(request.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    decide(request.run_id, "approve")
+    thread.join(timeout=120)
+    assert box.get("r") == "published"
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    (runner,) = seen
+    assert isinstance(runner, ThreadPoolTaskRunner) and runner._max_workers == 3

@@ -1,0 +1,24 @@
+"""``governed_release``: the deployment's entry point, honouring the request's task runner.
+
+A flow's task runner is fixed when the flow starts, and a deployment run started from the
+Prefect UI or API starts with the decorator's default (threads). The CLI avoids that by
+calling ``release_flow.with_options(task_runner=...)``; a worker cannot. So the deployment
+runs this thin parent, which starts ``release_flow`` as a subflow on the runner the request
+names (``threads``, ``dask:N`` or a scheduler address). The subflow records its own id, so
+the approval gate pauses and resumes it exactly as for a CLI-started run.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from ehr_release.flows.release import release_flow
+from ehr_release.flows.runners import make_task_runner
+from ehr_release.request import ReleaseRequest
+
+
+@flow(name="governed_release", persist_result=False)
+def governed_release(request: ReleaseRequest) -> str:
+    """Run one governed release on the task runner ``request.task_runner`` names."""
+    runner = make_task_runner(request.task_runner)
+    return release_flow.with_options(task_runner=runner)(request)
