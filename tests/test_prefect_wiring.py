@@ -37,3 +37,16 @@ def test_only_transient_errors_are_retried():
     assert not is_transient(None, None, _state(InputError("bad row", file="f.csv", row=2)))
     assert not is_transient(None, None, _state(ParameterError("k", "must be ≥ 2", 1)))
     assert not is_transient(None, None, _state(ValueError("bug")))
+
+
+def test_prefect_does_not_walk_a_datasets_cached_views():
+    """Every task that takes the dataset would otherwise walk a million cached code sets."""
+    from prefect.utilities.collections import visit_collection
+
+    from ehr_release.dataset import Dataset
+
+    ds = Dataset.from_records([["250.00", "401.9"], ["272.0"]], patient_ids=["a", "b"])
+    assert ds.code_sets()  # fills the cache
+    seen: list[object] = []
+    visit_collection(ds, lambda x: seen.append(x) or x, return_data=False)
+    assert seen and not any(isinstance(x, frozenset | list) for x in seen)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import pandas as pd
@@ -48,7 +48,12 @@ class Dataset:
     diagnoses: pd.DataFrame
     class_column: str | None = None
     source: str = ""
-    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        # Derived views, memoized. Deliberately not a dataclass field: Prefect walks every
+        # field of a task argument looking for futures, and a million cached code sets made
+        # that walk cost seconds per task (bench/e2e_flow.py).
+        object.__setattr__(self, "_cache", {})
 
     # ------------------------------------------------------------------ basic shape
     @property
