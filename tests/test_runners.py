@@ -1,7 +1,8 @@
 """Task runners: the spec is validated, and Dask runs the data-parallel stage correctly.
 
-The Dask test runs disassociation with tiny VerPart batches so the per-cluster work (and the
-utility's reconstructions) really are spread over worker processes, and checks the release
+The Dask test runs disassociation with tiny VerPart batches and counting partitions so the
+per-cluster work, the verifier's itemset counting (m = 3) and the utility's reconstructions
+really are spread over worker processes, and checks the release
 and its utility figures are identical to what the thread runner makes from the same seed.
 """
 
@@ -52,6 +53,9 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
     sample = data.with_name("sample.csv")
     write_sample(generate_sample(600, seed=7), sample)
     monkeypatch.setattr(core, "BATCH_CLUSTERS", 4)  # many small batches: real fan-out
+    from ehr_release.privacy import itemset_counts
+
+    monkeypatch.setattr(itemset_counts, "PARTITION_ROWS", 100)  # verification counting too
     request = ReleaseRequest(run_id=runs.new_run_id(), input_path=str(sample),
                              algorithm="disassociation",
                              params={"k": "3", "m": "3", "seed": "11"}, requester="steward",
@@ -75,6 +79,8 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
     batches = sum(t.name.startswith("disassociation-verpart-batch") for t in tasks)
     recons = sum(t.name.startswith("disassociation-reconstruction") for t in tasks)
     assert recons == (5 if spec.startswith("dask") else 0)  # threads: no gain under the GIL
+    counts = sum(t.name.startswith("disassociation-verify-counts") for t in tasks)
+    assert (counts >= 2) if spec.startswith("dask") else (counts == 0)
     utility = runs.latest_utility(request.run_id)["metrics"]
     release = (out / "releases" / request.run_id / "release.json").read_bytes()
     return release + repr(sorted(utility.items())).encode(), batches

@@ -135,6 +135,7 @@ def _run_item(fn: Any, sealed: _Sealed) -> Any:
 
 _task_runner_map: Any = _through_runner("disassociation-verpart-batch")
 _reconstructions_map: Any = _through_runner("disassociation-reconstruction")
+_verify_counts_map: Any = _through_runner("disassociation-verify-counts")
 
 
 def anonymize(dataset: Dataset, params: dict[str, Any],
@@ -146,7 +147,7 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
 
 
 def verify(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> VerificationReport:
-    return verify_release(files, original, params["k"], params["m"])
+    return verify_release(files, original, params["k"], params["m"], map_fn=_verify_counts_map)
 
 
 def evaluate(files: ReleaseFiles, original: Dataset, params: dict[str, Any],
