@@ -15,6 +15,13 @@ itemsets first", a pair is never selected while one of its items is still infreq
 item has at least the pair's support and would be selected first), so for m ≤ 2 it suffices
 to track infrequent items and infrequent pairs of *frequent* items (``BorderQueue``). Both
 select the same itemset at every step; the tests check they produce identical output.
+
+Speed (the benchmark runs GenDiag thousands of times): ``BorderQueue`` does the work of the
+generic fix loop without its per-merge bookkeeping. Q's live entries depend only on the state
+and the fix loop never reads Q, so pairs are pushed once per fix (``_flush``); a singleton's
+run of merges (``_grow``) and a cross-code-set pair's (``_Lineage``) keep the growing item in
+local variables. ``tests/test_artuc_gendiag_equivalence.py`` checks the output is identical
+to a frozen copy of the step-by-step implementation.
 """
 
 from __future__ import annotations
@@ -81,54 +88,74 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     state = _Items(len(rows), rec, local, table.code_set[uniq])
     queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
     queue.run()
-    roots = np.array([state.find(i) for i in range(len(uniq))], dtype=np.int64)
+    roots = _roots(np.array(state.parent, dtype=np.int64))
     label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
     item = label[local]
-    items: dict[int, list[int]] = {}
-    for i, lab in enumerate(label.tolist()):
-        if lab >= 0:
-            items.setdefault(lab, []).append(int(uniq[i]))
+    items = _items_by_label(label, uniq)
     size = np.zeros(len(uniq), dtype=np.int64)
     for lab, codes in items.items():
         size[lab] = len(codes)
     gen, sup = record_ul(len(rows), rec, item, size)
-    return CodeGeneralization(rows, rec, code, item, {i: tuple(c) for i, c in items.items()},
+    return CodeGeneralization(rows, rec, code, item, items,
                               float(gen.sum()), float(sup.sum()), state.suppressed_codes)
 
 
+def _roots(parent: np.ndarray) -> np.ndarray:
+    """Union-find roots of every item at once (pointer jumping instead of one find each)."""
+    roots = parent
+    while True:
+        up = parent[roots]
+        if np.array_equal(up, roots):
+            return roots
+        roots = up
+
+
+def _items_by_label(label: np.ndarray, uniq: np.ndarray) -> dict[int, tuple[int, ...]]:
+    """item id → its sorted code ids, keyed in order of each item's smallest local code."""
+    kept = np.flatnonzero(label >= 0)
+    order = kept[np.argsort(label[kept], kind="stable")]
+    if not len(order):
+        return {}
+    starts = np.flatnonzero(np.r_[True, label[order][1:] != label[order][:-1]])
+    groups = np.split(uniq[order], starts[1:])
+    first = order[starts]
+    return {int(label[first[g]]): tuple(groups[g].tolist()) for g in np.argsort(first)}
+
+
 # --------------------------------------------------------------------------- item state
-def _set_bits(x: int, nbytes: int) -> list[int]:
-    if x.bit_count() <= 24:
-        out = []
-        while x:
-            low = x & -x
-            out.append(low.bit_length() - 1)
-            x ^= low
-        return out
-    raw = np.frombuffer(x.to_bytes(nbytes, "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
+def _postings(n: int, rec: np.ndarray, local: np.ndarray, d: int) -> list[int]:
+    """Each item's records as a Python-int bitset, built from packed bit rows.
+
+    Blocks of items keep the dense bit matrix small (≈4 MB) even for a whole group.
+    """
+    width = (n + 7) // 8
+    order = np.argsort(local, kind="stable")
+    bounds = np.searchsorted(local[order], np.arange(d + 1))
+    block = max(1, (1 << 22) // max(8 * width, 1))
+    out: list[int] = []
+    for lo in range(0, d, block):
+        hi = min(d, lo + block)
+        sel = order[bounds[lo]:bounds[hi]]
+        bits = np.zeros((hi - lo, 8 * width), dtype=np.uint8)
+        bits[local[sel] - lo, rec[sel]] = 1
+        raw = np.packbits(bits, axis=1, bitorder="little").tobytes()
+        out.extend(int.from_bytes(raw[i * width:(i + 1) * width], "little")
+                   for i in range(hi - lo))
+    return out
 
 
 class _Items:
-    """Items of one cluster: bitset postings over its records, sizes, code sets, partners."""
+    """Items of one cluster: bitset postings over its records, sizes, code sets, partners.
+
+    ``partners[set]`` is a heap of ``(size, −support, mincode, item)`` with stale entries
+    dropped lazily: an entry is valid while its item is alive with that size and support.
+    """
 
     def __init__(self, n: int, rec: np.ndarray, local: np.ndarray, code_set: np.ndarray):
         d = len(code_set)
-        self.nbytes = (n + 7) // 8
-        self.post = [0] * d
-        order = np.argsort(local, kind="stable")
-        bounds = np.searchsorted(local[order], np.arange(d + 1))
-        recs = rec[order]
-        for i in range(d):
-            members = recs[bounds[i]:bounds[i + 1]]
-            if len(members) <= 24:
-                self.post[i] = sum(1 << int(r) for r in members)
-            else:
-                bits = np.zeros(self.nbytes * 8, dtype=np.uint8)
-                bits[members] = 1
-                self.post[i] = int.from_bytes(np.packbits(bits, bitorder="little").tobytes(),
-                                              "little")
-        self.sup = np.diff(bounds).tolist()
+        self.post = _postings(n, rec, local, d)
+        sup = np.bincount(local, minlength=d)
+        self.sup = sup.tolist()
         self.size = [1] * d
         self.mincode = list(range(d))
         self.alive = [True] * d
@@ -136,40 +163,36 @@ class _Items:
         self.parent = list(range(d))
         self.code_set = code_set.tolist()
         self.suppressed_codes = 0
-        self.partners: dict[int, list[tuple[int, int, int, int]]] = {}
-        for i in range(d):
-            self.partners.setdefault(self.code_set[i], []).append((1, -self.sup[i], i, i))
-        for heap in self.partners.values():
-            heapq.heapify(heap)
+        self.partners = self._partner_heaps(code_set, sup)
 
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:
-            self.parent[i], i = root, self.parent[i]
-        return root
+    @staticmethod
+    def _partner_heaps(code_set: np.ndarray,
+                       sup: np.ndarray) -> dict[int, list[tuple[int, int, int, int]]]:
+        """One heap per code set; a sorted list is already a heap."""
+        ids = np.lexsort((np.arange(len(sup)), -sup, code_set))
+        sets = code_set[ids].tolist()
+        heaps: dict[int, list[tuple[int, int, int, int]]] = {}
+        for i, c, cs in zip(ids.tolist(), (-sup[ids]).tolist(), sets, strict=True):
+            heaps.setdefault(cs, []).append((1, c, i, i))
+        return heaps
 
-    def records(self, x: int) -> list[int]:
-        return _set_bits(x, self.nbytes)
-
-    def _valid(self, entry: tuple[int, int, int, int]) -> bool:
-        i = entry[3]
-        return self.alive[i] and self.size[i] == entry[0] and self.sup[i] == -entry[1]
-
-    def best_partner(self, u: int) -> int | None:
-        """The smallest item of u's code set other than u (ties: support, then codes)."""
+    def best_partner(self, u: int) -> int:
+        """The smallest item of u's code set other than u (ties: support, then codes); −1 if
+        there is none."""
         heap = self.partners[self.code_set[u]]
-        while heap and not self._valid(heap[0]):
+        alive, size, sup = self.alive, self.size, self.sup
+        while heap:
+            top = heap[0]
+            v = top[3]
+            if alive[v] and size[v] == top[0] and sup[v] == -top[1]:
+                break
             heapq.heappop(heap)
-        if not heap:
-            return None
-        if heap[0][3] != u:
-            return heap[0][3]
+        else:
+            return -1
+        if v != u:
+            return v
         mine = heapq.heappop(heap)
-        while heap and not self._valid(heap[0]):
-            heapq.heappop(heap)
-        found = heap[0][3] if heap else None
+        found = self.best_partner(u) if heap else -1
         heapq.heappush(heap, mine)
         return found
 
@@ -230,7 +253,7 @@ class _Queue:
             best: tuple[tuple[int, int, int, int], int, int] | None = None
             for u in p:
                 v = s.best_partner(u)
-                if v is not None:
+                if v >= 0:
                     key = (s.size[u] + s.size[v], -s.sup[v], s.mincode[v], s.mincode[u])
                     if best is None or key < best[0]:
                         best = (key, u, v)
@@ -252,24 +275,53 @@ class _Queue:
         raise NotImplementedError
 
 
+_ID_BITS = 24  # item ids in BorderQueue's int-encoded Q entries
+
+
 class BorderQueue(_Queue):
-    """Q restricted to infrequent items and infrequent pairs of frequent items (m ≤ 2)."""
+    """Q restricted to infrequent items and infrequent pairs of frequent items (m ≤ 2).
+
+    Two shortcuts keep its output equal to running :meth:`_Queue.fix` merge by merge:
+
+    * an infrequent singleton is grown in one go (:meth:`_grow`), and
+    * the items near a merged item are found among the alive frequent items (the only ones
+      a pair may be pushed for) instead of through per-record item sets.
+    """
 
     def __init__(self, state: _Items, k: int, m: int, rec: np.ndarray, local: np.ndarray):
         super().__init__(state, k, m, rec, local)
+        if len(state.sup) >= 1 << _ID_BITS:
+            raise ValueError(f"GenDiag handles fewer than {1 << _ID_BITS} codes per cluster")
         sup = np.array(state.sup, dtype=np.int64)
-        entries = [(-int(c), 1, (int(i),)) for i, c in enumerate(sup) if c < k]
-        self.items_of: list[set[int]] = []
+        ids = np.flatnonzero(sup < k)
+        entries = self._keys(sup[ids], ids, None)
+        self.frequent: set[int] = set(np.flatnonzero(sup >= k).tolist())
+        self.dirty: dict[int, int | None] = {}
         if m >= 2:
-            self.items_of = [set() for _ in range(int(rec.max(initial=-1)) + 1)]
-            for r, c in zip(rec.tolist(), local.tolist(), strict=True):
-                self.items_of[r].add(c)
             entries.extend(self._frequent_pairs(rec, local, sup >= k))
         heapq.heapify(entries)
-        self.heap = entries
+        self.int_heap = entries
+
+    def _keys(self, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
+        """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`push`)."""
+        dtype = object if self.k >= 1 << 13 else np.int64  # (k − support) << 49 fits int64
+        key = ((self.k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype)
+                                                                         << _ID_BITS)
+        if b is not None:
+            key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
+        return [int(x) for x in key.tolist()]
+
+    def push(self, p: tuple[int, ...], support: int) -> None:
+        """Q holds ints, not tuples (much cheaper heap operations): (k − support), then a
+        pair bit, then the item ids, each in its own bit field, so int order is tuple order.
+        """
+        key = (self.k - support) << (2 * _ID_BITS + 1) | p[0] << _ID_BITS
+        if len(p) == 2:
+            key |= 1 << (2 * _ID_BITS) | p[1]
+        heapq.heappush(self.int_heap, key)
 
     def _frequent_pairs(self, rec: np.ndarray, local: np.ndarray,
-                        frequent: np.ndarray) -> list[tuple[int, int, tuple[int, ...]]]:
+                        frequent: np.ndarray) -> list[int]:
         keep = frequent[local]
         r, c = rec[keep], local[keep]
         order = np.lexsort((c, r))
@@ -290,37 +342,255 @@ class BorderQueue(_Queue):
         keys = c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)]
         uniq, counts = np.unique(keys, return_counts=True)
         rare = counts < self.k
-        return [(-int(n), 2, (int(key // d), int(key % d)))
-                for key, n in zip(uniq[rare], counts[rare], strict=True)]
+        return self._keys(counts[rare], uniq[rare] // d, uniq[rare] % d)
+
+    def run(self) -> None:
+        """The generic loop, specialized: an entry is live iff its items are alive and its
+        support is current (every pushed support is < k)."""
+        s, heap, k = self.s, self.int_heap, self.k
+        alive, sup, post = s.alive, s.sup, s.post
+        mask = (1 << _ID_BITS) - 1
+        while heap:
+            key = heapq.heappop(heap)
+            support = k - (key >> (2 * _ID_BITS + 1))
+            a = (key >> _ID_BITS) & mask
+            if not key >> (2 * _ID_BITS) & 1:
+                if alive[a] and sup[a] == support:
+                    self._grow(a)
+                    self._flush()
+                continue
+            b = key & mask
+            if alive[a] and alive[b] and (post[a] & post[b]).bit_count() == support:
+                self._fix_pair(a, b)
+                self._flush()
+
+    def _fix_pair(self, a: int, b: int) -> None:
+        """``fix([a, b])`` for two frequent items: the generic loop with p kept as a pair.
+
+        The partner keys of a and b never tie (their mincodes differ), so the side order
+        does not matter; merging a with b leaves one frequent item, which ends the fix.
+        """
+        s, k, post = self.s, self.k, self.s.post
+        if s.code_set[a] != s.code_set[b]:
+            self._fix_cross_pair(a, b)
+            return
+        while (post[a] & post[b]).bit_count() < k:
+            va, vb = s.best_partner(a), s.best_partner(b)
+            if va < 0 and vb < 0:
+                e = min((a, b), key=lambda x: (s.sup[x], s.mincode[x]))
+                self.suppressed(e)
+                s.suppress(e)
+                return
+            if vb < 0 or (va >= 0 and self._key(a, va) < self._key(b, vb)):
+                u, v, other = a, va, b
+            else:
+                u, v, other = b, vb, a
+            keep, gone, delta = s.merge(u, v)
+            self.merged(keep, gone, delta)
+            if v == other:
+                return
+            a, b = keep, other
+
+    def _fix_cross_pair(self, a: int, b: int) -> None:
+        """``_fix_pair`` when a and b lie in different code sets, merge state kept local.
+
+        Each side then only draws from its own partner heap, in heap order, so each side is
+        a :class:`_Lineage` holding its next partner; the side with the smaller key absorbs
+        it. The items are written back once, when the pair reaches k (or is suppressed).
+        """
+        s, k = self.s, self.k
+        sides = (_Lineage(s, a, self.frequent), _Lineage(s, b, self.frequent))
+        while (sides[0].post & sides[1].post).bit_count() < k:
+            keys = [side.partner_key() for side in sides]
+            if keys[0] is None and keys[1] is None:
+                for side in sides:
+                    side.write_back(self.dirty)
+                e = min((sides[0].id, sides[1].id), key=lambda x: (s.sup[x], s.mincode[x]))
+                self.suppressed(e)
+                s.suppress(e)
+                return
+            first = keys[1] is None or (keys[0] is not None and keys[0] < keys[1])
+            sides[0 if first else 1].absorb()
+        for side in sides:
+            side.write_back(self.dirty)
+
+    def _key(self, u: int, v: int) -> tuple[int, int, int, int]:
+        s = self.s
+        return s.size[u] + s.size[v], -s.sup[v], s.mincode[v], s.mincode[u]
+
+    def _grow(self, u: int) -> None:
+        """``fix([u])`` for an infrequent item u, without the per-merge bookkeeping.
+
+        With p = [u] the generic loop merges u's lineage with the best remaining item of its
+        code set, i.e. the next valid entry of the code set's partner heap, until the support
+        reaches k (or suppresses the lineage when the heap runs out). Merges before the last
+        leave an infrequent item: the generic loop would push it into Q (dead on arrival: it
+        is merged again at once and never becomes infrequent later) and push no pairs. So
+        only the last merge needs :meth:`merged`; the others just union postings.
+        """
+        s, k = self.s, self.k
+        heap = s.partners[s.code_set[u]]
+        cur, post, sup = u, s.post[u], s.sup[u]
+        size, mincode = s.size[u], s.mincode[u]
+        gone, delta = -1, 0
+        while sup < k:
+            v = self._pop_partner(heap, cur)
+            if v < 0:
+                break
+            pv = s.post[v]
+            keep, gone = (cur, v) if (sup, -cur) >= (s.sup[v], -v) else (v, cur)
+            delta = (pv if gone == v else post) & ~(post if gone == v else pv)
+            s.alive[gone] = False
+            s.parent[gone] = keep
+            self.frequent.discard(gone)
+            cur, post = keep, post | pv
+            sup = post.bit_count()
+            size += s.size[v]
+            mincode = min(mincode, s.mincode[v])
+        s.post[cur], s.sup[cur], s.size[cur], s.mincode[cur] = post, sup, size, mincode
+        if gone >= 0:
+            heapq.heappush(heap, (size, -sup, mincode, cur))
+        if sup >= k:
+            self.merged(cur, gone, delta)
+        else:
+            self.suppressed(cur)
+            s.suppress(cur)
+
+    def _pop_partner(self, heap: list[tuple[int, int, int, int]], cur: int) -> int:
+        """Pop the best valid partner entry other than ``cur`` (−1: none left).
+
+        Popping is safe: the partner is absorbed right away, and ``cur``'s own entry is stale
+        after the first merge (its size grows) or ``cur`` is suppressed.
+        """
+        s = self.s
+        while heap:
+            entry = heapq.heappop(heap)
+            v = entry[3]
+            if v != cur and s.alive[v] and s.size[v] == entry[0] and s.sup[v] == -entry[1]:
+                return v
+        return -1
 
     def merged(self, keep: int, gone: int, delta: int) -> None:
+        """Note which pairs of ``keep`` changed; :meth:`_flush` pushes them after the fix.
+
+        Q's live entries are a function of the state (every alive infrequent item, every
+        infrequent pair of alive frequent items, at its current support), and the fix loop
+        never reads Q: pushing once per fix, for the final items, leaves the same live
+        entries as pushing after every merge (entries pushed mid-fix go stale).
+        """
         s = self.s
-        if self.m >= 2:
-            for r in s.records(s.post[gone]):
-                items = self.items_of[r]
-                items.discard(gone)
-                items.add(keep)
+        self.frequent.discard(gone)
+        self.dirty.pop(gone, None)
         if s.sup[keep] < self.k:
             self.push((keep,), s.sup[keep])
             return
+        if keep not in self.frequent:  # new frequent item: all its pairs are new
+            self.frequent.add(keep)
+            self.dirty[keep] = None
+        elif keep not in self.dirty:
+            self.dirty[keep] = delta
+        elif self.dirty[keep] is not None:
+            self.dirty[keep] |= delta
+
+    def _flush(self) -> None:
+        """Push the infrequent pairs of the items changed by the last fix (see merged)."""
         if self.m < 2:
+            self.dirty.clear()
             return
-        was_frequent = s.sup[keep] - delta.bit_count() >= self.k
-        source = delta if was_frequent else s.post[keep]
-        near: set[int] = set()
-        for r in s.records(source):
-            near |= self.items_of[r]
-        near.discard(keep)
-        for y in near:
-            if s.sup[y] >= self.k:
-                both = (s.post[keep] & s.post[y]).bit_count()
-                if both < self.k:
-                    self.push((min(keep, y), max(keep, y)), both)
+        k, post = self.k, self.s.post
+        for x, changed in self.dirty.items():
+            mine = post[x]
+            source = mine if changed is None else changed
+            for y in self.frequent:
+                if y != x and post[y] & source:
+                    both = (mine & post[y]).bit_count()
+                    if both < k:
+                        self.push((min(x, y), max(x, y)), both)
+        self.dirty.clear()
 
     def suppressed(self, e: int) -> None:
-        if self.m >= 2:
-            for r in self.s.records(self.s.post[e]):
-                self.items_of[r].discard(e)
+        self.frequent.discard(e)
+        self.dirty.pop(e, None)
+
+
+class _Lineage:
+    """One item of a pair being fixed, growing by its code set's best partners in order.
+
+    Mirrors :meth:`_Items.merge` step by step but keeps the grown item's state local;
+    absorbed items are marked dead at once so later heap entries see them as stale.
+    """
+
+    __slots__ = ("s", "frequent", "id", "post", "sup", "size", "mincode", "heap", "next",
+                 "changed", "merges", "own")
+
+    def __init__(self, s: _Items, u: int, frequent: set[int]):
+        self.s, self.frequent, self.id = s, frequent, u
+        self.post, self.sup, self.size, self.mincode = s.post[u], s.sup[u], s.size[u], s.mincode[u]
+        self.heap = s.partners[s.code_set[u]]
+        self.next = -2  # −2: not looked up yet, −1: none left
+        self.changed = 0
+        self.merges = 0
+        self.own: tuple[int, int, int, int] | None = None  # u's own entry, if popped
+
+    def partner_key(self) -> tuple[int, int, int, int] | None:
+        """GenDiag's key for merging with the next partner (None: no partner left)."""
+        s = self.s
+        if self.next == -2:
+            self.next = self._pop_partner()
+        v = self.next
+        if v < 0:
+            return None
+        return self.size + s.size[v], -s.sup[v], s.mincode[v], self.mincode
+
+    def _pop_partner(self) -> int:
+        s, heap, me = self.s, self.heap, self.id
+        alive, size, sup = s.alive, s.size, s.sup
+        while heap:
+            entry = heapq.heappop(heap)
+            v = entry[3]
+            if alive[v] and size[v] == entry[0] and sup[v] == -entry[1]:
+                if v != me:
+                    return v
+                self.own = entry
+        return -1
+
+    def absorb(self) -> None:
+        """Merge the next partner in (survivor: higher support, then smaller id)."""
+        s, v = self.s, self.next
+        pv = s.post[v]
+        if (self.sup, -self.id) >= (s.sup[v], -v):
+            keep, gone, delta = self.id, v, pv & ~self.post
+            self.changed |= delta
+        else:
+            keep, gone, delta = v, self.id, self.post & ~pv
+            self.changed = delta
+        s.alive[gone] = False
+        s.parent[gone] = keep
+        self.frequent.discard(gone)
+        self.id, self.post = keep, self.post | pv
+        self.sup = self.post.bit_count()
+        self.size += s.size[v]
+        self.mincode = min(self.mincode, s.mincode[v])
+        self.next = -2
+        self.merges += 1
+
+    def write_back(self, dirty: dict[int, int | None]) -> None:
+        """Store the grown item, re-enter it in its partner heap, mark its changed records.
+
+        Entries popped but not used go back: the looked-up partner, and u's own entry when
+        u did not grow.
+        """
+        s, u = self.s, self.id
+        if self.next >= 0:
+            v = self.next
+            heapq.heappush(self.heap, (s.size[v], -s.sup[v], s.mincode[v], v))
+        if not self.merges:
+            if self.own is not None:
+                heapq.heappush(self.heap, self.own)
+            return
+        s.post[u], s.sup[u], s.size[u], s.mincode[u] = self.post, self.sup, self.size, self.mincode
+        heapq.heappush(self.heap, (self.size, -self.sup, self.mincode, u))
+        dirty[u] = self.changed
 
 
 class FullQueue(_Queue):
