@@ -13,6 +13,11 @@ import pytest
 os.environ["EHR_RELEASE_TEST_MODE"] = "1"
 # Keep Prefect's local result storage out of the user's ~/.prefect during tests.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="ehr-prefect-home-"))
+# A test that forgets the ehr_home fixture must not write audit events into the checkout's
+# .ehr_release/ (found: the retry-policy test did) or into a database named by the
+# developer's environment.
+os.environ["EHR_RELEASE_HOME"] = tempfile.mkdtemp(prefix="ehr-home-")
+os.environ.pop("EHR_RELEASE_DATABASE_URL", None)
 
 
 
