@@ -11,10 +11,10 @@ population, is a sub-multiset of the patient's original record, and respects the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ehr_release.privacy.json_lines import MalformedRelease, release_lines, release_meta
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "gccens"
@@ -23,37 +23,19 @@ META_FILE = "censoring.json"
 _SHOW = 10  # how many offending patients a requirement's evidence names
 
 
-class _Malformed(ValueError):
-    pass
-
-
 def _parse(files: Mapping[str, bytes]) -> tuple[list[tuple[str, dict[str, int]]], dict]:
-    if RECORDS_FILE not in files or META_FILE not in files:
-        raise _Malformed(f"release must hold {RECORDS_FILE} and {META_FILE}; got "
-                         f"{sorted(files)}")
     records = []
-    for no, line in enumerate(files[RECORDS_FILE].decode("utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _Malformed(f"line {no} is not JSON: {exc}") from None
-        if not isinstance(obj, dict) or set(obj) != {"patient_id", "codes"}:
-            raise _Malformed(f"line {no} must have exactly patient_id and codes")
+    for no, obj in release_lines(files, RECORDS_FILE, META_FILE, ("patient_id", "codes")):
         pid, codes = obj["patient_id"], obj["codes"]
         if not isinstance(pid, str) or not isinstance(codes, dict):
-            raise _Malformed(f"line {no}: patient_id must be text and codes an object")
+            raise MalformedRelease(f"line {no}: patient_id must be text and codes an object")
         for code, n in codes.items():
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise _Malformed(f"line {no}: count of {code!r} must be an integer ≥ 1")
+                raise MalformedRelease(f"line {no}: count of {code!r} must be an integer ≥ 1")
         records.append((pid, dict(codes)))
-    try:
-        meta = json.loads(files[META_FILE])
-    except json.JSONDecodeError as exc:
-        raise _Malformed(f"{META_FILE} is not JSON: {exc}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("final_caps"), dict):
-        raise _Malformed(f"{META_FILE} must be an object with final_caps")
+    meta = release_meta(files, META_FILE)
+    if not isinstance(meta.get("final_caps"), dict):
+        raise MalformedRelease(f"{META_FILE} must be an object with final_caps")
     return records, meta
 
 
@@ -123,7 +105,7 @@ def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     """
     try:
         records, meta = _parse(files)
-    except (_Malformed, UnicodeDecodeError) as exc:
+    except (MalformedRelease, UnicodeDecodeError) as exc:
         return VerificationReport(NAME, [Requirement(
             "release format", f"{RECORDS_FILE} lines of patient_id + positive code counts",
             str(exc), False)])

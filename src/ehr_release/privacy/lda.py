@@ -25,6 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from ehr_release.hierarchy import Hierarchy
+from ehr_release.privacy.json_lines import MalformedRelease, release_lines, release_meta
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "lda"
@@ -35,10 +36,6 @@ _SHOW = 10  # how many offending patients a requirement's evidence names
 
 Pair = tuple[str, tuple[int, int]]  # published: (ICD node, (first age, last age))
 Original = Sequence[tuple[str, int]]
-
-
-class _Malformed(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -94,30 +91,15 @@ class _Trees:
 
 def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, int, list[Pair]]],
                                                                dict[str, Any]]:
-    if RECORDS_FILE not in files or META_FILE not in files:
-        raise _Malformed(f"release must hold {RECORDS_FILE} and {META_FILE}; got {sorted(files)}")
     records = []
-    for no, line in enumerate(files[RECORDS_FILE].decode("utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _Malformed(f"line {no} is not JSON: {exc}") from None
-        if not isinstance(obj, dict) or set(obj) != {"patient_id", "cluster", "trajectory"}:
-            raise _Malformed(f"line {no} must have exactly patient_id, cluster and trajectory")
+    for no, obj in release_lines(files, RECORDS_FILE, META_FILE,
+                                 ("patient_id", "cluster", "trajectory")):
         pid, cluster, traj = obj["patient_id"], obj["cluster"], obj["trajectory"]
         if not isinstance(pid, str) or not _is_int(cluster) or not isinstance(traj, list):
-            raise _Malformed(f"line {no}: patient_id must be text, cluster an integer and "
-                             "trajectory a list")
+            raise MalformedRelease(f"line {no}: patient_id must be text, cluster an integer "
+                                   "and trajectory a list")
         records.append((pid, cluster, [_pair(item, no, trees) for item in traj]))
-    try:
-        meta = json.loads(files[META_FILE])
-    except json.JSONDecodeError as exc:
-        raise _Malformed(f"{META_FILE} is not JSON: {exc}") from None
-    if not isinstance(meta, dict):
-        raise _Malformed(f"{META_FILE} must be a JSON object")
-    return records, meta
+    return records, release_meta(files, META_FILE)
 
 
 def _is_int(v: object) -> bool:
@@ -128,13 +110,13 @@ def _pair(item: object, no: int, trees: _Trees) -> Pair:
     ok = (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
           and isinstance(item[1], list) and len(item[1]) == 2 and all(map(_is_int, item[1])))
     if not ok:
-        raise _Malformed(f"line {no}: every pair must look like [\"ICD\", [first, last]]; "
+        raise MalformedRelease(f"line {no}: every pair must look like [\"ICD\", [first, last]]; "
                          f"got {item!r}")
     code, (lo, hi) = item
     if code not in trees.h:
-        raise _Malformed(f"line {no}: {code!r} is not a node of the ICD hierarchy")
+        raise MalformedRelease(f"line {no}: {code!r} is not a node of the ICD hierarchy")
     if not trees.is_block(lo, hi):
-        raise _Malformed(f"line {no}: [{lo}, {hi}] is not a block of the age hierarchy "
+        raise MalformedRelease(f"line {no}: [{lo}, {hi}] is not a block of the age hierarchy "
                          f"{trees.s.age_first}–{trees.age_last}")
     return code, (lo, hi)
 
@@ -198,7 +180,7 @@ def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
            "block]; values are nodes of the hierarchies")
     try:
         records, meta = _parse(files, trees)
-    except (_Malformed, UnicodeDecodeError) as exc:
+    except (MalformedRelease, UnicodeDecodeError) as exc:
         return VerificationReport(algorithm, [Requirement("release format", fmt, str(exc),
                                                           False)])
     reqs = [Requirement("release format", fmt, f"{len(records)} records parsed", True)]
