@@ -132,15 +132,21 @@ PRIVACY_MODEL = ("k-anonymity of trajectories: every published sequence of (ICD 
                  "block) pairs is shared by at least k patients, and generalizes, in order, "
                  "part of each one's own trajectory")
 
-ENTRY = LdaEntry(
-    name=NAME,
-    summary="LDA: cluster longitudinal (ICD, age) trajectories and publish each cluster's "
-            "A-GS alignment (generalize or suppress pairs)",
-    privacy_model=PRIVACY_MODEL,
-    params=PARAMS,
-    anonymize=lambda ds, params, rng: anonymize(NAME, ds, params),
-    verify=lambda files, original, params: verify(NAME, files, original, params),
-    evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params),
-    headline_loss="AvgRE",
-    id_file=RECORDS_FILE,
-)
+def make_entry(name: str, summary: str) -> LdaEntry:
+    """The registry entry of ``name`` (``lda`` or ``lda-baseline``): same parameters,
+    verifier and utility; only the alignment method differs (``METHODS``)."""
+    return LdaEntry(
+        name=name,
+        summary=summary,
+        privacy_model=PRIVACY_MODEL,
+        params=PARAMS,
+        anonymize=lambda ds, params, rng: anonymize(name, ds, params),
+        verify=lambda files, original, params: verify(name, files, original, params),
+        evaluate=lambda files, original, params, rng: evaluate(name, files, original, params),
+        headline_loss="AvgRE",
+        id_file=RECORDS_FILE,
+    )
+
+
+ENTRY = make_entry(NAME, "LDA: cluster longitudinal (ICD, age) trajectories and publish each "
+                   "cluster's A-GS alignment (generalize or suppress pairs)")

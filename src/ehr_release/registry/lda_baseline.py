@@ -9,20 +9,9 @@ as a yardstick in comparisons.
 
 from __future__ import annotations
 
-from ehr_release.algorithms.lda.release import RECORDS_FILE
-from ehr_release.registry.lda import PARAMS, PRIVACY_MODEL, LdaEntry, anonymize, evaluate, verify
+from ehr_release.registry.lda import make_entry
 
 NAME = "lda-baseline"
 
-ENTRY = LdaEntry(
-    name=NAME,
-    summary="LDA's Baseline: cluster longitudinal (ICD, age) trajectories, aligning pairs by "
-            "index and suppressing the longer trajectory's tail",
-    privacy_model=PRIVACY_MODEL,
-    params=PARAMS,
-    anonymize=lambda ds, params, rng: anonymize(NAME, ds, params),
-    verify=lambda files, original, params: verify(NAME, files, original, params),
-    evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params),
-    headline_loss="AvgRE",
-    id_file=RECORDS_FILE,
-)
+ENTRY = make_entry(NAME, "LDA's Baseline: cluster longitudinal (ICD, age) trajectories, "
+                   "aligning pairs by index and suppressing the longer trajectory's tail")
