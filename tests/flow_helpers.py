@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ehr_release.storage import runs
+from ehr_release.storage.runs import Status
 
 CSV = ("patient_id,age,gender,codes\n"
        + "".join(f"S{i:03d},{30 + i},{'FM'[i % 2]},401.9 250.00{' 272.0' if i % 3 else ''}"
@@ -56,3 +57,13 @@ def decide(run_id, decision):
     decide_and_resume(run_id, reviewer="reviewer", decision=decision, reason="checked")
 
 
+
+
+def run_approved(request, timeout=120) -> dict:
+    """Start the flow, approve once it awaits a decision, wait for it; the outcome box."""
+    thread, box = start(request)
+    assert wait_status(request.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    decide(request.run_id, "approve")
+    thread.join(timeout)
+    return box

@@ -15,7 +15,7 @@ from ehr_release.storage.engine import reset_engines
 from ehr_release.storage.runs import Status
 from tests import doubles
 from tests.conftest import PG_ADMIN_URL
-from tests.flow_helpers import decide, request_for, start, wait_status
+from tests.flow_helpers import request_for, run_approved, start
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -62,10 +62,6 @@ def test_postgres_outage_mid_run(env, pg_url, monkeypatch) -> None:
                                                        doubles.CODE_COUNTS})
     if runs.get_run(request.run_id).status == Status.FAILED:
         request = request_for(data, out)
-    thread, box = start(request)
-    assert wait_status(request.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-        Status.AWAITING_APPROVAL
-    decide(request.run_id, "approve")
-    thread.join(180)
+    box = run_approved(request, timeout=180)
     assert box.get("result") == "published", box
     assert check_integrity()[0] == []

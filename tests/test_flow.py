@@ -12,7 +12,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status
 from tests import doubles
-from tests.flow_helpers import CSV, decide, request_for, start, wait_status
+from tests.flow_helpers import CSV, decide, request_for, run_approved, start, wait_status
 
 
 def test_approve_path_publishes_once_with_manifest(env):
@@ -195,11 +195,7 @@ def test_patient_identifiers_never_leave_the_input(env, ehr_home, tmp_path):
     data.write_text(CSV.replace("S0", MARKER))
     assert MARKER in data.read_text()
     req = request_for(data, out)
-    thread, box = start(req)
-    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-        Status.AWAITING_APPROVAL
-    decide(req.run_id, "approve")
-    thread.join(120)
+    box = run_approved(req)
     assert box.get("result") == "published", box
 
     places = [ehr_home, out, Path(os.environ["PREFECT_HOME"])]
@@ -268,11 +264,7 @@ def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch, fault,
 
     monkeypatch.setattr(publish, "write_durably", fill_up)
     req = request_for(data, out)
-    thread, box = start(req)
-    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-        Status.AWAITING_APPROVAL
-    decide(req.run_id, "approve")
-    thread.join(120)
+    run_approved(req)
     run = runs.get_run(req.run_id)
     assert written, "the fault was never injected"
     assert run.status == Status.FAILED

@@ -21,7 +21,7 @@ from ehr_release.pseudonyms import (
 )
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
-from tests.flow_helpers import CSV, decide, request_for, start, wait_status
+from tests.flow_helpers import CSV, request_for, run_approved, start
 
 KEY = bytes(range(32))
 
@@ -92,11 +92,7 @@ def test_flow_publishes_per_patient_records_under_pseudonyms(env, tmp_path):
     data = tmp_path / "mrn.csv"
     data.write_text(CSV.replace("S0", "MRN"))
     req = request_for(data, out, algorithm="patient-records")
-    thread, box = start(req)
-    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-        Status.AWAITING_APPROVAL
-    decide(req.run_id, "approve")
-    thread.join(120)
+    box = run_approved(req)
     assert box.get("result") == "published", box
     folder = out / "releases" / req.run_id
     text = (folder / "records.jsonl").read_text()
