@@ -41,7 +41,8 @@ import pandas as pd
 from scipy import sparse
 
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.privacy.itemset_counts import Itemset, MapFn, count_itemsets
+from ehr_release.mapping import MapFn
+from ehr_release.privacy.itemset_counts import Itemset, count_itemsets
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "disassociation"

@@ -12,14 +12,13 @@ order. Counting is a sum, so the result does not depend on how rows are partitio
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 
+from ehr_release.mapping import MapFn, serial_map
+
 Itemset = tuple[int, ...]
-MapFn = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 #: Rows per partition: large enough that shipping a partition costs less than counting it.
 PARTITION_ROWS = 50_000
 
@@ -58,7 +57,7 @@ def count_itemsets(indptr: np.ndarray, codes: np.ndarray, groups: np.ndarray | N
                    map_fn: MapFn | None = None) -> dict[int, Counter[Itemset]]:
     """Group → itemset counts over all rows (one group, 0, when ``groups`` is None)."""
     parts = partitions(indptr, codes, groups, m)
-    results = (map_fn or _serial)(count_partition, parts)
+    results = (map_fn or serial_map)(count_partition, parts)
     total: dict[int, Counter[Itemset]] = {}
     for result in results:
         for g, counter in result.items():
@@ -67,7 +66,3 @@ def count_itemsets(indptr: np.ndarray, codes: np.ndarray, groups: np.ndarray | N
             else:
                 total[g] = counter
     return total
-
-
-def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-    return [fn(x) for x in items]

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
 
 import numpy as np
 
 from ehr_release.algorithms.disassociation import DisassociatedRelease, reconstruct
 from ehr_release.dataset import Dataset
+from ehr_release.mapping import MapFn, serial_map
 from ehr_release.policies import UtilityPolicy, frequent_itemsets
 from ehr_release.reports import Chart, UtilityReport
 from ehr_release.utility.generalization_baseline import code_bitsets, gendiag
@@ -217,15 +217,6 @@ def _answers(fn: Callable[[Query], float], queries: Sequence[Query]) -> list[flo
     return [fn(q) for q in queries]
 
 
-#: ``map_fn(fn, items)`` must return ``[fn(x) for x in items]`` in order (the registry hands
-#: in the flow's task runner so reconstructions run in parallel).
-MapFn = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
-
-
-def _serial(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-    return [fn(x) for x in items]
-
-
 def reconstruction_answers(job: tuple[DisassociatedRelease, int, list[Query], list[Query],
                                       list[frozenset[str]]]
                            ) -> tuple[list[float], list[float], list[int]]:
@@ -256,7 +247,7 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
 
     seeds = rng.integers(0, 2**63 - 1, size=reconstructions).tolist()
     jobs = [(release, seed, w1, w2, [frozenset(c) for c in constraints]) for seed in seeds]
-    answers = (map_fn or _serial)(reconstruction_answers, jobs)
+    answers = (map_fn or serial_map)(reconstruction_answers, jobs)
     rec_are1 = [are(t1, a1) for a1, _, _ in answers]
     rec_are2 = [are(t2, a2) for _, a2, _ in answers]
     rec_match = [matches for _, _, matches in answers]
