@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
 from ehr_release.dataset import Dataset
@@ -21,7 +23,7 @@ from ehr_release.utility.disassociation import (
     w2_workload,
     within,
 )
-from ehr_release.utility.generalization_baseline import gendiag
+from ehr_release.utility.generalization_baseline import code_bitsets, gendiag
 from tests.test_disassociation_example import POLICY, RECORDS
 
 
@@ -144,3 +146,13 @@ def test_evaluate_release_report():
     assert report.tables["comparison with generalization"][0]["disassociation"] == 0
     rows = report.tables["constraints with the largest MRE"]
     assert len(rows) == m["constraints evaluated"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=5), max_size=40))
+def test_code_bitsets_mark_exactly_the_records_holding_each_code(code_sets):
+    bits = code_bitsets(code_sets)
+    assert set(bits) == {c for s in code_sets for c in s}
+    for code, mask in bits.items():
+        held = [i for i in range(len(code_sets)) if mask >> i & 1]
+        assert held == [i for i, s in enumerate(code_sets) if code in s]

@@ -20,22 +20,29 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 
 from ehr_release.policies import UtilityPolicy
 
 
 def code_bitsets(code_sets: Sequence[Collection[str]]) -> dict[str, int]:
-    """Code → bitset (Python int) of the records holding it."""
-    rows: dict[str, list[int]] = {}
-    for i, codes in enumerate(code_sets):
-        for code in codes:
-            rows.setdefault(code, []).append(i)
+    """Code → bitset (Python int) of the records holding it.
+
+    Codes are factorized once and their rows found by one sort, then bits are set straight
+    into a byte buffer per code: n/8 bytes touched per code, not a boolean mask of n.
+    """
+    lengths = np.fromiter((len(s) for s in code_sets), dtype=np.int64, count=len(code_sets))
+    ids, uniques = pd.factorize(pd.Series([c for s in code_sets for c in s], dtype=object))
+    owners = np.repeat(np.arange(len(code_sets), dtype=np.int64), lengths)
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(len(uniques) + 1))
     out: dict[str, int] = {}
-    mask = np.zeros(len(code_sets), dtype=bool)
-    for code, idx in rows.items():
-        mask[idx] = True
-        out[code] = int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
-        mask[idx] = False
+    buffer = np.zeros((len(code_sets) + 7) // 8, dtype=np.uint8)
+    for u, code in enumerate(uniques):
+        at = owners[order[bounds[u]:bounds[u + 1]]]
+        np.bitwise_or.at(buffer, at >> 3, np.left_shift(1, at & 7).astype(np.uint8))
+        out[code] = int.from_bytes(buffer.tobytes(), "little")
+        buffer[at >> 3] = 0
     return out
 
 

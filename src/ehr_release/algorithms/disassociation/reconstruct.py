@@ -29,8 +29,23 @@ def _assign_chunk(records: list[set[str]], chunk: list[tuple[str, ...]],
         target.update(chunk[i])
 
 
+def _assign_items(records: list[set[str]], codes: tuple[str, ...], k: int, item_support: str,
+                  rng: np.random.Generator) -> None:
+    """Hand each item-chunk code to some records (one draw for all codes when "one")."""
+    if item_support == "one":  # one vector draw: Generator.choice per code cost 3 µs each
+        for code, i in zip(codes, rng.integers(len(records), size=len(codes)).tolist(),
+                           strict=True):
+            records[i].add(code)
+        return
+    top = max(1, min(k - 1, len(records)))
+    for code in codes:
+        count = int(rng.integers(1, top + 1))
+        for i in rng.choice(len(records), size=count, replace=False).tolist():
+            records[i].add(code)
+
+
 def reconstruct(release: DisassociatedRelease, rng: np.random.Generator,
-                item_support: str = "one") -> list[frozenset[str]]:
+                item_support: str = "one") -> list[set[str]]:
     """One random reconstruction: a code set per record, clusters in release order.
 
     Raises
@@ -47,18 +62,14 @@ def reconstruct(release: DisassociatedRelease, rng: np.random.Generator,
         records: list[set[str]] = [set() for _ in range(cluster.size)]
         for chunk in cluster.record_chunks:
             _assign_chunk(records, chunk, rng)
-        top = max(1, min(release.k - 1, cluster.size))
-        for code in cluster.item_chunk:
-            count = 1 if item_support == "one" else int(rng.integers(1, top + 1))
-            for i in rng.choice(cluster.size, size=count, replace=False).tolist():
-                records[i].add(code)
+        _assign_items(records, cluster.item_chunk, release.k, item_support, rng)
         by_id[cluster.id] = records
         out.extend(records)
     for joint in release.joint_clusters:
         members = [r for cid in joint.clusters for r in by_id[cid]]
         for chunk in joint.shared_chunks:
             _assign_chunk(members, chunk, rng)
-    return [frozenset(r) for r in out]
+    return out  # fresh sets the caller owns; no frozen copy (0.4 s per 100K records)
 
 
 def reconstruct_dataset(release: DisassociatedRelease, rng: np.random.Generator,
