@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
+from ehr_release.algorithms.disassociation import (
+    disassociate,
+    disassociate_dataset,
+    encode_code_sets,
+    reconstruct,
+)
 from ehr_release.dataset import Dataset
 from ehr_release.policies import UtilityPolicy, hierarchy_policy
 from ehr_release.sample import generate_sample
+from ehr_release.utility.bitsets import code_bitsets
 from ehr_release.utility.disassociation import (
     BitsetCounter,
     ReleaseEstimator,
@@ -23,7 +30,8 @@ from ehr_release.utility.disassociation import (
     w2_workload,
     within,
 )
-from ehr_release.utility.generalization_baseline import code_bitsets, gendiag
+from ehr_release.utility.generalization_baseline import gendiag
+from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
 from tests.test_disassociation_example import POLICY, RECORDS
 
 
@@ -156,3 +164,52 @@ def test_code_bitsets_mark_exactly_the_records_holding_each_code(code_sets):
     for code, mask in bits.items():
         held = [i for i in range(len(code_sets)) if mask >> i & 1]
         assert held == [i for i, s in enumerate(code_sets) if code in s]
+
+
+def _records_from_bits(bits: dict[str, int], n: int) -> list[set[str]]:
+    records: list[set[str]] = [set() for _ in range(n)]
+    for code, mask in bits.items():
+        for i in range(n):
+            if mask >> i & 1:
+                records[i].add(code)
+    return records
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_sampled_reconstruction_is_consistent_with_the_release(seed):
+    """Same check as for ``reconstruct``: every chunk's subrecords, item codes once each."""
+    ds = generate_sample(400, seed=9)
+    policy = hierarchy_policy(ds.distinct_codes(), "section")
+    release = disassociate_dataset(ds, 5, 2, policy, np.random.default_rng(2)).release
+    assert release.joint_clusters, "the fixture should exercise shared chunks"
+    sampler = ReconstructionSampler.from_release(release)
+    records = _records_from_bits(sampler.draw(np.random.default_rng(seed)), ds.n_patients)
+    first, start = {}, 0
+    for cluster in release.clusters:
+        rows = records[start:start + cluster.size]
+        first[cluster.id] = start
+        start += cluster.size
+        for chunk in cluster.record_chunks:
+            domain = {t for s in chunk for t in s}
+            assert Counter(frozenset(r & domain) for r in rows) == \
+                Counter(frozenset(s) for s in chunk)
+        for code in cluster.item_chunk:
+            assert sum(code in r for r in rows) == 1
+    size = {c.id: c.size for c in release.clusters}
+    for joint in release.joint_clusters:
+        rows = [records[first[c] + i] for c in joint.clusters for i in range(size[c])]
+        for chunk in joint.shared_chunks:
+            domain = {t for s in chunk for t in s}
+            assert Counter(frozenset(r & domain) for r in rows) == \
+                Counter(frozenset(s) for s in chunk)
+    assert Counter(c for r in records for c in r) == \
+        Counter(c for r in reconstruct(release, np.random.default_rng(0)) for c in r)
+
+
+def test_sampled_reconstructions_differ_by_seed():
+    ds = generate_sample(200, seed=3)
+    release = disassociate_dataset(ds, 5, 2, hierarchy_policy(ds.distinct_codes(), "section"),
+                                   np.random.default_rng(2)).release
+    sampler = ReconstructionSampler.from_release(release)
+    assert sampler.draw(np.random.default_rng(1)) != sampler.draw(np.random.default_rng(2))
+    assert sampler.draw(np.random.default_rng(1)) == sampler.draw(np.random.default_rng(1))

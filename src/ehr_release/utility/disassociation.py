@@ -25,12 +25,14 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
-from ehr_release.algorithms.disassociation import DisassociatedRelease, reconstruct
+from ehr_release.algorithms.disassociation import DisassociatedRelease
 from ehr_release.dataset import Dataset
 from ehr_release.mapping import MapFn, serial_map
 from ehr_release.policies import UtilityPolicy, frequent_itemsets
 from ehr_release.reports import Chart, UtilityReport
-from ehr_release.utility.generalization_baseline import code_bitsets, gendiag
+from ehr_release.utility.bitsets import code_bitsets
+from ehr_release.utility.generalization_baseline import gendiag
+from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
 
 Query = tuple[str, ...]
 #: W1: itemsets held by at least this share of the records (and by ≥ k records).
@@ -75,8 +77,9 @@ def w2_workload(code_sets: Sequence[Collection[str]], rng: np.random.Generator,
 class BitsetCounter:
     """Exact COUNT and match answers on a plain dataset (original or reconstruction)."""
 
-    def __init__(self, code_sets: Sequence[Collection[str]]) -> None:
-        self.bits = code_bitsets(code_sets)
+    def __init__(self, code_sets: Sequence[Collection[str]] | None = None, *,
+                 bits: dict[str, int] | None = None) -> None:
+        self.bits = bits if bits is not None else code_bitsets(code_sets or [])
 
     def count(self, query: Query) -> float:
         together = -1
@@ -117,6 +120,7 @@ class ReleaseEstimator:
         self.sizes: list[int] = []
         self.chunk_lengths: list[list[int]] = []
         self.joint_of: dict[int, int] = {}
+        self.shared_of: dict[str, list[int]] = {}  # code → joint clusters sharing it
         position = {c.id: i for i, c in enumerate(release.clusters)}
         for p, cluster in enumerate(release.clusters):
             self.sizes.append(cluster.size)
@@ -126,6 +130,8 @@ class ReleaseEstimator:
                     self.place.setdefault(code, {})[p] = (i, mask)
             for code in cluster.item_chunk:
                 self.place.setdefault(code, {})[p] = (-1, 0)
+        self.size_array = np.array(self.sizes, dtype=np.float64)
+        self.holders: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # per joint cluster: member positions, code → (shared chunk, mask), chunk lengths
         self.shared: list[tuple[list[int], dict[str, tuple[int, int]], list[int]]] = []
         for j, joint in enumerate(release.joint_clusters):
@@ -135,6 +141,11 @@ class ReleaseEstimator:
             self.shared.append((members, where, [len(ch) for ch in joint.shared_chunks]))
             for p in members:
                 self.joint_of[p] = j
+            for code in where:
+                self.shared_of.setdefault(code, []).append(j)
+        self.joint_array = np.full(len(self.sizes), -1, dtype=np.int64)
+        for p, j in self.joint_of.items():
+            self.joint_array[p] = j
 
     @staticmethod
     def _fraction(parts: dict[int, int], lengths: list[int]) -> float:
@@ -156,19 +167,54 @@ class ReleaseEstimator:
         factor = (1.0 / self.sizes[p]) ** items if items else 1.0
         return factor * self._fraction(parts, self.chunk_lengths[p])
 
+    def _holders(self, code: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Clusters holding ``code`` (ascending), its chunk there, and the share holding it."""
+        if code not in self.holders:
+            where = self.place.get(code, {})
+            p = np.fromiter(sorted(where), dtype=np.int64, count=len(where))
+            chunk = np.array([where[x][0] for x in p.tolist()], dtype=np.int64)
+            share = np.array([1.0 / self.sizes[x] if i < 0 else
+                              where[x][1].bit_count() / self.chunk_lengths[x][i]
+                              for x, i in zip(p.tolist(), chunk.tolist(), strict=True)])
+            self.holders[code] = (p, chunk, share)
+        return self.holders[code]
+
+    def _own_total(self, codes: list[str], skip_joints: set[int]) -> float:
+        """Σ |P|·factor over clusters holding every code in their own chunks.
+
+        Vectorized over clusters: where the codes sit in different chunks the factor is the
+        product of their shares; clusters with two codes in one record chunk fall back to
+        the mask AND of :meth:`_cluster_factor`.
+        """
+        p, chunk, share = self._holders(codes[0])
+        chunks, factor = [chunk], share.copy()
+        for code in codes[1:]:
+            q, q_chunk, q_share = self._holders(code)
+            p, left, right = np.intersect1d(p, q, assume_unique=True, return_indices=True)
+            chunks = [c[left] for c in chunks] + [q_chunk[right]]
+            factor = factor[left] * q_share[right]
+        together = np.zeros(len(p), dtype=bool)
+        for a in range(len(chunks)):
+            for b in range(a + 1, len(chunks)):
+                together |= (chunks[a] == chunks[b]) & (chunks[a] >= 0)
+        if skip_joints:
+            keep = ~np.isin(self.joint_array[p], list(skip_joints))
+            p, factor, together = p[keep], factor[keep], together[keep]
+        sizes = self.size_array[p]
+        total = float(np.sum(sizes[~together] * factor[~together]))
+        for x in p[together].tolist():
+            total += self.sizes[x] * self._cluster_factor(x, codes)
+        return total
+
     def count(self, query: Query) -> float:
         codes = set(query)
         total = 0.0
         shared_codes: dict[int, set[str]] = {}
-        for j, (_, where, _) in enumerate(self.shared):
-            inside = {c for c in codes if c in where}
-            if inside:
-                shared_codes[j] = inside
-        own_holders = [self.place.get(c, {}).keys() for c in codes]
-        candidates = set(own_holders[0]).intersection(*own_holders[1:]) if own_holders else set()
-        for p in candidates:
-            if self.joint_of.get(p) not in shared_codes:
-                total += self.sizes[p] * self._cluster_factor(p, codes)
+        for code in codes:
+            for j in self.shared_of.get(code, ()):
+                shared_codes.setdefault(j, set()).add(code)
+        if codes:
+            total += self._own_total(sorted(codes), set(shared_codes))
         for j, inside in shared_codes.items():
             members, where, lengths = self.shared[j]
             parts: dict[int, int] = {}
@@ -244,16 +290,16 @@ def _memo(fn: Callable[[Query], float]) -> Callable[[Query], float]:
     return answer
 
 
-def reconstruction_answers(job: tuple[DisassociatedRelease, int, list[Query], list[Query],
+def reconstruction_answers(job: tuple[ReconstructionSampler, int, list[Query], list[Query],
                                       list[frozenset[str]]]
-                           ) -> tuple[list[float], list[float], list[int]]:
+                           ) -> tuple[list[float], list[float], list[float]]:
     """W1 and W2 answers and constraint matches on one seeded reconstruction.
 
     Module level and self-contained so a task runner can ship it to another process; the
     seed is drawn by the caller, so the result does not depend on where it runs.
     """
-    release, seed, w1, w2, constraints = job
-    counter = BitsetCounter(reconstruct(release, np.random.default_rng(seed)))
+    sampler, seed, w1, w2, constraints = job
+    counter = BitsetCounter(bits=sampler.draw(np.random.default_rng(seed)))
     return (_answers(counter.count, w1), _answers(counter.count, w2),
             [counter.matches(c) for c in constraints])
 
@@ -274,7 +320,8 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
     t_match = [truth.matches(c) for c in constraints]
 
     seeds = rng.integers(0, 2**63 - 1, size=reconstructions).tolist()
-    jobs = [(release, seed, w1, w2, [frozenset(c) for c in constraints]) for seed in seeds]
+    sampler = ReconstructionSampler.from_release(release)
+    jobs = [(sampler, seed, w1, w2, [frozenset(c) for c in constraints]) for seed in seeds]
     answers = (map_fn or serial_map)(reconstruction_answers, jobs)
     rec_are1 = [are(t1, a1) for a1, _, _ in answers]
     rec_are2 = [are(t2, a2) for _, a2, _ in answers]
@@ -302,7 +349,7 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
              "data; MRE = (M_O − M_A)/M_O over reconstructions."]
     comparison: list[dict[str, object]] = []
     if baseline:
-        gen = gendiag(code_sets, policy, k, m)
+        gen = gendiag(code_sets, policy, k, m, bits=truth.bits)
         kept = [q for q in w1 if not gen.suppressed.intersection(q)]
         kept2 = [q for q in w2 if not gen.suppressed.intersection(q)]
         base_mre = mre(t_match, [gen.matches(c) for c in constraints])

@@ -20,30 +20,9 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-import pandas as pd
 
 from ehr_release.policies import UtilityPolicy
-
-
-def code_bitsets(code_sets: Sequence[Collection[str]]) -> dict[str, int]:
-    """Code → bitset (Python int) of the records holding it.
-
-    Codes are factorized once and their rows found by one sort, then bits are set straight
-    into a byte buffer per code: n/8 bytes touched per code, not a boolean mask of n.
-    """
-    lengths = np.fromiter((len(s) for s in code_sets), dtype=np.int64, count=len(code_sets))
-    ids, uniques = pd.factorize(pd.Series([c for s in code_sets for c in s], dtype=object))
-    owners = np.repeat(np.arange(len(code_sets), dtype=np.int64), lengths)
-    order = np.argsort(ids, kind="stable")
-    bounds = np.searchsorted(ids[order], np.arange(len(uniques) + 1))
-    out: dict[str, int] = {}
-    buffer = np.zeros((len(code_sets) + 7) // 8, dtype=np.uint8)
-    for u, code in enumerate(uniques):
-        at = owners[order[bounds[u]:bounds[u + 1]]]
-        np.bitwise_or.at(buffer, at >> 3, np.left_shift(1, at & 7).astype(np.uint8))
-        out[code] = int.from_bytes(buffer.tobytes(), "little")
-        buffer[at >> 3] = 0
-    return out
+from ehr_release.utility.bitsets import code_bitsets
 
 
 @dataclass(frozen=True)
@@ -89,9 +68,11 @@ class GeneralizedData:
 class _GenDiag:
     """State of one GenDiag run; see :func:`gendiag`."""
 
-    def __init__(self, code_sets: Sequence[Collection[str]], policy: UtilityPolicy) -> None:
+    def __init__(self, code_sets: Sequence[Collection[str]], policy: UtilityPolicy,
+                 bits: dict[str, int] | None = None) -> None:
         self.n = len(code_sets)
-        bits = code_bitsets(code_sets)
+        bits = bits if bits is not None else code_bitsets(code_sets)
+        self.support_of_code = {c: b.bit_count() for c, b in bits.items()}
         self.items: dict[frozenset[str], int] = {frozenset([c]): b for c, b in bits.items()}
         self.support = {item: b.bit_count() for item, b in self.items.items()}
         self.item_of: dict[str, frozenset[str]] = {c: frozenset([c]) for c in bits}
@@ -151,7 +132,7 @@ class _GenDiag:
 
 
 def gendiag(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
-            m: int) -> GeneralizedData:
+            m: int, *, bits: dict[str, int] | None = None) -> GeneralizedData:
     """Make all records k^m-anonymous by generalizing within constraints, else suppressing.
 
     Follows spec 02's GenDiag: itemsets of ≤ m codes with support below k are repaired in
@@ -159,23 +140,18 @@ def gendiag(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
     the same constraint that gives the smallest merged item (ties: higher support, then
     codes), or, when no merge is possible, by suppressing its least supported item.
     Supports only grow as items merge or shrink, so a lazy max-heap keeps the order exact.
+    ``bits`` (code → record bitset of ``code_sets``) saves recomputing them.
     """
-    state = _GenDiag(code_sets, policy)
-    counts: Counter[tuple[str, ...]] = Counter()
-    for codes in code_sets:
-        ordered = sorted(codes)
-        for size in range(1, min(m, len(ordered)) + 1):
-            counts.update(combinations(ordered, size))
-    heap = [(-n, s) for s, n in counts.items() if n < k]
-    heapq.heapify(heap)
-    while heap:
-        stored, itemset = heapq.heappop(heap)
+    state = _GenDiag(code_sets, policy, bits)
+    queue = _InfrequentQueue(code_sets, state, k, m)
+    while (entry := queue.pop()) is not None:
+        stored, itemset = entry
         items = state.current(itemset)
         support = state.itemset_support(items)
         if support >= k or not items:
             continue
         if support != -stored:
-            heapq.heappush(heap, (-support, itemset))
+            queue.push((-support, itemset))
             continue
         while items and support < k:
             pair = state.best_merge(items)
@@ -187,3 +163,76 @@ def gendiag(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
             support = state.itemset_support(items)
     return GeneralizedData(state.n, dict(state.items), dict(state.item_of),
                            frozenset(state.suppressed))
+
+
+class _InfrequentQueue:
+    """Itemsets of ≤ m codes with support < k, popped by (−support, codes) ascending.
+
+    The initial itemsets are counted with NumPy (pairs of code ranks within each record)
+    and sorted once into arrays; only itemsets whose support changed are pushed back, onto a
+    small heap merged with the sorted arrays at each pop. Code ranks follow code order, so
+    rank rows padded with −1 sort exactly like the code tuples (a prefix first).
+    """
+
+    def __init__(self, code_sets: Sequence[Collection[str]], state: _GenDiag, k: int,
+                 m: int) -> None:
+        self.names = sorted(state.support_of_code)
+        rank = {c: i for i, c in enumerate(self.names)}
+        single = np.array([state.support_of_code[c] for c in self.names], dtype=np.int64)
+        rows = [np.c_[np.arange(len(self.names)), np.full((len(self.names), m - 1), -1)]]
+        counts = [single]
+        if m >= 2:
+            pairs, n_pairs = _pair_counts(code_sets, rank)
+            rows.append(np.c_[pairs, np.full((len(pairs), m - 2), -1, dtype=np.int64)])
+            counts.append(n_pairs)
+        for size in range(3, m + 1):
+            found: Counter[tuple[int, ...]] = Counter()
+            for codes in code_sets:
+                found.update(combinations(sorted(rank[c] for c in codes), size))
+            keys = list(found)
+            arr = np.array(keys, dtype=np.int64).reshape(-1, size)
+            rows.append(np.c_[arr, np.full((len(arr), m - size), -1, dtype=np.int64)])
+            counts.append(np.array([found[x] for x in keys], dtype=np.int64))
+        matrix, count = np.concatenate(rows), np.concatenate(counts)
+        keep = count < k
+        matrix, count = matrix[keep], count[keep]
+        order = np.lexsort([matrix[:, j] for j in range(m - 1, -1, -1)] + [-count])
+        self.rows, self.counts = matrix[order], count[order]
+        self.next = 0
+        self.heap: list[tuple[int, tuple[str, ...]]] = []
+
+    def _static(self) -> tuple[int, tuple[str, ...]] | None:
+        if self.next >= len(self.rows):
+            return None
+        row = self.rows[self.next]
+        return -int(self.counts[self.next]), tuple(self.names[i] for i in row.tolist() if i >= 0)
+
+    def pop(self) -> tuple[int, tuple[str, ...]] | None:
+        static = self._static()
+        if self.heap and (static is None or self.heap[0] < static):
+            return heapq.heappop(self.heap)
+        self.next += static is not None
+        return static
+
+    def push(self, entry: tuple[int, tuple[str, ...]]) -> None:
+        heapq.heappush(self.heap, entry)
+
+
+def _pair_counts(code_sets: Sequence[Collection[str]],
+                 rank: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of code ranks held together (rows ``[a, b]``, a < b) and its support."""
+    lengths = np.fromiter((len(s) for s in code_sets), dtype=np.int64, count=len(code_sets))
+    ids = np.fromiter((rank[c] for s in code_sets for c in s), dtype=np.int64,
+                      count=int(lengths.sum()))
+    owner = np.repeat(np.arange(len(code_sets), dtype=np.int64), lengths)
+    ids = ids[np.lexsort((ids, owner))]
+    end = np.repeat(np.cumsum(lengths), lengths)  # one past each occurrence's record
+    width = max(len(rank), 1)
+    keys = []
+    for gap in range(1, int(lengths.max(initial=0))):
+        at = np.flatnonzero(np.arange(len(ids)) + gap < end)
+        keys.append(ids[at] * width + ids[at + gap])
+    if not keys:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0, dtype=np.int64)
+    pair, count = np.unique(np.concatenate(keys), return_counts=True)
+    return np.c_[pair // width, pair % width], count
