@@ -50,6 +50,9 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
     heap = [(result[i].ul, i) for i in alive]
     heapq.heapify(heap)
     aside: dict[int, set[int]] = {}
+    members: dict[int, set[int]] = {}  # group → its alive clusters (partners never cross)
+    for i, c in alive.items():
+        members.setdefault(c.group, set()).add(i)
     next_id = len(clusters)
     while heap:
         _, i = heapq.heappop(heap)
@@ -57,8 +60,9 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
             continue
         c = alive[i]
         best: tuple[float, int, Cluster, CodeGeneralization] | None = None
-        for j, other in alive.items():
-            if j == i or other.group != c.group:
+        for j in members[c.group]:
+            other = alive[j]
+            if j == i:
                 continue
             box = space.join(c.box, other.box)
             merged_ncp = (c.size + other.size) * space.ncp(box)
@@ -74,6 +78,8 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
         _, j, merged, gen = best
         total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
         del alive[i], alive[j]
+        members[c.group] -= {i, j}
+        members[c.group].add(next_id)
         result.pop(i)
         result.pop(j)
         alive[next_id], result[next_id] = merged, gen
