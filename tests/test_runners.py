@@ -133,3 +133,22 @@ def test_deployment_entry_point_runs_the_release_on_the_requested_runner(env, mo
 
     (runner,) = seen
     assert isinstance(runner, ThreadPoolTaskRunner) and runner._max_workers == 3
+
+
+def test_items_sent_to_workers_leave_the_parent_task_parameters_behind(env) -> None:
+    """Prefect ships the caller's task context with each submission; ours drops its inputs."""
+    from prefect import task
+    from prefect.context import serialize_context
+
+    from ehr_release.registry.disassociation import _parent_without_parameters
+
+    @task(persist_result=False)
+    def parent(dataset: str) -> tuple[dict, dict]:
+        shipped = serialize_context()["task_run_context"]["parameters"]
+        with _parent_without_parameters():
+            trimmed = serialize_context()["task_run_context"]["parameters"]
+        return shipped, trimmed
+
+    shipped, trimmed = parent("x" * 1000)
+    assert shipped == {"dataset": "x" * 1000}
+    assert trimmed == {}

@@ -8,6 +8,7 @@ called inside a flow, and wires the independent verifier and the utility evaluat
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,23 @@ def _through_runner(task_name: str) -> Any:
     def map_items(fn: Any, items: list[Any]) -> list[Any]:
         if len(items) < MIN_PARALLEL_BATCHES or not _runner_runs_processes():
             return [fn(x) for x in items]
-        futures = [_mapped_task(task_name).submit(fn, _Sealed(x)) for x in items]
+        with _parent_without_parameters():
+            futures = [_mapped_task(task_name).submit(fn, _Sealed(x)) for x in items]
         return [f.result() for f in futures]
     return map_items
+
+
+def _parent_without_parameters() -> Any:
+    """The calling task's run context minus its parameters, for the submissions.
+
+    Prefect ships the parent task's context, parameters included, with every task it sends
+    to a worker process — here the whole dataset and release, once per item (measured: about
+    10 s per reconstruction at 1M records). The children never read them.
+    """
+    from prefect.context import TaskRunContext
+
+    parent = TaskRunContext.get()
+    return parent.model_copy(update={"parameters": {}}) if parent else nullcontext()
 
 
 def _runner_runs_processes() -> bool:

@@ -78,9 +78,9 @@ class ReconstructionSampler:
             for chunk in joint.shared_chunks:
                 add_chunk(chunk, rows)
         item = np.array(items, dtype=np.int64).reshape(-1, 3)
-        return cls(row, list(ids), _concat(slot_chunk), _concat(slot_row),
-                   np.array(occ_slot, dtype=np.int64), np.array(occ_code, dtype=np.int64),
-                   item[:, 0], item[:, 1], item[:, 2])
+        arrays = [_concat(slot_chunk), _concat(slot_row), np.array(occ_slot, dtype=np.int64),
+                  np.array(occ_code, dtype=np.int64), item[:, 0], item[:, 1], item[:, 2]]
+        return cls(row, list(ids), *map(_narrow, arrays))
 
     def draw(self, rng: np.random.Generator) -> dict[str, int]:
         """One reconstruction as code → bitset of the records holding it."""
@@ -94,3 +94,9 @@ class ReconstructionSampler:
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """int32 when the values fit: half the bytes to ship to each worker process."""
+    fits = not len(values) or int(values.max()) < np.iinfo(np.int32).max
+    return values.astype(np.int32) if fits else values
