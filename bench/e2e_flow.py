@@ -60,7 +60,7 @@ print(json.dumps({"holds": v.holds, "times": t,
 FLOW = """
 import json, os, resource, sys, threading, time
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from ehr_release.flows.server import configure_prefect_home, ensure_api
+from ehr_release.flows.server import configure_prefect_home, ensure_api, stop_local_server
 configure_prefect_home()
 from ehr_release.flows.release import release_flow
 from ehr_release.flows.runners import make_task_runner
@@ -92,6 +92,7 @@ with temporary_settings(updates={PREFECT_API_URL: api}):
     wall0 = time.time()
     status = release_flow.with_options(task_runner=make_task_runner(sys.argv[4]))(req)
     end = time.perf_counter()
+stop_local_server()  # its home is a temporary folder: nobody else would ever stop it
 from datetime import datetime
 from ehr_release.storage.audit import export_events
 stages, last = {}, wall0
