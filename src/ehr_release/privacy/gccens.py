@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ehr_release.privacy.json_lines import MalformedRelease, release_lines, release_meta
+from ehr_release.privacy.json_lines import (
+    MalformedRelease,
+    one_record_each,
+    release_lines,
+    release_meta,
+)
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "gccens"
@@ -112,15 +117,9 @@ def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     reqs = [Requirement("release format", f"{RECORDS_FILE} lines of patient_id + positive "
                         "code counts", f"{len(records)} records parsed", True)]
     original = dict(zip(sample_ids, sample, strict=True))
-    released_ids = [pid for pid, _ in records]
-    missing = sorted(set(original) - set(released_ids))
-    extra = sorted(set(released_ids) - set(original))
-    repeated = len(released_ids) - len(set(released_ids))
-    reqs.append(Requirement(
+    reqs.append(one_record_each(
         "one record per sample patient", f"each of the {len(original)} sample patients once",
-        f"{len(missing)} missing, {len(extra)} unknown, {repeated} repeated",
-        not missing and not extra and not repeated,
-        {"missing": missing[:_SHOW], "unknown": extra[:_SHOW]}))
+        original, [pid for pid, _ in records], _SHOW))
 
     known = [(pid, rec) for pid, rec in records if pid in original]
     not_sub = [pid for pid, rec in known

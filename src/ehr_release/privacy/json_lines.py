@@ -1,15 +1,18 @@
 """Strict reading of a per-patient release: a JSON Lines records file and a JSON metadata file.
 
-Shared by the verifiers of the releases shaped this way (GCCens, LDA); each checks the
-values of its own fields. Anything that is not exactly the published shape raises
+Shared by the verifiers of the releases shaped this way (GCCens, LDA), with the check that
+such a release holds each patient exactly once; each verifier checks the values of its own
+fields. Anything that is not exactly the published shape raises
 :class:`MalformedRelease`, which a verifier turns into a failed "release format" check.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
+
+from ehr_release.reports import Requirement
 
 
 class MalformedRelease(ValueError):
@@ -50,3 +53,19 @@ def release_meta(files: Mapping[str, bytes], meta_file: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise MalformedRelease(f"{meta_file} must be a JSON object")
     return meta
+
+
+def one_record_each(name: str, required: str, expected: Collection[str],
+                    released: Sequence[str], show: int) -> Requirement:
+    """Requirement ``name``: every ``expected`` id appears in ``released`` exactly once.
+
+    The evidence names up to ``show`` missing and unknown ids.
+    """
+    missing = sorted(set(expected) - set(released))
+    extra = sorted(set(released) - set(expected))
+    repeated = len(released) - len(set(released))
+    return Requirement(
+        name, required,
+        f"{len(missing)} missing, {len(extra)} unknown, {repeated} repeated",
+        not missing and not extra and not repeated,
+        {"missing": missing[:show], "unknown": extra[:show]})

@@ -25,7 +25,12 @@ from functools import cached_property
 from typing import Any
 
 from ehr_release.hierarchy import Hierarchy
-from ehr_release.privacy.json_lines import MalformedRelease, release_lines, release_meta
+from ehr_release.privacy.json_lines import (
+    MalformedRelease,
+    one_record_each,
+    release_lines,
+    release_meta,
+)
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "lda"
@@ -185,15 +190,9 @@ def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
                                                           False)])
     reqs = [Requirement("release format", fmt, f"{len(records)} records parsed", True)]
     original = dict(zip(patient_ids, trajectories, strict=True))
-    ids = [pid for pid, _, _ in records]
-    missing = sorted(set(original) - set(ids))
-    extra = sorted(set(ids) - set(original))
-    repeated = len(ids) - len(set(ids))
-    reqs.append(Requirement(
+    reqs.append(one_record_each(
         "one record per patient", f"each of the {len(original)} patients exactly once",
-        f"{len(missing)} missing, {len(extra)} unknown, {repeated} repeated",
-        not missing and not extra and not repeated,
-        {"missing": missing[:_SHOW], "unknown": extra[:_SHOW]}))
+        original, [pid for pid, _, _ in records], _SHOW))
     reqs.append(_k_anonymity(records, settings.k))
     known = [(pid, traj) for pid, _, traj in records if pid in original]
     memo: dict[tuple, tuple[int, int] | None] = {}  # identical (original, published) pairs
