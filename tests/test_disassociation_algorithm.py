@@ -205,21 +205,36 @@ def released():
     return ds, result
 
 
+def _assert_chunk_fits(rows: list[set[str]], chunk: list[tuple[str, ...]]) -> None:
+    domain = {t for s in chunk for t in s}
+    assert Counter(frozenset(r & domain) for r in rows) == Counter(frozenset(s) for s in chunk)
+
+
+def assert_reconstruction_fits(release: DisassociatedRelease, records: list[set[str]]) -> None:
+    """Records (release order) hold each record and shared chunk's subrecords, one each,
+    and each item-chunk code in exactly one record of its cluster."""
+    first, start = {}, 0
+    for cluster in release.clusters:
+        rows = records[start:start + cluster.size]
+        first[cluster.id] = start
+        start += cluster.size
+        for chunk in cluster.record_chunks:
+            _assert_chunk_fits(rows, chunk)
+        for code in cluster.item_chunk:
+            assert sum(code in r for r in rows) == 1
+    size = {c.id: c.size for c in release.clusters}
+    for joint in release.joint_clusters:
+        rows = [records[first[c] + i] for c in joint.clusters for i in range(size[c])]
+        for chunk in joint.shared_chunks:
+            _assert_chunk_fits(rows, chunk)
+
+
 def test_reconstruction_is_consistent_with_the_release(released):
     ds, result = released
     release = DisassociatedRelease.from_bytes(result.release.to_bytes())
     records = reconstruct(release, np.random.default_rng(5))
     assert len(records) == ds.n_patients
-    start = 0
-    for cluster in release.clusters:
-        rows = records[start:start + cluster.size]
-        start += cluster.size
-        for chunk in cluster.record_chunks:
-            domain = {t for s in chunk for t in s}
-            assert Counter(frozenset(r & domain) for r in rows) == \
-                Counter(frozenset(s) for s in chunk)
-        for code in cluster.item_chunk:
-            assert sum(code in r for r in rows) == 1
+    assert_reconstruction_fits(release, records)
     counts = Counter(c for r in records for c in r)
     original = Counter(c for r in ds.code_sets() for c in r)
     assert set(counts) == set(original)

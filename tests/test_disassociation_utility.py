@@ -32,6 +32,7 @@ from ehr_release.utility.disassociation import (
 )
 from ehr_release.utility.generalization_baseline import gendiag
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
+from tests.test_disassociation_algorithm import assert_reconstruction_fits
 from tests.test_disassociation_example import POLICY, RECORDS
 
 
@@ -184,24 +185,7 @@ def test_sampled_reconstruction_is_consistent_with_the_release(seed):
     assert release.joint_clusters, "the fixture should exercise shared chunks"
     sampler = ReconstructionSampler.from_release(release)
     records = _records_from_bits(sampler.draw(np.random.default_rng(seed)), ds.n_patients)
-    first, start = {}, 0
-    for cluster in release.clusters:
-        rows = records[start:start + cluster.size]
-        first[cluster.id] = start
-        start += cluster.size
-        for chunk in cluster.record_chunks:
-            domain = {t for s in chunk for t in s}
-            assert Counter(frozenset(r & domain) for r in rows) == \
-                Counter(frozenset(s) for s in chunk)
-        for code in cluster.item_chunk:
-            assert sum(code in r for r in rows) == 1
-    size = {c.id: c.size for c in release.clusters}
-    for joint in release.joint_clusters:
-        rows = [records[first[c] + i] for c in joint.clusters for i in range(size[c])]
-        for chunk in joint.shared_chunks:
-            domain = {t for s in chunk for t in s}
-            assert Counter(frozenset(r & domain) for r in rows) == \
-                Counter(frozenset(s) for s in chunk)
+    assert_reconstruction_fits(release, records)
     assert Counter(c for r in records for c in r) == \
         Counter(c for r in reconstruct(release, np.random.default_rng(0)) for c in r)
 
