@@ -119,7 +119,6 @@ class ReleaseEstimator:
         self.place: dict[str, dict[int, tuple[int, int]]] = {}
         self.sizes: list[int] = []
         self.chunk_lengths: list[list[int]] = []
-        self.joint_of: dict[int, int] = {}
         self.shared_of: dict[str, list[int]] = {}  # code → joint clusters sharing it
         position = {c.id: i for i, c in enumerate(release.clusters)}
         for p, cluster in enumerate(release.clusters):
@@ -131,6 +130,7 @@ class ReleaseEstimator:
             for code in cluster.item_chunk:
                 self.place.setdefault(code, {})[p] = (-1, 0)
         self.size_array = np.array(self.sizes, dtype=np.float64)
+        self.joint_of = np.full(len(self.sizes), -1, dtype=np.int64)  # cluster → joint, −1
         self.holders: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # per joint cluster: member positions, code → (shared chunk, mask), chunk lengths
         self.shared: list[tuple[list[int], dict[str, tuple[int, int]], list[int]]] = []
@@ -139,13 +139,9 @@ class ReleaseEstimator:
             where = {code: (i, mask) for i, chunk in enumerate(joint.shared_chunks)
                      for code, mask in _chunk_masks(chunk).items()}
             self.shared.append((members, where, [len(ch) for ch in joint.shared_chunks]))
-            for p in members:
-                self.joint_of[p] = j
+            self.joint_of[members] = j
             for code in where:
                 self.shared_of.setdefault(code, []).append(j)
-        self.joint_array = np.full(len(self.sizes), -1, dtype=np.int64)
-        for p, j in self.joint_of.items():
-            self.joint_array[p] = j
 
     @staticmethod
     def _fraction(parts: dict[int, int], lengths: list[int]) -> float:
@@ -198,7 +194,7 @@ class ReleaseEstimator:
             for b in range(a + 1, len(chunks)):
                 together |= (chunks[a] == chunks[b]) & (chunks[a] >= 0)
         if skip_joints:
-            keep = ~np.isin(self.joint_array[p], list(skip_joints))
+            keep = ~np.isin(self.joint_of[p], list(skip_joints))
             p, factor, together = p[keep], factor[keep], together[keep]
         sizes = self.size_array[p]
         total = float(np.sum(sizes[~together] * factor[~together]))

@@ -72,7 +72,6 @@ class _GenDiag:
                  bits: dict[str, int] | None = None) -> None:
         self.n = len(code_sets)
         bits = bits if bits is not None else code_bitsets(code_sets)
-        self.support_of_code = {c: b.bit_count() for c, b in bits.items()}
         self.items: dict[frozenset[str], int] = {frozenset([c]): b for c, b in bits.items()}
         self.support = {item: b.bit_count() for item, b in self.items.items()}
         self.item_of: dict[str, frozenset[str]] = {c: frozenset([c]) for c in bits}
@@ -176,9 +175,10 @@ class _InfrequentQueue:
 
     def __init__(self, code_sets: Sequence[Collection[str]], state: _GenDiag, k: int,
                  m: int) -> None:
-        self.names = sorted(state.support_of_code)
+        self.names = sorted(state.item_of)  # before any merge: every code its own item
         rank = {c: i for i, c in enumerate(self.names)}
-        single = np.array([state.support_of_code[c] for c in self.names], dtype=np.int64)
+        single = np.array([state.support[state.item_of[c]] for c in self.names],
+                          dtype=np.int64)
         rows = [np.c_[np.arange(len(self.names)), np.full((len(self.names), m - 1), -1)]]
         counts = [single]
         if m >= 2:
