@@ -123,36 +123,29 @@ def _items_by_label(label: np.ndarray, uniq: np.ndarray) -> dict[int, tuple[int,
 
 
 # --------------------------------------------------------------------------- item state
-def _postings(n: int, rec: np.ndarray, local: np.ndarray,
-              d: int) -> tuple[list[int], np.ndarray]:
-    """Each item's records as a Python-int bitset, and the same bits as rows of uint64 words.
+def _postings(n: int, rec: np.ndarray, local: np.ndarray, d: int) -> list[int]:
+    """Each item's records as a Python-int bitset, built from packed bit rows.
 
-    The ints serve the per-merge work (one C-level ``&``/``bit_count`` per step); the word
-    rows let :meth:`BorderQueue._flush` test one item against all frequent items at once.
+    Blocks of items keep the dense bit matrix small (≈4 MB) even for a whole group.
     """
-    words = (n + 63) // 64
     width = (n + 7) // 8
     order = np.argsort(local, kind="stable")
     bounds = np.searchsorted(local[order], np.arange(d + 1))
-    rows = np.zeros((d, 8 * words), dtype=np.uint8)
-    block = max(1, (1 << 22) // max(8 * width, 1))  # keeps the unpacked bits ≈4 MB
+    block = max(1, (1 << 22) // max(8 * width, 1))
+    out: list[int] = []
     for lo in range(0, d, block):
         hi = min(d, lo + block)
         sel = order[bounds[lo]:bounds[hi]]
         bits = np.zeros((hi - lo, 8 * width), dtype=np.uint8)
         bits[local[sel] - lo, rec[sel]] = 1
-        rows[lo:hi, :width] = np.packbits(bits, axis=1, bitorder="little")
-    raw = rows.tobytes()
-    step = 8 * words
-    ints = [int.from_bytes(raw[i * step:(i + 1) * step], "little") for i in range(d)]
-    return ints, rows.view("<u8")
+        raw = np.packbits(bits, axis=1, bitorder="little").tobytes()
+        out.extend(int.from_bytes(raw[i * width:(i + 1) * width], "little")
+                   for i in range(hi - lo))
+    return out
 
 
 class _Items:
     """Items of one cluster: bitset postings over its records, sizes, code sets, partners.
-
-    ``words`` holds the postings as uint64 rows; only :class:`BorderQueue` reads it, and
-    refreshes an item's row when it flushes that item (the ints are the current state).
 
     ``partners[set]`` is a heap of ``(size, −support, mincode, item)`` with stale entries
     dropped lazily: an entry is valid while its item is alive with that size and support.
@@ -160,7 +153,7 @@ class _Items:
 
     def __init__(self, n: int, rec: np.ndarray, local: np.ndarray, code_set: np.ndarray):
         d = len(code_set)
-        self.post, self.words = _postings(n, rec, local, d)
+        self.post = _postings(n, rec, local, d)
         sup = np.bincount(local, minlength=d)
         self.sup = sup.tolist()
         self.size = [1] * d
@@ -283,9 +276,6 @@ class _Queue:
 
 
 _ID_BITS = 24  # item ids in BorderQueue's int-encoded Q entries
-#: From clusters of this many 64-record words on, NumPy beats the Python loop in _flush
-#: (measured per call: 1,000 records 61 vs 64 ms, 2,500 records 221 vs 198 ms).
-VECTOR_FLUSH_WORDS = 32
 
 
 class BorderQueue(_Queue):
@@ -503,51 +493,24 @@ class BorderQueue(_Queue):
             self.dirty[keep] |= delta
 
     def _flush(self) -> None:
-        """Push the infrequent pairs of the items changed by the last fix (see merged)."""
+        """Push the infrequent pairs of the items changed by the last fix (see merged).
+
+        Keys are built inline (see :meth:`push`): this loop is GenDiag's hottest.
+        """
         if self.m < 2:
             self.dirty.clear()
-        elif self.s.words.shape[1] >= VECTOR_FLUSH_WORDS:
-            self._flush_vectorized()
-        else:
-            self._flush_loop()
-
-    def _flush_loop(self) -> None:
-        k, post = self.k, self.s.post
+            return
+        k, post, heap, frequent = self.k, self.s.post, self.int_heap, self.frequent
+        shift, pair = 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS)
         for x, changed in self.dirty.items():
             mine = post[x]
             source = mine if changed is None else changed
-            for y in self.frequent:
-                if y != x and post[y] & source:
+            for y in [y for y in frequent if post[y] & source]:
+                if y != x:
                     both = (mine & post[y]).bit_count()
                     if both < k:
-                        self.push((min(x, y), max(x, y)), both)
-        self.dirty.clear()
-
-    def _flush_vectorized(self) -> None:
-        """:meth:`_flush_loop` over all frequent items at once, on the word rows.
-
-        Every frequent item whose postings changed since the last flush is in ``dirty``
-        (merged and write_back put it there), so once the dirty rows are refreshed every
-        frequent item's row is current. The choice of loop cannot change the output.
-        """
-        k, post, words, heap = self.k, self.s.post, self.s.words, self.int_heap
-        nbytes = 8 * words.shape[1]
-        for x in self.dirty:
-            words[x] = np.frombuffer(post[x].to_bytes(nbytes, "little"), dtype="<u8")
-        frequent = np.fromiter(self.frequent, dtype=np.int64, count=len(self.frequent))
-        rows = words[frequent]
-        for x, changed in self.dirty.items():
-            both = np.bitwise_count(rows & words[x]).sum(axis=1)
-            if changed is None:
-                touched = both > 0
-            else:
-                source = np.frombuffer(changed.to_bytes(nbytes, "little"), dtype="<u8")
-                touched = (rows & source).any(axis=1)
-            hit = np.flatnonzero(touched & (both < k) & (frequent != x))
-            if len(hit):
-                ys = frequent[hit]
-                for key in self._keys(both[hit], np.minimum(ys, x), np.maximum(ys, x)):
-                    heapq.heappush(heap, key)
+                        low, high = (x, y) if x < y else (y, x)
+                        heapq.heappush(heap, (k - both) << shift | pair | low << _ID_BITS | high)
         self.dirty.clear()
 
     def suppressed(self, e: int) -> None:
