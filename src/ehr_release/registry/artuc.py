@@ -25,6 +25,7 @@ from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import UtilityReport, VerificationReport
 from ehr_release.utility.artuc import evaluate_release
+from ehr_release.workers import gendiag_runner_for
 
 EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
 _EPSILON = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
@@ -97,12 +98,15 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
     config = config_of(params)
     data = rt_data(dataset, config)
     eps = epsilon_of(params, dataset)
+    runner = gendiag_runner_for(dataset.n_patients)
     if name == "artuc-baseline":
-        anon = baseline(data, config, k=params["k"], m=params["m"], epsilon=eps)
+        anon = baseline(data, config, k=params["k"], m=params["m"], epsilon=eps,
+                        gendiag_runner=runner)
     else:
         algo = artuc if name == "artuc" else rmr
         anon = algo(data, config, k=params["k"], m=params["m"],
-                    delta=params.get("delta", 0.04), epsilon=eps, rng=rng)
+                    delta=params.get("delta", 0.04), epsilon=eps, rng=rng,
+                    gendiag_runner=runner)
     return to_jsonl(anon)
 
 
@@ -132,7 +136,8 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     config = config_of(params)
     anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],
-                 delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng)
+                 delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng,
+                 gendiag_runner=gendiag_runner_for(dataset.n_patients))
     return release_files(anon)
 
 

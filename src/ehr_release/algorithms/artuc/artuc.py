@@ -11,22 +11,38 @@ All three share the phases and differ in what they take from the utility constra
 
 A run that cannot meet δ (Step 16) or ε (Step 26) produces nothing and raises
 :class:`~ehr_release.errors.ParameterError` naming the threshold to relax.
+
+``gendiag_runner`` decides where GenDiag runs: by default in this process, one call after
+another; :func:`ehr_release.workers.gendiag_processes` spreads each batch over worker
+processes. The result does not depend on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.formation import Cluster, form_clusters
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
-from ehr_release.algorithms.artuc.merging import merge_by_ul, merge_identical
+from ehr_release.algorithms.artuc.merging import GenDiagMany, merge_by_ul, merge_identical
 from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.constraints import RTConfig, RTData, assign_parts, code_set_index
 from ehr_release.errors import ConfigError, ParameterError
+
+#: (code table, k, m) → a context in which a :data:`GenDiagMany` runs GenDiag on that table.
+GenDiagRunner = Callable[[CodeTable, int, int], AbstractContextManager[GenDiagMany]]
+
+
+@contextmanager
+def in_process(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
+    """The default :data:`GenDiagRunner`: every call here, in order."""
+    def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
+        return [gendiag(table, r, k=k, m=m) for r in rows]
+    yield many
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,7 @@ def _check_epsilon(codes: list[CodeGeneralization], epsilon: float) -> None:
 
 def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: int,
                        delta: float, epsilon: float, rng: np.random.Generator,
-                       constrained: bool) -> Anonymization:
+                       constrained: bool, gendiag_runner: GenDiagRunner) -> Anonymization:
     space, table, groups = _setup(data, config, constrained)
     formed = form_clusters(space, groups, k, rng)
     clustered = sum(c.size for c in formed.clusters)
@@ -92,29 +108,29 @@ def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: 
     if ncp > delta + 1e-12:  # Step 16
         raise ParameterError("delta", f"is below the NCP {ncp:.4f} of the k-anonymous "
                              "clustering (Step 16); raise δ or lower k", delta)
-    run = partial(gendiag, table, k=k, m=m)
-    clusters, codes = merge_by_ul(space, merge_identical(formed.clusters), delta, run)
+    with gendiag_runner(table, k, m) as many:
+        clusters, codes = merge_by_ul(space, merge_identical(formed.clusters), delta, many)
     _check_epsilon(codes, epsilon)
     return Anonymization(name, space, table, clusters, codes, formed.suppressed_rows,
                          formed.picks)
 
 
 def artuc(data: RTData, config: RTConfig, *, k: int, m: int, delta: float, epsilon: float,
-          rng: np.random.Generator) -> Anonymization:
+          rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
     """(k, k^m)-anonymize ``data`` satisfying the configuration's utility constraints."""
     return _cluster_and_merge("artuc", data, config, k=k, m=m, delta=delta, epsilon=epsilon,
-                              rng=rng, constrained=True)
+                              rng=rng, constrained=True, gendiag_runner=gendiag_runner)
 
 
 def rmr(data: RTData, config: RTConfig, *, k: int, m: int, delta: float, epsilon: float,
-        rng: np.random.Generator) -> Anonymization:
+        rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
     """(k, k^m)-anonymize ``data`` under δ and ε, ignoring utility constraints."""
     return _cluster_and_merge("rmr", data, config, k=k, m=m, delta=delta, epsilon=epsilon,
-                              rng=rng, constrained=False)
+                              rng=rng, constrained=False, gendiag_runner=gendiag_runner)
 
 
-def baseline(data: RTData, config: RTConfig, *, k: int, m: int,
-             epsilon: float) -> Anonymization:
+def baseline(data: RTData, config: RTConfig, *, k: int, m: int, epsilon: float,
+             gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
     """Pre-generalize each group to its constraint's values, then GenDiag per group."""
     space, table, groups = _setup(data, config, constrained=True)
     parts = config.demographic_parts()
@@ -125,7 +141,8 @@ def baseline(data: RTData, config: RTConfig, *, k: int, m: int,
             dropped.append(rows)
         else:
             clusters.append(Cluster(rows, space.element_box(parts[int(g)]), int(g)))
-    codes = [gendiag(table, c.rows, k=k, m=m) for c in clusters]
+    with gendiag_runner(table, k, m) as many:
+        codes = many([c.rows for c in clusters])
     _check_epsilon(codes, epsilon)
     out = np.sort(np.concatenate(dropped)) if dropped else np.empty(0, dtype=np.int64)
     return Anonymization("artuc-baseline", space, table, clusters, codes, out, [])

@@ -9,12 +9,16 @@ groups would break the utility constraints; and a cluster without a feasible par
 aside (until its group changes) while the next one is tried, so the loop ends exactly when
 no merge is possible — the paper's "until the set of clusters does not change". A set-aside
 cluster costs only NCP arithmetic: GenDiag runs only for feasible partners.
+
+Almost all of ArtUC's time is GenDiag on C ∪ C′ for every feasible partner of a popped
+cluster. Those calls are independent, so they are handed over as one batch to
+``gendiag_many``, which may run them on several processes (:mod:`ehr_release.workers`).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -22,7 +26,8 @@ from ehr_release.algorithms.artuc.formation import Cluster
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization
 from ehr_release.algorithms.artuc.space import DemographicSpace
 
-GenDiag = Callable[[np.ndarray], CodeGeneralization]
+#: GenDiag on several clusters (dataset rows each) → their results, in order.
+GenDiagMany = Callable[[Sequence[np.ndarray]], list[CodeGeneralization]]
 
 
 def merge_identical(clusters: list[Cluster]) -> list[Cluster]:
@@ -39,12 +44,12 @@ def merge_identical(clusters: list[Cluster]) -> list[Cluster]:
 
 
 def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
-                run_gendiag: GenDiag) -> tuple[list[Cluster], list[CodeGeneralization]]:
+                gendiag_many: GenDiagMany) -> tuple[list[Cluster], list[CodeGeneralization]]:
     """Steps 18–22; returns the final clusters with their GenDiag results."""
     n = sum(c.size for c in clusters)
     budget = delta * n + 1e-9 * max(n, 1)
     alive: dict[int, Cluster] = dict(enumerate(clusters))
-    result = {i: run_gendiag(c.rows) for i, c in alive.items()}
+    result = dict(zip(alive, gendiag_many([c.rows for c in alive.values()]), strict=True))
     ncp = {i: c.size * space.ncp(c.box) for i, c in alive.items()}
     total = sum(ncp.values())
     heap = [(result[i].ul, i) for i in alive]
@@ -59,23 +64,19 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
         if i not in alive:
             continue
         c = alive[i]
-        best: tuple[float, int, Cluster, CodeGeneralization] | None = None
-        for j in members[c.group]:
+        feasible: list[tuple[int, Cluster]] = []
+        for j in sorted(members[c.group] - {i}):
             other = alive[j]
-            if j == i:
-                continue
             box = space.join(c.box, other.box)
             merged_ncp = (c.size + other.size) * space.ncp(box)
-            if total - ncp[i] - ncp[j] + merged_ncp > budget:
-                continue
-            rows = np.concatenate([c.rows, other.rows])
-            gen = run_gendiag(rows)
-            if best is None or (gen.ul, j) < (best[0], best[1]):
-                best = (gen.ul, j, Cluster(rows, box, c.group), gen)
-        if best is None:
+            if total - ncp[i] - ncp[j] + merged_ncp <= budget:
+                feasible.append((j, Cluster(np.concatenate([c.rows, other.rows]), box, c.group)))
+        if not feasible:
             aside.setdefault(c.group, set()).add(i)
             continue
-        _, j, merged, gen = best
+        gens = gendiag_many([merged.rows for _, merged in feasible])
+        at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
+        (j, merged), gen = feasible[at], gens[at]
         total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
         del alive[i], alive[j]
         members[c.group] -= {i, j}

@@ -1,0 +1,55 @@
+"""GenDiag on worker processes returns what it returns in this process.
+
+ArtUC's result must not depend on where GenDiag ran: the same seed gives the same release
+bytes (clusters, generalized codes, suppressions) with and without workers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pandas as pd
+
+from ehr_release.algorithms.artuc import artuc, baseline, rmr, to_jsonl
+from ehr_release.algorithms.artuc.artuc import in_process
+from ehr_release.constraints import parse_config, rt_data
+from ehr_release.dataset import Dataset
+from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.workers import MIN_RECORDS, gendiag_processes, gendiag_runner_for
+
+
+def _data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    h = icd9_hierarchy()
+    leaves = np.array(sorted(x for x in h.parent if h.is_leaf(x)), dtype=object)
+    vocab = rng.choice(leaves, 300, replace=False)
+    weight = (np.arange(len(vocab)) + 5.0) ** -1.1
+    codes = [sorted(set(rng.choice(vocab, int(rng.integers(1, 9)), p=weight / weight.sum())))
+             for _ in range(n)]
+    demo = pd.DataFrame({"age": rng.integers(0, 90, n), "sex": rng.choice(["F", "M"], n)})
+    config = parse_config({
+        "attributes": {"age": {"type": "numerical", "domain": [0, 90]},
+                       "sex": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}},
+        "constraints": [{"name": "bands", "age": {"bands": 30, "from": 0, "to": 90},
+                         "codes": "chapters"}]}, lambda ref: icd9_hierarchy())
+    return rt_data(Dataset.from_records(codes, demo), config), config
+
+
+def test_worker_processes_give_the_same_release_as_this_process() -> None:
+    data, config = _data(600, seed=3)
+    workers = partial(gendiag_processes, workers=2)
+    for algo in (artuc, rmr):
+        here = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,
+                    rng=np.random.default_rng(1), gendiag_runner=in_process)
+        there = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,
+                     rng=np.random.default_rng(1), gendiag_runner=workers)
+        assert to_jsonl(there) == to_jsonl(here)
+        assert there.suppressed_codes == here.suppressed_codes
+    here = baseline(data, config, k=5, m=2, epsilon=1e9)
+    there = baseline(data, config, k=5, m=2, epsilon=1e9, gendiag_runner=workers)
+    assert to_jsonl(there) == to_jsonl(here)
+
+
+def test_small_data_stays_in_this_process() -> None:
+    assert gendiag_runner_for(MIN_RECORDS - 1) is in_process
