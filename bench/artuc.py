@@ -4,12 +4,16 @@
   patient on average (at most 185); utility constraints UC1 (12-year age bands × chapters).
 * INFORMS-like: 36,553 patients, 5 demographics, 619 distinct codes, 4.27 codes per patient
   (at most 17); constraints UC1 of the paper's Table 6b.
+* ``ehrd-gender`` (not run by default): the EHRD-like data with UC1's gender kept.
 
 k = 10, m = 2, δ = 0.04, ε = 6 % of the distinct codes. Each case runs in its own process so
-its peak memory (max RSS) is its own. Prints one table row per case; ``--scale 0.1`` runs a
-tenth of the records while developing. Target (issue 4): EHRD-like ArtUC in ≤ 120 s.
+its peak memory (max RSS) is its own; ``worker MB`` is the peak of the largest GenDiag
+worker process (``--workers``, default: every usable CPU; 1 runs GenDiag in the main
+process), each worker holding its own copy of the code table. Prints one
+table row per case; ``--scale 0.1`` runs a tenth of the records while developing. Target
+(issue 4): EHRD-like ArtUC in ≤ 120 s.
 
-    .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--verify]
+    .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N] [--verify]
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ import resource
 import subprocess
 import sys
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from ehr_release.algorithms.artuc import artuc
+from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.constraints import parse_config, read_hierarchy_file, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.workers import gendiag_processes, usable_cpus
 
 K, M, DELTA, EPS_SHARE = 10, 2, 0.04, 0.06
 
@@ -110,10 +117,29 @@ def informs_like(n: int, seed: int = 11) -> tuple[Dataset, dict]:
     return Dataset.from_records(codes, demo), config
 
 
-CASES = {"ehrd": (ehrd_like, 208_387), "informs": (informs_like, 36_553)}
+def ehrd_like_by_gender(n: int, seed: int = 7) -> tuple[Dataset, dict]:
+    """EHRD-like data under UC1 with gender kept (F and M bands instead of All).
+
+    Clusters then never merge across gender: in this data codes do not depend on gender,
+    so under UC1 a cross-gender partner can have the least UL and spend 0.5 NCP per record.
+    """
+    dataset, config = ehrd_like(n, seed)
+    config["constraints"][0]["gender"] = ["F", "M"]
+    return dataset, config
 
 
-def run_case(name: str, scale: float, verify: bool) -> dict:
+CASES = {"ehrd": (ehrd_like, 208_387), "informs": (informs_like, 36_553),
+         "ehrd-gender": (ehrd_like_by_gender, 208_387)}
+
+
+def _peak_mb() -> dict:
+    """Max RSS of this process and of the largest (finished) worker process, in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"peak MB": round(own / 1024), "worker MB": round(worker / 1024)}
+
+
+def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
     make, full = CASES[name]
     dataset, raw = make(max(int(full * scale), 100))
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, __import__("pathlib").Path()))
@@ -122,15 +148,16 @@ def run_case(name: str, scale: float, verify: bool) -> dict:
     row = {"case": name, "records": dataset.n_patients,
            "codes": len(dataset.distinct_codes()),
            "avg codes": round(float(np.mean([len(c) for c in data.codes])), 2),
-           "ε": round(eps, 1)}
+           "ε": round(eps, 1), "workers": workers}
+    runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
     start = time.perf_counter()
     try:
         anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
-                     rng=np.random.default_rng(0))
+                     rng=np.random.default_rng(0), gendiag_runner=runner)
     except ParameterError as exc:  # Step 16 (δ) or Step 26 (ε): a result row, not a crash
         row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
         row["seconds"] = round(time.perf_counter() - start, 1)
-        row["peak MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        row.update(_peak_mb())
         return row
     seconds = time.perf_counter() - start
     row.update({"clusters": len(anon.clusters), "NCP": round(anon.ncp, 4),
@@ -145,7 +172,7 @@ def run_case(name: str, scale: float, verify: bool) -> dict:
                             delta=DELTA, epsilon=eps, constrained=True)
         row["verified"] = report.holds
         row["verify s"] = round(time.perf_counter() - start, 1)
-    row["peak MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    row.update(_peak_mb())
     return row
 
 
@@ -154,14 +181,16 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--cases", default="ehrd,informs")
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--workers", type=int, default=usable_cpus())
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(run_case(args.one, args.scale, args.verify)))
+        print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers)))
         return
     rows = []
     for case in args.cases.split(","):
-        cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale)]
+        cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale),
+               "--workers", str(args.workers)]
         out = subprocess.run(cmd + (["--verify"] if args.verify else []), check=True,
                              capture_output=True, text=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
