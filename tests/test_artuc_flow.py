@@ -1,5 +1,9 @@
 """ArtUC on the MIMIC-III demo through the whole governed flow, with the examples/ config:
-anonymize → verify → evaluate → certify → approve → publish (slow: starts Prefect)."""
+anonymize → verify → evaluate → certify → approve → publish (slow: starts Prefect).
+
+GenDiag runs on worker processes here although the demo is small (the threshold is
+lowered): spawning them from inside a Prefect flow is the path big inputs take.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,20 @@ from tests.test_artuc_registry import EXAMPLE
 pytestmark = pytest.mark.slow
 
 
-def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ehr_release import workers
     from ehr_release.request import ReleaseRequest
+
+    spawned = []
+    real = workers.gendiag_processes
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        spawned.append(args[1:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workers, "MIN_RECORDS", 0)
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "gendiag_processes", counted)
 
     if not (SHARED_DATA / "mimic3-demo").exists():
         pytest.skip("MIMIC-III demo not found")
@@ -43,3 +59,4 @@ def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path) -> None: 
     assert all(set(json.loads(x)) == {"cluster", "demographics", "codes", "suppressed"}
                for x in lines)
     assert not any(pid in (folder / "records.jsonl").read_text() for pid in ("10006", "10011"))
+    assert len(spawned) == 3  # anonymize, then RmR and Baseline for the comparison
