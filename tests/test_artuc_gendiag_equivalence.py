@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ehr_release.algorithms.artuc import gendiag as gendiag_module
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from tests import artuc_gendiag_reference as frozen
@@ -74,7 +75,7 @@ def ehrd_shaped(rng: np.random.Generator, n: int, vocab: int, chapters: int,
     return table_of(records, chapter.tolist())
 
 
-@pytest.mark.parametrize(("seed", "n", "vocab", "chapters", "mean", "k", "m"), [
+MID_SIZE = pytest.mark.parametrize(("seed", "n", "vocab", "chapters", "mean", "k", "m"), [
     (1, 60, 800, 17, 16.0, 10, 2),
     (2, 120, 2000, 17, 16.0, 10, 2),
     (3, 400, 4000, 17, 16.0, 10, 2),
@@ -85,6 +86,9 @@ def ehrd_shaped(rng: np.random.Generator, n: int, vocab: int, chapters: int,
     (8, 150, 1500, 17, 16.0, 2, 2),
     (9, 80, 400, 3, 8.0, 6, 3),
 ])
+
+
+@MID_SIZE
 def test_mid_size_clusters_match_the_frozen_copy(seed, n, vocab, chapters, mean, k, m) -> None:
     rng = np.random.default_rng(seed)
     table = ehrd_shaped(rng, n, vocab, chapters, mean)
@@ -101,4 +105,15 @@ def test_random_ehrd_shaped_clusters_match_the_frozen_copy(seed, n, k, m) -> Non
     rng = np.random.default_rng(seed)
     table = ehrd_shaped(rng, n, int(rng.integers(50, 1500)), int(rng.integers(1, 18)),
                         float(rng.uniform(2, 18)))
+    assert_same(table, rng.permutation(n), k, m)
+
+
+@MID_SIZE
+def test_purging_q_at_every_pop_changes_nothing(monkeypatch, seed, n, vocab, chapters, mean,
+                                                k, m) -> None:
+    """Q drops dead entries only now and then (big clusters); here after every pop."""
+    monkeypatch.setattr(gendiag_module, "_PURGE_EVERY", 1)
+    monkeypatch.setattr(gendiag_module, "_PURGE_WHEN_ALIVE", 1.0)
+    rng = np.random.default_rng(seed)
+    table = ehrd_shaped(rng, n, vocab, chapters, mean)
     assert_same(table, rng.permutation(n), k, m)
