@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -132,17 +135,46 @@ CASES = {"ehrd": (ehrd_like, 208_387), "informs": (informs_like, 36_553),
          "ehrd-gender": (ehrd_like_by_gender, 208_387)}
 
 
+class _WorkerPeaks(threading.Thread):
+    """Samples the peak RSS (VmHWM) of this process's children every half second (Linux).
+
+    ``RUSAGE_CHILDREN`` would not do: a spawned child's max RSS includes the parent's
+    pages it briefly shared between fork and exec.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_kb: dict[int, int] = {}
+
+    def run(self) -> None:
+        me = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+        while me.exists():
+            for pid in me.read_text().split():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                for line in status.splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.peak_kb[int(pid)] = max(self.peak_kb.get(int(pid), 0),
+                                                     int(line.split()[1]))
+            time.sleep(0.5)
+
+
+_WORKERS = _WorkerPeaks()
+
+
 def _peak_mb() -> dict:
-    """Max RSS of this process and of the largest (finished) worker process, in MB."""
+    """Max RSS of this process and of the largest worker process, in MB."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"peak MB": round(own / 1024), "worker MB": round(worker / 1024)}
+    worker = max(_WORKERS.peak_kb.values(), default=0)
+    return {"peak MB": round(own / 1024), "worker MB": round(worker / 1024) or "–"}
 
 
 def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
     make, full = CASES[name]
     dataset, raw = make(max(int(full * scale), 100))
-    config = parse_config(raw, lambda ref: read_hierarchy_file(ref, __import__("pathlib").Path()))
+    config = parse_config(raw, lambda ref: read_hierarchy_file(ref, Path()))
     data = rt_data(dataset, config)
     eps = EPS_SHARE * len(dataset.distinct_codes())
     row = {"case": name, "records": dataset.n_patients,
@@ -150,6 +182,7 @@ def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
            "avg codes": round(float(np.mean([len(c) for c in data.codes])), 2),
            "ε": round(eps, 1), "workers": workers}
     runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
+    _WORKERS.start()
     start = time.perf_counter()
     try:
         anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
