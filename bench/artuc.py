@@ -6,14 +6,18 @@
   (at most 17); constraints UC1 of the paper's Table 6b.
 * ``ehrd-gender`` (not run by default): the EHRD-like data with UC1's gender kept.
 
-k = 10, m = 2, δ = 0.04, ε = 6 % of the distinct codes. Each case runs in its own process so
+k = 10, m = 2, δ = 0.04 (``--delta``), ε = 6 % of the distinct codes. ArtUC runs with ε
+unbounded so a run that would stop at Step 26 still reports its NCP, UL and clusters; the
+``ε met`` column says whether the suppressed codes stay within ε (a release would be refused
+otherwise). A run that fails Step 16 (NCP > δ) stops there. Each case runs in its own process so
 its peak memory (max RSS) is its own; ``worker MB`` is the peak of the largest GenDiag
 worker process (``--workers``, default: every usable CPU; 1 runs GenDiag in the main
 process), each worker holding its own copy of the code table. Prints one
 table row per case; ``--scale 0.1`` runs a tenth of the records while developing. Target
 (issue 4): EHRD-like ArtUC in ≤ 120 s.
 
-    .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N] [--verify]
+    .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N]
+                                    [--delta D] [--verify]
 """
 
 from __future__ import annotations
@@ -171,7 +175,7 @@ def _peak_mb() -> dict:
     return {"peak MB": round(own / 1024), "worker MB": round(worker / 1024) or "–"}
 
 
-def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
+def run_case(name: str, scale: float, verify: bool, workers: int, delta: float) -> dict:
     make, full = CASES[name]
     dataset, raw = make(max(int(full * scale), 100))
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, Path()))
@@ -180,14 +184,14 @@ def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
     row = {"case": name, "records": dataset.n_patients,
            "codes": len(dataset.distinct_codes()),
            "avg codes": round(float(np.mean([len(c) for c in data.codes])), 2),
-           "ε": round(eps, 1), "workers": workers}
+           "δ": delta, "ε": round(eps, 1), "workers": workers}
     runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
     _WORKERS.start()
     start = time.perf_counter()
     try:
-        anon = artuc(data, config, k=K, m=M, delta=DELTA, epsilon=eps,
+        anon = artuc(data, config, k=K, m=M, delta=delta, epsilon=float("inf"),
                      rng=np.random.default_rng(0), gendiag_runner=runner)
-    except ParameterError as exc:  # Step 16 (δ) or Step 26 (ε): a result row, not a crash
+    except ParameterError as exc:  # Step 16 (δ): a result row, not a crash
         row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
         row["seconds"] = round(time.perf_counter() - start, 1)
         row.update(_peak_mb())
@@ -195,6 +199,7 @@ def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
     seconds = time.perf_counter() - start
     row.update({"clusters": len(anon.clusters), "NCP": round(anon.ncp, 4),
                 "UL": round(anon.ul, 4), "suppressed": anon.suppressed_codes,
+                "ε met": "yes" if anon.suppressed_codes <= eps else "no",
                 "seconds": round(seconds, 1)})
     if verify:
         from ehr_release.algorithms.artuc import release_files
@@ -202,7 +207,7 @@ def run_case(name: str, scale: float, verify: bool, workers: int) -> dict:
 
         start = time.perf_counter()
         report = verify_kkm(release_files(anon), dataset, config, algorithm="artuc", k=K, m=M,
-                            delta=DELTA, epsilon=eps, constrained=True)
+                            delta=delta, epsilon=eps, constrained=True)
         row["verified"] = report.holds
         row["verify s"] = round(time.perf_counter() - start, 1)
     row.update(_peak_mb())
@@ -215,15 +220,16 @@ def main() -> None:
     ap.add_argument("--cases", default="ehrd,informs")
     ap.add_argument("--verify", action="store_true")
     ap.add_argument("--workers", type=int, default=usable_cpus())
+    ap.add_argument("--delta", type=float, default=DELTA)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers)))
+        print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers, args.delta)))
         return
     rows = []
     for case in args.cases.split(","):
         cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale),
-               "--workers", str(args.workers)]
+               "--workers", str(args.workers), "--delta", str(args.delta)]
         out = subprocess.run(cmd + (["--verify"] if args.verify else []), check=True,
                              capture_output=True, text=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
