@@ -6,11 +6,13 @@ bytes (clusters, generalized codes, suppressions) with and without workers.
 
 from __future__ import annotations
 
+import multiprocessing
 from functools import partial
 
 import numpy as np
 import pandas as pd
 
+from ehr_release import workers
 from ehr_release.algorithms.artuc import artuc, baseline, rmr, to_jsonl
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.constraints import parse_config, rt_data
@@ -53,3 +55,10 @@ def test_worker_processes_give_the_same_release_as_this_process() -> None:
 
 def test_small_data_stays_in_this_process() -> None:
     assert gendiag_runner_for(MIN_RECORDS - 1) is in_process
+
+
+def test_a_daemonic_process_such_as_a_dask_worker_starts_no_workers(monkeypatch) -> None:
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
+    assert gendiag_runner_for(MIN_RECORDS) is gendiag_processes
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    assert gendiag_runner_for(MIN_RECORDS) is in_process

@@ -73,7 +73,14 @@ def gendiag_processes(table: CodeTable, k: int, m: int, *,
 
 def gendiag_runner_for(records: int) -> GenDiagRunner:
     """Worker processes for data big enough to pay for them, on a machine with two CPUs or
-    more; otherwise this process."""
+    more; otherwise this process.
+
+    Also this process when it is daemonic — a Dask worker running the flow's tasks is, and
+    a daemonic process may not start children (the stage is then already off the main
+    process, and Dask spreads stages over its workers instead).
+    """
+    if multiprocessing.current_process().daemon:
+        return in_process
     if records >= MIN_RECORDS and usable_cpus() > 1:
         return gendiag_processes
     return in_process
