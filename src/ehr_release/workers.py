@@ -23,7 +23,8 @@ from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
 from ehr_release.algorithms.artuc.merging import GenDiagMany
 
-#: Below this many records, starting the workers (about a second) costs more than it saves.
+#: From this many records on, workers pay for their start (about a second). Measured on 2
+#: CPUs, EHRD-like data: 10,419 records 3.9 → 3.5 s, 20,838 records 8.0 → 5.7 s.
 MIN_RECORDS = 20_000
 
 _table: CodeTable | None = None
