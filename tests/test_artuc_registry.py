@@ -90,6 +90,18 @@ def test_evaluate_compares_with_rmr_and_baseline(mimic) -> None:
     assert utility.charts and utility.charts[0].png.startswith(b"\x89PNG")
 
 
+def test_compare_auto_skips_the_comparators_over_the_limit_and_says_so(mimic,
+                                                                        monkeypatch) -> None:
+    monkeypatch.setattr("ehr_release.registry.artuc.COMPARE_AUTO_MAX", 99)
+    entry = registry.get("artuc")
+    params = entry.parse(PARAMS)
+    files = entry.anonymize(mimic, params, np.random.default_rng(1))
+    utility = entry.evaluate(files, mimic, params, np.random.default_rng(2))
+    assert {row["algorithm"] for row in utility.tables["comparison"]} == {"artuc"}
+    assert any("has 100 patients, more than compare=auto's limit of 99" in n
+               for n in utility.notes)
+
+
 def test_chapter_constraints_on_the_demo_stop_at_epsilon(mimic) -> None:
     entry = registry.get("artuc")
     params = entry.parse({**PARAMS, "constraints": str(EXAMPLE / "constraints-chapters.yaml")})
@@ -107,3 +119,16 @@ def test_verify_through_the_entry_rejects_a_tampered_release(mimic) -> None:
     first["demographics"]["gender"] = "F" if first["demographics"]["gender"] == "M" else "M"
     tampered = {"records.jsonl": "\n".join([json.dumps(first), *lines[1:]]).encode() + b"\n"}
     assert not entry.verify(tampered, mimic, params).holds
+
+
+def test_compare_auto_runs_the_comparators_only_on_small_extracts() -> None:
+    from ehr_release.registry import artuc as glue
+
+    params = registry.get("artuc").parse(PARAMS)
+    assert params["compare"] == "auto"
+    assert glue.wants_comparison(params, glue.COMPARE_AUTO_MAX)
+    assert not glue.wants_comparison(params, glue.COMPARE_AUTO_MAX + 1)
+    assert glue.wants_comparison({**params, "compare": "true"}, 10**7)
+    assert not glue.wants_comparison({**params, "compare": "False"}, 10)
+    with pytest.raises(ParameterError, match="compare"):
+        registry.get("artuc").parse({**PARAMS, "compare": "sometimes"})
