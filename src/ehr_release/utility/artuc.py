@@ -42,7 +42,13 @@ WORKLOADS = ("W1", "W2", "W3")
 
 @dataclass(frozen=True)
 class Release:
-    """A parsed release as columns: demographics per attribute, codes per record."""
+    """A parsed release as columns: demographics per attribute, codes per record.
+
+    Records that show the same generalized code share one list object: a cluster repeats
+    its generalized codes (often hundreds of codes each) on every record, and a list per
+    record made the 208,387-record benchmark release need more than 23 GB. Measures that
+    walk generalized codes do so once per distinct list (:func:`distinct_items`).
+    """
 
     demographics: list[dict[str, object]]
     codes: list[list[list[str]]]
@@ -50,9 +56,28 @@ class Release:
 
     @classmethod
     def parse(cls, data: bytes) -> Release:
-        rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
-        return cls([r["demographics"] for r in rows], [r["codes"] for r in rows],
-                   np.array([r["suppressed"] for r in rows], dtype=float))
+        demographics, codes, suppressed = [], [], []
+        shared: dict[tuple[str, ...], list[str]] = {}
+        for line in data.decode("utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            demographics.append(row["demographics"])
+            codes.append([shared.setdefault(tuple(g), g) for g in row["codes"]])
+            suppressed.append(row["suppressed"])
+        return cls(demographics, codes, np.array(suppressed, dtype=float))
+
+
+def distinct_items(release: Release) -> dict[int, tuple[list[str], list[int]]]:
+    """id of each distinct generalized-code list → (the list, the records showing it)."""
+    out: dict[int, tuple[list[str], list[int]]] = {}
+    for i, items in enumerate(release.codes):
+        for g in items:
+            entry = out.get(id(g))
+            if entry is None:
+                entry = out[id(g)] = (g, [])
+            entry[1].append(i)
+    return out
 
 
 # --------------------------------------------------------------------------- NCP and UL
@@ -126,17 +151,15 @@ class Estimator:
 
     def __init__(self, release: Release, config: RTConfig, data: RTData) -> None:
         self.release, self.config = release, config
-        self.index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        where: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-        uid = 0
-        for i, items in enumerate(release.codes):
-            for g in items:
-                for c in g:
-                    where[c].append((i, len(g), uid))
-                uid += 1
-        for c, lst in where.items():
-            arr = np.array(lst, dtype=np.int64)
-            self.index[c] = (arr[:, 0], arr[:, 1], arr[:, 2])
+        # Indexed by generalized-code list, not by code occurrence: a list's id stands for
+        # "this generalized code of this record" (a record holds a list at most once).
+        items = list(distinct_items(release).values())
+        self.item_records = [np.array(recs, dtype=np.int64) for _, recs in items]
+        self.item_size = np.array([len(g) for g, _ in items], dtype=np.int64)
+        self.items_of_code: dict[str, list[int]] = defaultdict(list)
+        for j, (g, _) in enumerate(items):
+            for c in g:
+                self.items_of_code[c].append(j)
         self.integral = {a.name: bool(np.all(np.mod(data.demographics[a.name], 1) == 0))
                          for a in config.attributes if isinstance(a, NumericalAttribute)}
         self.observed = {a.name: np.unique(data.demographics[a.name].to_numpy(float))
@@ -163,6 +186,16 @@ class Estimator:
                  for g in set(vals)}  # type: ignore[arg-type]
         return np.array([share[g] for g in vals])
 
+    def _holders(self, code: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(record, size of its generalized code holding ``code``, that code's id) arrays."""
+        js = self.items_of_code.get(code, [])
+        if not js:
+            return (np.empty(0, np.int64),) * 3
+        lens = [len(self.item_records[j]) for j in js]
+        recs = np.concatenate([self.item_records[j] for j in js])
+        ids = np.repeat(np.array(js, dtype=np.int64), lens)
+        return recs, self.item_size[ids], ids
+
     def count(self, q: Query) -> float:
         n = len(self.release.codes)
         p = np.ones(n)
@@ -171,7 +204,7 @@ class Estimator:
         if q.codes:
             per_code = []
             for c in q.codes:
-                recs, size, uid = self.index.get(c, (np.empty(0, np.int64),) * 3)
+                recs, size, uid = self._holders(c)
                 pc = np.zeros(n)
                 pc[recs] = 1.0 / (2.0 - np.exp2(1.0 - size))
                 ids = np.full(n, -1, dtype=np.int64)
@@ -220,7 +253,7 @@ def measure(release: Release, config: RTConfig, data: RTData,
     n = len(release.codes)
     ncp = record_ncp(release, config)
     gen, sup = record_ul(release)
-    released_codes = {c for items in release.codes for g in items for c in g}
+    released_codes = {c for g, _ in distinct_items(release).values() for c in g}
     original_codes = {c for r in data.codes for c in r}
     out = {
         "NCP": float(ncp.mean()) if n else 0.0,
@@ -243,14 +276,14 @@ def constraint_share(release: Release, config: RTConfig) -> float:
     parts = list(dict.fromkeys(u.demographics for u in config.constraints))
     set_of = {c: i for i, cs in enumerate({u.codes.codes for u in config.constraints})
               for c in cs}
+    inside_one_set = {j: len({set_of.get(c, -1) for c in g}) == 1 and g[0] in set_of
+                      for j, (g, _) in distinct_items(release).items()}
     ok = 0
     for demo, items in zip(release.demographics, release.codes, strict=True):
         fits = any(all(_within(attr, demo[attr.name], el)
                        for attr, el in zip(config.attributes, part, strict=True))
                    for part in parts)
-        codes_ok = all(len({set_of.get(c, -1) for c in g}) == 1 and g[0] in set_of
-                       for g in items)
-        ok += bool(fits and codes_ok)
+        ok += bool(fits and all(inside_one_set[id(g)] for g in items))
     return ok / len(release.codes)
 
 
