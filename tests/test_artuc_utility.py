@@ -61,3 +61,24 @@ def test_ul_split_and_additional_loss() -> None:
     assert additional_loss({"NCP": 0.6, "UL": 0.2}, {"NCP": 0.5, "UL": 0.4}) == pytest.approx(
         50 * (0.2 - 0.5))
     assert additional_loss({"NCP": 0.6, "UL": 0.2}, {"NCP": 0.0, "UL": 0.4}) is None
+
+
+def test_records_share_one_list_per_generalized_code_and_answers_do_not_depend_on_it() -> None:
+    """Parsing shares lists across records (memory at scale); a release built with a list per
+    record must give the same estimates, so sharing cannot leak into the figures."""
+    ds, cfg = worked_example()
+    data = rt_data(ds, cfg)
+    lines = [release_line("A", [19, 30], "Europe", "All", [["053.20", "053.71"], ["494.1"]]),
+             release_line("A", [19, 30], "Europe", "All", [["053.20", "053.71"], ["493.2"]]),
+             release_line("B", [44, 51], "All", "All", [["458.1", "458.21"], ["494.1"]])]
+    shared = _release(*lines)
+    assert shared.codes[0][0] is shared.codes[1][0]
+    assert shared.codes[0][1] is shared.codes[2][1]
+    apart = Release(shared.demographics, [[list(g) for g in r] for r in shared.codes],
+                    shared.suppressed)
+    queries = [Query((), ("053.20",)), Query((), ("053.20", "053.71")),
+               Query((), ("053.20", "494.1")), Query((), ("494.1", "458.21")),
+               Query((("gender", "Male"),), ("494.1",))]
+    mine, theirs = Estimator(shared, cfg, data), Estimator(apart, cfg, data)
+    assert [mine.count(q) for q in queries] == [theirs.count(q) for q in queries]
+    assert mine.count(Query((), ("053.20", "053.71"))) == pytest.approx(2 / 3)
