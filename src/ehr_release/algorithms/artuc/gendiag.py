@@ -276,6 +276,7 @@ class _Queue:
 
 
 _ID_BITS = 24  # item ids in BorderQueue's int-encoded Q entries
+_INT64_KEYS_BELOW_K = 1 << 13  # (k − support) << 49 fits an int64 key for smaller k
 #: Q is purged of dead entries when, checked every _PURGE_EVERY pops, at most this share of
 #: the items alive at the last purge still lives (0.4–0.9 measured: 0.6 was fastest).
 _PURGE_WHEN_ALIVE = 0.6
@@ -308,7 +309,7 @@ class BorderQueue(_Queue):
 
     def _keys(self, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
         """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`push`)."""
-        dtype = object if self.k >= 1 << 13 else np.int64  # (k − support) << 49 fits int64
+        dtype = np.int64 if self.k < _INT64_KEYS_BELOW_K else object
         key = ((self.k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype)
                                                                          << _ID_BITS)
         if b is not None:
@@ -357,7 +358,7 @@ class BorderQueue(_Queue):
         alive_at_purge, pops = sum(alive), 0
         while heap:
             pops += 1
-            if not pops % _PURGE_EVERY and self.k < 1 << 13:
+            if not pops % _PURGE_EVERY and self.k < _INT64_KEYS_BELOW_K:
                 now = sum(alive)
                 if now <= _PURGE_WHEN_ALIVE * alive_at_purge:
                     self._purge_dead()
