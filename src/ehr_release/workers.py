@@ -60,11 +60,12 @@ def gendiag_processes(table: CodeTable, k: int, m: int, *,
     """
     count = workers or usable_cpus()
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(count, mp_context=context, initializer=_start_worker,
-                             initargs=(table, k, m)) as pool:
+    with in_process(table, k, m) as here, ProcessPoolExecutor(
+            count, mp_context=context, initializer=_start_worker,
+            initargs=(table, k, m)) as pool:
         def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
             if len(rows) < 2:
-                return [gendiag(table, r, k=k, m=m) for r in rows]
+                return here(rows)
             order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
             done = dict(zip(order, pool.map(_gendiag_here, [rows[i] for i in order]),
                             strict=True))
