@@ -20,6 +20,9 @@ SEED = "seed"
 
 REQUIRED: Any = object()
 
+#: The words a boolean parameter accepts (lower case).
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
 
 @dataclass(frozen=True)
 class Param:
@@ -61,12 +64,9 @@ def _convert(p: Param, value: Any) -> Any:
             raise ValueError
         return int(value)
     if p.kind is bool and isinstance(value, str):
-        low = value.lower()
-        if low in {"1", "true", "yes"}:
-            return True
-        if low in {"0", "false", "no"}:
-            return False
-        raise ValueError
+        if value.lower() not in BOOL_WORDS:
+            raise ValueError
+        return BOOL_WORDS[value.lower()]
     return p.kind(value)
 
 

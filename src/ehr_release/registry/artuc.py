@@ -19,7 +19,7 @@ from ehr_release.algorithms.artuc import artuc, baseline, release_files, rmr, to
 from ehr_release.constraints import RTConfig, load_config, rt_data, with_weights
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
-from ehr_release.params import Param
+from ehr_release.params import BOOL_WORDS, Param
 from ehr_release.privacy.kkm import verify_kkm
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -49,12 +49,16 @@ def _file_or_empty(value: str) -> bool:
 #: cluster is a merge candidate) took 77 s where ArtUC took 6 s at 20,838 patients, and
 #: grows much faster than ArtUC with the extract.
 COMPARE_AUTO_MAX = 50_000
-_COMPARE = {"auto": None, "true": True, "yes": True, "1": True,
-            "false": False, "no": False, "0": False}
+_COMPARE = {"auto": None, **BOOL_WORDS}
+
+
+def _compare_choice(params: dict[str, Any]) -> bool | None:
+    """The ``compare`` parameter: True, False, or None for auto."""
+    return _COMPARE[str(params.get("compare", "auto")).strip().lower()]
 
 
 def wants_comparison(params: dict[str, Any], patients: int) -> bool:
-    choice = _COMPARE[str(params.get("compare", "auto")).strip().lower()]
+    choice = _compare_choice(params)
     return patients <= COMPARE_AUTO_MAX if choice is None else choice
 
 
@@ -145,7 +149,7 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
                 o, original, {"delta": 0.04, **params}, check_random_state(seed)))
     report = evaluate_release(name, files, original, config_of(params), rng,
                               comparators=comparators)
-    if not compare and str(params.get("compare", "auto")).strip().lower() == "auto":
+    if not compare and _compare_choice(params) is None:
         report.notes.append(f"no comparison with RmR and Baseline: the extract has "
                             f"{original.n_patients:,} patients, more than compare=auto's "
                             f"limit of {COMPARE_AUTO_MAX:,} (compare=true runs it)")
