@@ -22,6 +22,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Release:
     Records that show the same generalized code share one list object: a cluster repeats
     its generalized codes (often hundreds of codes each) on every record, and a list per
     record made the 208,387-record benchmark release need more than 23 GB. Measures that
-    walk generalized codes do so once per distinct list (:func:`distinct_items`).
+    walk generalized codes do so once per distinct list (:attr:`distinct_items`).
     """
 
     demographics: list[dict[str, object]]
@@ -67,17 +68,20 @@ class Release:
             suppressed.append(row["suppressed"])
         return cls(demographics, codes, np.array(suppressed, dtype=float))
 
+    @cached_property
+    def distinct_items(self) -> dict[int, tuple[list[str], list[int]]]:
+        """id of each distinct generalized-code list → (the list, the records showing it).
 
-def distinct_items(release: Release) -> dict[int, tuple[list[str], list[int]]]:
-    """id of each distinct generalized-code list → (the list, the records showing it)."""
-    out: dict[int, tuple[list[str], list[int]]] = {}
-    for i, items in enumerate(release.codes):
-        for g in items:
-            entry = out.get(id(g))
-            if entry is None:
-                entry = out[id(g)] = (g, [])
-            entry[1].append(i)
-    return out
+        Computed once: the estimator and two measures read it for every release evaluated.
+        """
+        out: dict[int, tuple[list[str], list[int]]] = {}
+        for i, items in enumerate(self.codes):
+            for g in items:
+                entry = out.get(id(g))
+                if entry is None:
+                    entry = out[id(g)] = (g, [])
+                entry[1].append(i)
+        return out
 
 
 # --------------------------------------------------------------------------- NCP and UL
@@ -153,7 +157,7 @@ class Estimator:
         self.release, self.config = release, config
         # Indexed by generalized-code list, not by code occurrence: a list's id stands for
         # "this generalized code of this record" (a record holds a list at most once).
-        items = list(distinct_items(release).values())
+        items = list(release.distinct_items.values())
         self.item_records = [np.array(recs, dtype=np.int64) for _, recs in items]
         self.item_size = np.array([len(g) for g, _ in items], dtype=np.int64)
         self.items_of_code: dict[str, list[int]] = defaultdict(list)
@@ -253,7 +257,7 @@ def measure(release: Release, config: RTConfig, data: RTData,
     n = len(release.codes)
     ncp = record_ncp(release, config)
     gen, sup = record_ul(release)
-    released_codes = {c for g, _ in distinct_items(release).values() for c in g}
+    released_codes = {c for g, _ in release.distinct_items.values() for c in g}
     original_codes = {c for r in data.codes for c in r}
     out = {
         "NCP": float(ncp.mean()) if n else 0.0,
@@ -277,7 +281,7 @@ def constraint_share(release: Release, config: RTConfig) -> float:
     set_of = {c: i for i, cs in enumerate({u.codes.codes for u in config.constraints})
               for c in cs}
     inside_one_set = {j: len({set_of.get(c, -1) for c in g}) == 1 and g[0] in set_of
-                      for j, (g, _) in distinct_items(release).items()}
+                      for j, (g, _) in release.distinct_items.items()}
     ok = 0
     for demo, items in zip(release.demographics, release.codes, strict=True):
         fits = any(all(_within(attr, demo[attr.name], el)
