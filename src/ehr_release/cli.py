@@ -455,16 +455,30 @@ def users_add(
 def dashboard(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8765,
+    secure_cookies: Annotated[bool | None, typer.Option(
+        "--secure-cookies/--no-secure-cookies",
+        help="Mark session cookies Secure (TLS ends at a proxy). Default: "
+             "EHR_RELEASE_SECURE_COOKIES, else off; always on for https requests.")] = None,
 ) -> None:
-    """Serve the reviewer dashboard (sign in, review, approve or reject, read the audit)."""
+    """Serve the reviewer dashboard (sign in, review, approve or reject, read the audit).
+
+    Sign-in limits come from EHR_RELEASE_SIGNIN_* (see the README's dashboard section).
+    """
     import uvicorn
 
-    from ehr_release.dashboard.app import create_app
+    from ehr_release.dashboard import app as dashboard_app
+    from ehr_release.dashboard.security import secure_cookies_from_env
 
-    if host not in {"127.0.0.1", "localhost", "::1"}:
-        typer.echo("warning: serving beyond loopback; put it behind TLS (cookies are "
-                   "HttpOnly and SameSite=Strict, but not Secure over plain HTTP)", err=True)
-    uvicorn.run(create_app(secure_cookies=False), host=host, port=port, log_level="warning")
+    try:
+        secure = secure_cookies_from_env() if secure_cookies is None else secure_cookies
+        web = dashboard_app.create_app(secure_cookies=secure)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    if host not in {"127.0.0.1", "localhost", "::1"} and not secure:
+        typer.echo("warning: serving beyond loopback; put it behind TLS and pass "
+                   "--secure-cookies (cookies are HttpOnly and SameSite=Strict, but not "
+                   "Secure over plain HTTP)", err=True)
+    uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
 if __name__ == "__main__":

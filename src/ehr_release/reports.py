@@ -66,6 +66,11 @@ class UtilityReport:
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     charts: list[Chart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Why the utility is below a trivial baseline the evaluation itself computed (e.g.
+    #: DiffGen's classification accuracy below always predicting the majority class), one
+    #: plain sentence each; empty when it is not. A release with any is not publishable
+    #: unless the request allows low utility.
+    below_baseline: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,4 +79,49 @@ class UtilityReport:
             "tables": self.tables,
             "charts": [{"name": c.name, "caption": c.caption} for c in self.charts],
             "notes": self.notes,
+            "below_baseline": self.below_baseline,
         }
+
+
+@dataclass(frozen=True)
+class AttackReport:
+    """What an independent re-identification attack on the published bytes achieved.
+
+    ``attacker_model`` says in plain words what the adversary knows (e.g. "all demographics
+    plus up to 2 codes of the target"); ``knowledge_sets_tried`` counts the background-
+    knowledge sets the attack tried (``exhaustive`` when that was every one); the attack
+    fails the release when some patient's ``smallest_candidate_set`` is below ``threshold``
+    (k). Attacks that are not about candidate sets (DiffGen's membership test) leave
+    ``smallest_candidate_set`` as None and say what they measured in ``measured``.
+    Nothing here may name a patient or a value: it goes to reviewers and the certificate.
+    """
+
+    attacker_model: str
+    knowledge_sets_tried: int
+    exhaustive: bool
+    smallest_candidate_set: int | None
+    threshold: int
+    passed: bool
+    measured: str = ""
+    required: str = ""
+    seconds: float = 0.0
+
+    def requirement(self) -> Requirement:
+        """The attack's verdict as one more verification requirement."""
+        tried = (f"{self.knowledge_sets_tried:,} knowledge sets "
+                 f"({'every one' if self.exhaustive else 'seeded sample plus every rare set'})")
+        measured = self.measured or (
+            f"smallest candidate set {self.smallest_candidate_set:,} over {tried}"
+            if self.smallest_candidate_set is not None else f"no candidate set over {tried}")
+        return Requirement(
+            name="attack audit",
+            required=self.required or (f"{self.attacker_model}: every patient hides among "
+                                       f"≥ {self.threshold}"),
+            measured=measured, passed=self.passed,
+            evidence={"knowledge_sets_tried": self.knowledge_sets_tried,
+                      "exhaustive": self.exhaustive,
+                      "smallest_candidate_set": self.smallest_candidate_set,
+                      "seconds": round(self.seconds, 3)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

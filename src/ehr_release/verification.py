@@ -1,20 +1,26 @@
 """Verifying a release the same way wherever it happens: in the flow and in ``ehr-release
 verify``.
 
-The algorithm's own verifier checks its guarantee against the original data seen under the
-ids the release uses (its pseudonyms, for algorithms that publish per-patient records); then
-every release, whatever the algorithm, is checked for source patient ids.
+First the closed world: the release must hold exactly the files, fields and value types its
+format declares (:mod:`ehr_release.privacy.closed_world`); a release that does not is not
+checked further, since the model says nothing about an undeclared field. Then the
+algorithm's own verifier checks its guarantee against the original data seen under the ids
+the release uses (its pseudonyms, for algorithms that publish per-patient records); then
+every release, whatever the algorithm, is checked for source patient ids. The attack audit
+(:func:`attack_release`) runs after, as its own stage.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.closed_world import closed_world_requirement
 from ehr_release.privacy.identifiers import source_ids_requirement
 from ehr_release.pseudonyms import pseudonymize_dataset, pseudonymizer
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import VerificationReport
+from ehr_release.reports import AttackReport, Requirement, VerificationReport
 
 
 def as_released(entry: AlgorithmEntry, dataset: Dataset, release_id: str | None) -> Dataset:
@@ -26,7 +32,28 @@ def as_released(entry: AlgorithmEntry, dataset: Dataset, release_id: str | None)
 
 def verify_release(entry: AlgorithmEntry, files: ReleaseFiles, dataset: Dataset,
                    params: dict[str, Any], release_id: str | None) -> VerificationReport:
-    """The algorithm's verifier plus the source-id check, as one report."""
+    """Closed world, the algorithm's verifier and the source-id check, as one report."""
+    closed = closed_world_requirement(files, entry.schema)
+    ids = source_ids_requirement(files, dataset.patient_ids)
+    if not closed.passed:
+        return VerificationReport(entry.name, [closed, ids])
     report = entry.verify(files, as_released(entry, dataset, release_id), params)
-    return VerificationReport(report.algorithm, [
-        *report.requirements, source_ids_requirement(files, dataset.patient_ids)])
+    return VerificationReport(report.algorithm, [closed, *report.requirements, ids])
+
+
+def attack_release(entry: AlgorithmEntry, files: ReleaseFiles, dataset: Dataset,
+                   params: dict[str, Any], release_id: str | None) -> AttackReport:
+    """The model's adversary run on the published bytes (fails when none is registered)."""
+    if entry.attack is None:
+        return AttackReport(attacker_model="none registered", knowledge_sets_tried=0,
+                            exhaustive=False, smallest_candidate_set=None, threshold=0,
+                            passed=False, measured="no attack audit for this algorithm")
+    started = time.perf_counter()
+    report = entry.attack(files, as_released(entry, dataset, release_id), params)
+    return AttackReport(**{**report.to_dict(), "seconds": time.perf_counter() - started})
+
+
+def with_attack(report: VerificationReport, attack: AttackReport) -> VerificationReport:
+    """The verification report with the attack audit's verdict as one more requirement."""
+    kept: list[Requirement] = [r for r in report.requirements if r.name != "attack audit"]
+    return VerificationReport(report.algorithm, [*kept, attack.requirement()])

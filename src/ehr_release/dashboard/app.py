@@ -1,9 +1,11 @@
 """Routes of the reviewer dashboard.
 
 Server-rendered pages (Jinja2, autoescaped) and plain HTML forms: nothing runs in the
-browser that could be tricked. Every form carries the session's CSRF token; cookies are
-HttpOnly and SameSite=Strict. A decision goes through exactly the same path as
-``ehr-release approve``: recorded by :func:`ehr_release.storage.runs.decide` (which refuses
+browser that could be tricked. Every form carries the session's CSRF token (a refused token
+is audited); cookies are HttpOnly and SameSite=Strict, and Secure over TLS. Sign-in is
+throttled per user name and per client (:mod:`ehr_release.storage.throttle`). Failures are
+HTML pages (:mod:`ehr_release.dashboard.errors`). A decision goes through exactly the same
+path as ``ehr-release approve``: recorded by :func:`ehr_release.storage.runs.decide` (which refuses
 self-approval, blank reasons and second decisions, with an audit event) and then handed to
 the paused flow.
 """
@@ -17,35 +19,27 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from ehr_release.dashboard import errors
+from ehr_release.dashboard.pages import render
+from ehr_release.dashboard.security import (
+    COOKIE,
+    Who,
+    cookie_is_secure,
+    csrf_guard,
+    secure_cookies_from_env,
+)
 from ehr_release.errors import EhrReleaseError, NotFound
 from ehr_release.files import check_safe_name
 from ehr_release.storage import runs, users
 from ehr_release.storage.audit import iter_events, record_event
 from ehr_release.storage.runs import Status
+from ehr_release.storage.throttle import ThrottlePolicy
 from ehr_release.storage.users import SignedIn
 
-COOKIE = "ehr_session"
-# Autoescape every template: Starlette's default escapes only *.html, and ours end in .j2.
-TEMPLATES = Jinja2Templates(env=Environment(
-    loader=FileSystemLoader(Path(__file__).resolve().parents[1] / "templates" / "dashboard"),
-    autoescape=True, undefined=StrictUndefined))
+__all__ = ["COOKIE", "create_app"]
 Resumer = Callable[[str], None]
-
-
-def current_user(request: Request) -> SignedIn:
-    """The signed-in user, or a redirect to the sign-in page."""
-    who = users.session_user(request.cookies.get(COOKIE))
-    if who is None:
-        raise HTTPException(status_code=303, headers={"Location": "/login"})
-    return who
-
-
-# Module level (not inside create_app): with postponed annotations FastAPI resolves the
-# dependency through the module's globals.
-Who = Annotated[SignedIn, Depends(current_user)]
+Csrf = Depends(csrf_guard)
 
 
 def _default_resumer(run_id: str) -> None:
@@ -59,19 +53,24 @@ def _default_resumer(run_id: str) -> None:
         resume_with_decision(run_id)
 
 
-def create_app(*, resume: Resumer | None = None, secure_cookies: bool = False) -> FastAPI:
-    """Build the app. ``resume`` hands a recorded decision to the flow (tests inject one)."""
+def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = None,
+               throttle: ThrottlePolicy | None = None) -> FastAPI:
+    """Build the app. ``resume`` hands a recorded decision to the flow (tests inject one).
+
+    ``secure_cookies`` (default: ``EHR_RELEASE_SECURE_COOKIES``) marks cookies Secure even
+    when TLS ends at a proxy; ``throttle`` (default: ``EHR_RELEASE_SIGNIN_*``) limits
+    failed sign-ins. Both are read here, so a bad setting fails at start-up.
+    """
     app = FastAPI(title="ehr_release reviewer dashboard", docs_url=None, redoc_url=None,
                   openapi_url=None)
     resumer = resume or _default_resumer
+    secure = secure_cookies_from_env() if secure_cookies is None else secure_cookies
+    policy = throttle or ThrottlePolicy.from_env()
+    errors.install(app)
 
-    def page(request: Request, name: str, who: SignedIn | None, **ctx: Any) -> HTMLResponse:
-        return TEMPLATES.TemplateResponse(request, name, {"who": who, **ctx})
-
-    def require_csrf(who: SignedIn, token: str) -> None:
-        if not users.check_csrf(who, token):
-            record_event(actor=who.name, action="dashboard.csrf_refused", payload={})
-            raise HTTPException(status_code=403, detail="invalid form token; reload the page")
+    def page(request: Request, name: str, who: SignedIn | None, status_code: int = 200,
+             **ctx: Any) -> HTMLResponse:
+        return render(request, name, who, status_code, **ctx)
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
@@ -90,21 +89,25 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool = False) -
     @app.post("/login")
     def login(request: Request, name: Annotated[str, Form()],
               credential: Annotated[str, Form()]) -> Response:
+        client = request.client.host if request.client else "unknown"
         try:
-            token, _ = users.sign_in(name, credential)
+            token, _ = users.sign_in(name, credential, client=client, policy=policy)
+        except users.Throttled as exc:
+            return page(request, "login.html.j2", None, 429, error=str(exc))
         except users.AuthError as exc:
             return page(request, "login.html.j2", None, error=str(exc))
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                            secure=secure_cookies, max_age=users.SESSION_HOURS * 3600)
+                            secure=cookie_is_secure(request, secure),
+                            max_age=users.SESSION_HOURS * 3600)
         return response
 
-    @app.post("/logout")
-    def logout(request: Request, who: Who, csrf: Annotated[str, Form()]) -> Response:
-        require_csrf(who, csrf)
+    @app.post("/logout", dependencies=[Csrf])
+    def logout(request: Request) -> Response:
         users.sign_out(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(COOKIE)
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict",
+                               secure=cookie_is_secure(request, secure))
         return response
 
     @app.get("/", response_class=HTMLResponse)
@@ -144,10 +147,9 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool = False) -
         return FileResponse(path, media_type="application/pdf",
                             filename=f"{check_safe_name(run_id)}-{path.name}")
 
-    @app.post("/runs/{run_id}/decision")
+    @app.post("/runs/{run_id}/decision", dependencies=[Csrf])
     def decide(request: Request, run_id: str, who: Who, decision: Annotated[str, Form()],
-               reason: Annotated[str, Form()], csrf: Annotated[str, Form()]) -> Response:
-        require_csrf(who, csrf)
+               reason: Annotated[str, Form()]) -> Response:
         _run_or_404(run_id)
         if who.role != "reviewer":
             record_event(actor=who.name, action="approval.refused", run_id=run_id,

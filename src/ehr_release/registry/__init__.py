@@ -23,7 +23,8 @@ import numpy as np
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.params import Param, parse_params
-from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.privacy.closed_world import ReleaseSchema
+from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
 ReleaseFiles = dict[str, bytes]
 
@@ -39,6 +40,13 @@ class AlgorithmEntry:
     ``headline_loss`` names the utility metric (lower is better) a comparison ranks by.
     ``id_file`` names the JSON Lines release file whose records carry a ``patient_id``; the
     flow replaces those ids by release-specific pseudonyms (:mod:`ehr_release.pseudonyms`).
+    ``schema`` is the verifier's closed-world declaration of the release format (every file,
+    field and value type; :mod:`ehr_release.privacy.closed_world`): a release departing from
+    it fails verification before the model is checked.
+    ``attack(files, original, params)`` is the independent attack audit
+    (:mod:`ehr_release.privacy.attacks`): the model's adversary run on the published bytes.
+    ``count_records(files)`` is how many patient records the release holds: a release with
+    none is not publishable unless the request allows an empty release.
     """
 
     name: str
@@ -51,6 +59,9 @@ class AlgorithmEntry:
                        UtilityReport]
     headline_loss: str | None = None
     id_file: str | None = None
+    schema: ReleaseSchema | None = None
+    attack: Callable[[ReleaseFiles, Dataset, dict[str, Any]], AttackReport] | None = None
+    count_records: Callable[[ReleaseFiles], int] | None = None
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values)."""

@@ -134,3 +134,20 @@ class UserSession(SQLModel, table=True):
     csrf_token: str = Field(max_length=64)
     created_at: str = Field(default_factory=utc_now)
     expires_at: str
+
+
+class SignInThrottle(SQLModel, table=True):
+    """Recent sign-in failures of one user name or one client, and its lockout if any.
+
+    Kept in the database (not in memory) so a restart of the dashboard does not hand an
+    attacker a fresh set of guesses. ``key_sha256`` is the SHA-256 of scope and subject: a
+    name typed at the sign-in form (perhaps a mistyped credential) is never stored in clear.
+    """
+
+    __tablename__ = "signin_throttle"
+    key_sha256: str = Field(primary_key=True, max_length=64)
+    scope: str = Field(max_length=10)
+    failures: int = 0
+    window_started_at: str = Field(default_factory=utc_now)
+    locked_until: str | None = None
+    updated_at: str = Field(default_factory=utc_now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from argon2 import PasswordHasher
@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.storage import throttle
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import User, UserSession, utc_now
@@ -27,10 +28,17 @@ from ehr_release.storage.models import User, UserSession, utc_now
 ROLES = ("steward", "reviewer", "auditor")
 SESSION_HOURS = 8
 _HASHER = PasswordHasher()
+# Checked when the name is unknown or disabled, so such a sign-in costs one Argon2
+# verification like any other and its timing does not tell which names exist.
+_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(24))
 
 
 class AuthError(EhrReleaseError):
     """Sign-in refused: unknown user, wrong credential, disabled account, expired session."""
+
+
+class Throttled(AuthError):
+    """Sign-in refused without checking the credential: too many recent failures."""
 
 
 @dataclass(frozen=True)
@@ -70,33 +78,56 @@ def add_user(name: str, role: str, *, engine: Engine | None = None) -> str:
     return credential
 
 
-def sign_in(name: str, credential: str, *, engine: Engine | None = None) -> tuple[str, SignedIn]:
+def sign_in(name: str, credential: str, *, client: str = "unknown",
+            policy: throttle.ThrottlePolicy | None = None,
+            engine: Engine | None = None) -> tuple[str, SignedIn]:
     """Check the credential; return a new session token and who signed in.
 
     Failures are audited and all read the same ("unknown user or wrong credential") so the
-    page does not tell an attacker which names exist.
+    page does not tell an attacker which names exist; an unknown name costs the same Argon2
+    check as a known one. Too many failures for the name or from ``client`` lock it out
+    (see :mod:`ehr_release.storage.throttle`), audited as ``auth.locked_out``.
     """
+    policy = policy or throttle.ThrottlePolicy.from_env()
+    actor = name[:120] or "(blank)"
+    keys = throttle.subjects(name, client)
     with Session(_engine(engine)) as s:
-        user = s.exec(select(User).where(User.name == name.strip())).first()
+        locked = throttle.reserve(s, keys, policy)
+        if locked is not None:
+            record_event(actor=actor, action="auth.refused", session=s,
+                         payload={"why": "too many failed sign-ins", "scope": locked})
+        user = None if locked else s.exec(select(User).where(User.name == name.strip())).first()
+        found = (SignedIn(user.id, user.name, user.role, "")
+                 if user and not user.disabled and user.id is not None else None)
+        stored = user.credential_hash if user and found else _DUMMY_HASH
+        s.commit()
+    if locked is not None:
+        raise Throttled("too many failed sign-ins; try again later")
+    # Argon2 runs outside any transaction: on SQLite one would hold the write lock meanwhile.
+    try:
+        ok = _HASHER.verify(stored, credential) and found is not None
+    except (VerificationError, InvalidHashError):
         ok = False
-        if user is not None and not user.disabled:
-            try:
-                ok = _HASHER.verify(user.credential_hash, credential)
-            except (VerificationError, InvalidHashError):
-                ok = False
-        if not ok or user is None or user.id is None:
+    with Session(_engine(engine)) as s:
+        if not ok or found is None:
+            newly = throttle.failed(s, keys, policy)
             # Recorded in this session: a second connection would wait on this one's lock.
-            record_event(actor=name[:120] or "(blank)", action="auth.refused",
-                         payload={"why": "unknown user or wrong credential"}, session=s)
+            record_event(actor=actor, action="auth.refused", session=s,
+                         payload={"why": "unknown user or wrong credential"})
+            for scope in newly:
+                record_event(actor=actor, action="auth.locked_out", session=s, payload={
+                    "scope": scope, "client": client if scope == throttle.CLIENT else None,
+                    "failures": policy.limit(scope), "seconds": policy.lockout_s})
             s.commit()
             raise AuthError("unknown user or wrong credential")
+        throttle.succeeded(s, keys, policy)
         token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         expires = (datetime.now(UTC) + timedelta(hours=SESSION_HOURS)).isoformat(
             timespec="microseconds")
-        s.add(UserSession(token_sha256=_sha256(token), user_id=user.id, csrf_token=csrf,
+        s.add(UserSession(token_sha256=_sha256(token), user_id=found.user_id, csrf_token=csrf,
                           expires_at=expires))
         s.commit()
-        who = SignedIn(user.id, user.name, user.role, csrf)
+    who = replace(found, csrf_token=csrf)
     record_event(actor=who.name, action="auth.signed_in", payload={"role": who.role},
                  engine=engine)
     return token, who

@@ -1,0 +1,305 @@
+"""Closed world: a release is exactly its declared files and fields, nothing more.
+
+A verifier that checks the privacy model on the fields it knows says nothing about a field it
+does not know: a per-record count, an ordering key or a stray file can single a patient out
+while the model still holds. So before any model check, every release file is checked
+against the verifier's own declaration of the format: the exact set of files, and per file the
+exact fields and value types. Anything undeclared fails the verification, naming the file,
+the line or row and the field — never the value, which may be a patient's.
+
+The declarations live with the verifiers (``privacy/``), not with the algorithms: they are
+the verifier's independent reading of the published format, and ``to_json_schema`` renders
+them for the format documentation.
+
+A spec is one of: a scalar type name (``"str"``, ``"int"``, ``"number"``, ``"bool"``),
+:class:`ListOf`, :class:`Obj` (exact keys), :class:`MapOf` (any string keys, one value spec —
+for keys that are codes or labels), :class:`Enum` (fixed values) or :class:`Nullable`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ehr_release.reports import Requirement
+
+SCALARS = ("str", "int", "number", "bool")
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A JSON array whose every element matches ``item``."""
+
+    item: Spec
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object with exactly these keys (no key missing, none extra)."""
+
+    fields: Mapping[str, Spec]
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A JSON object whose keys are data-independent labels or codes, all values ``value``."""
+
+    value: Spec
+
+
+@dataclass(frozen=True)
+class Enum:
+    """One of a fixed set of JSON scalar values."""
+
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Nullable:
+    """``null`` or a value matching ``spec``."""
+
+    spec: Spec
+
+
+Spec = str | ListOf | Obj | MapOf | Enum | Nullable
+
+
+@dataclass(frozen=True)
+class FileSchema:
+    """One release file: its exact name, its format and the shape of its content.
+
+    ``json``: ``root`` is the spec of the whole document. ``jsonl``: ``root`` is the spec of
+    every non-blank line. ``csv`` and ``parquet``: ``columns`` maps each column, in order, to
+    a scalar type name. ``doc`` says in one line what the file is for; ``fields_doc`` says per
+    field why it is safe to publish (the closed-world review, shown in the format docs).
+    """
+
+    name: str
+    format: Literal["json", "jsonl", "csv", "parquet"]
+    root: Spec | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    optional: bool = False
+    doc: str = ""
+    fields_doc: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReleaseSchema:
+    """Every file a release of one format may hold."""
+
+    files: tuple[FileSchema, ...]
+
+    def file(self, name: str) -> FileSchema:
+        return next(f for f in self.files if f.name == name)
+
+
+class ShapeError(ValueError):
+    """Where a release departs from its declared shape (file, position, field; no value)."""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _check(value: Any, spec: Spec, path: str) -> None:
+    if isinstance(spec, str):
+        got = _type_name(value)
+        if got == spec or (spec == "number" and got == "int"):
+            return
+        raise ShapeError(f"field {path or '(root)'} must be {spec}, found {got}")
+    if isinstance(spec, Nullable):
+        if value is not None:
+            _check(value, spec.spec, path)
+        return
+    if isinstance(spec, Enum):
+        if not any(value == v and type(value) is type(v) for v in spec.values):
+            raise ShapeError(f"field {path or '(root)'} must be one of the declared values")
+        return
+    if isinstance(spec, ListOf):
+        if not isinstance(value, list):
+            raise ShapeError(f"field {path or '(root)'} must be an array, found "
+                             f"{_type_name(value)}")
+        for i, item in enumerate(value):
+            _check(item, spec.item, f"{path}[{i}]")
+        return
+    if not isinstance(value, dict):
+        raise ShapeError(f"field {path or '(root)'} must be an object, found "
+                         f"{_type_name(value)}")
+    if isinstance(spec, MapOf):
+        for item in value.values():
+            _check(item, spec.value, f"{path}.*" if path else "*")
+        return
+    extra = sorted(set(value) - set(spec.fields))
+    if extra:
+        # A key name is data-independent only if declared: an undeclared one is reported by
+        # its position, since a hostile key could itself carry a value.
+        raise ShapeError(f"undeclared field {_key_label(path, extra[0], spec)}")
+    missing = sorted(set(spec.fields) - set(value))
+    if missing:
+        raise ShapeError(f"declared field {_join(path, missing[0])} is missing")
+    for key, sub in spec.fields.items():
+        _check(value[key], sub, _join(path, key))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _key_label(path: str, key: str, spec: Obj) -> str:
+    named = len(key) <= 40 and key[:1].isalpha() and key.replace("_", "").isalnum()
+    return repr(_join(path, key)) if named else f"(unnamed) in {path or 'the record'}"
+
+
+def _csv_value_ok(text: str, kind: str) -> bool:
+    if kind == "str":
+        return True
+    if kind == "bool":
+        return text in {"true", "false", "True", "False", "0", "1"}
+    try:
+        int(text) if kind == "int" else float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _parquet_kind_ok(arrow_type: Any, kind: str) -> bool:
+    import pyarrow as pa
+
+    checks = {
+        "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
+        or pa.types.is_dictionary(t) and pa.types.is_string(t.value_type),
+        "int": pa.types.is_integer,
+        "number": lambda t: pa.types.is_integer(t) or pa.types.is_floating(t),
+        "bool": pa.types.is_boolean,
+    }
+    return bool(checks[kind](arrow_type))
+
+
+def _check_file(schema: FileSchema, data: bytes) -> None:
+    if schema.format == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            arrow_schema = pq.read_schema(io.BytesIO(data))
+        except Exception:  # noqa: BLE001 - any unreadable parquet is a shape failure
+            raise ShapeError("is not a readable Parquet file") from None
+        names = list(arrow_schema.names)
+        if names != list(schema.columns):
+            raise ShapeError(_columns_message(names, list(schema.columns)))
+        for name, kind in schema.columns.items():
+            if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
+                raise ShapeError(f"column {name!r} must be {kind}")
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ShapeError("is not UTF-8 text") from None
+    if schema.format == "csv":
+        rows = csv.reader(io.StringIO(text))
+        header = next(rows, None) or []
+        if header != list(schema.columns):
+            raise ShapeError(_columns_message(header, list(schema.columns)))
+        kinds = list(schema.columns.values())
+        for no, row in enumerate(rows, start=2):
+            if len(row) != len(kinds):
+                raise ShapeError(f"row {no} has {len(row)} fields, declared {len(kinds)}")
+            for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
+                if not _csv_value_ok(cell, kind):
+                    raise ShapeError(f"row {no}, column {name!r} must be {kind}")
+        return
+    assert schema.root is not None, f"{schema.name}: json/jsonl schemas need a root spec"
+    if schema.format == "json":
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            raise ShapeError("is not JSON") from None
+        _check(document, schema.root, "")
+        return
+    for no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise ShapeError(f"line {no} is not JSON") from None
+        try:
+            _check(obj, schema.root, "")
+        except ShapeError as exc:
+            raise ShapeError(f"line {no}: {exc}") from None
+
+
+def _columns_message(found: list[str], declared: list[str]) -> str:
+    extra = [c for c in found if c not in declared]
+    missing = [c for c in declared if c not in found]
+    if extra:
+        return f"undeclared column {extra[0]!r}" if len(extra[0]) <= 40 else \
+            "an undeclared column"
+    if missing:
+        return f"declared column {missing[0]!r} is missing"
+    return "columns are not in the declared order"
+
+
+def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[str]:
+    """Every departure from ``schema``, one line each, files in name order."""
+    declared = {f.name: f for f in schema.files}
+    for name in sorted(files):
+        if name not in declared:
+            yield f"undeclared file {name!r}" if len(name) <= 80 else "an undeclared file"
+    for name, file_schema in sorted(declared.items()):
+        if name not in files:
+            if not file_schema.optional:
+                yield f"declared file {name!r} is missing"
+            continue
+        try:
+            _check_file(file_schema, files[name])
+        except ShapeError as exc:
+            yield f"{name}: {exc}"
+
+
+def closed_world_requirement(files: Mapping[str, bytes],
+                             schema: ReleaseSchema | None) -> Requirement:
+    """'The release holds only declared files, fields and value types', measured."""
+    required = "only the declared files, fields and value types (see the format docs)"
+    if schema is None:  # TEMPORARY while the per-format schemas land; flipped to a failure
+        return Requirement("closed world", required, "no release schema declared for this "
+                           "algorithm", True)
+    found = list(violations(files, schema))
+    measured = (f"{len(found)} departure(s); first: {found[0]}" if found else
+                f"{len(files)} file(s), every field declared")
+    return Requirement("closed world", required, measured, not found,
+                       {"departures": found[:10]})
+
+
+def to_json_schema(spec: Spec) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12 vocabulary) of a spec, for the format documentation."""
+    if isinstance(spec, str):
+        return {"type": {"str": "string", "int": "integer", "number": "number",
+                         "bool": "boolean"}[spec]}
+    if isinstance(spec, Nullable):
+        return {"anyOf": [{"type": "null"}, to_json_schema(spec.spec)]}
+    if isinstance(spec, Enum):
+        return {"enum": list(spec.values)}
+    if isinstance(spec, ListOf):
+        return {"type": "array", "items": to_json_schema(spec.item)}
+    if isinstance(spec, MapOf):
+        return {"type": "object", "additionalProperties": to_json_schema(spec.value)}
+    return {"type": "object", "properties": {k: to_json_schema(v) for k, v in spec.fields.items()},
+            "required": list(spec.fields), "additionalProperties": False}
