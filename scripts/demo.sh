@@ -14,9 +14,12 @@ head -n 3 "$SAMPLE" | cut -c1-110
 
 step "2. The data steward requests a release (disassociation, k=5, m=2)"
 RUN=$($CLI run --input "$SAMPLE" --algorithm disassociation --param k=5 --param m=2 \
-      --requester steward.sam --out "$OUT")
+      --requester steward.sam --out "$OUT" --recipient "Demo Research Group" \
+      --purpose "demonstration of a governed release" \
+      --terms "no re-identification, no linkage, delete after the demo")
 $CLI status "$RUN"
-echo "draft certificate for the reviewer: .ehr_release/runs/$RUN/certificate-draft.pdf"
+echo "for the reviewer: draft certificate (internal) .ehr_release/runs/$RUN/certificate-draft.pdf"
+echo "                  draft datasheet (goes with the data) .ehr_release/runs/$RUN/datasheet-draft.pdf"
 
 step "3. The steward may not approve their own request"
 if $CLI approve "$RUN" --reviewer steward.sam --decision approve --reason "mine"; then
@@ -28,7 +31,7 @@ $CLI approve "$RUN" --reviewer privacy.officer --decision approve \
      --reason "k^m-anonymity verified independently; utility acceptable for the study"
 ls -l "$OUT/releases/$RUN"
 
-step "5. Anyone can re-verify the published release independently"
+step "5. The release can be re-verified and re-attacked independently"
 $CLI verify --algorithm disassociation --release "$OUT/releases/$RUN" --original "$SAMPLE" \
      --param k=5 --param m=2 > "$OUT/reverify-$RUN.json" && echo "guarantee holds (report: $OUT/reverify-$RUN.json)"
 
@@ -36,5 +39,6 @@ step "6. The audit trail is intact and every published file matches its hash"
 $CLI audit verify
 $CLI audit export --run "$RUN" --format csv | cut -d, -f1,3,4 | column -t -s,
 
-printf '\nRelease %s published in %s/releases/%s (certificate.pdf, manifest.json).\n' "$RUN" "$OUT" "$RUN"
+printf '\nRelease %s published in %s/releases/%s (release files, datasheet.pdf, manifest.json);\n' "$RUN" "$OUT" "$RUN"
+printf 'the internal certificate is filed at .ehr_release/runs/%s/certificate.pdf.\n' "$RUN"
 echo "The local Prefect server keeps running for later commands; stop it with: $CLI server stop"

@@ -13,8 +13,9 @@ from collections import Counter
 from typing import Any
 
 from ehr_release.params import Param
+from ehr_release.privacy.closed_world import FileSchema, ListOf, MapOf, Obj, ReleaseSchema
 from ehr_release.registry import AlgorithmEntry
-from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+from ehr_release.reports import AttackReport, Requirement, UtilityReport, VerificationReport
 
 PARAMS = (Param("k", int, "minimum count", check=lambda v: v >= 1, rule="must be ≥ 1"),
           Param("seed", int, "unused", default=None))
@@ -51,12 +52,42 @@ def _evaluate(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-
                                          "codes total": float(len(_counts(dataset)))})
 
 
+COUNTS_SCHEMA = ReleaseSchema((FileSchema(
+    "counts.json", "json", MapOf("int"), doc="patients per code (test double)",
+    fields_doc={"*": "a count of at least k patients"}),))
+
+
+def _attack_counts(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:  # type: ignore[no-untyped-def]
+    """One known code narrows a patient to the patients counted under it."""
+    released = json.loads(files["counts.json"])
+    smallest = min(released.values(), default=None)
+    return AttackReport("knows one code of the target", len(released), True, smallest,
+                        params["k"], smallest is None or smallest >= params["k"])
+
+
+def _count_codes(files: dict[str, bytes]) -> int:
+    return len(json.loads(files["counts.json"]))
+
+
+def _evaluate_useless(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+    report = _evaluate(files, dataset, params, rng)
+    return UtilityReport("code-counts", report.metrics,
+                         below_baseline=["the counts are no better than publishing none "
+                                         "(test double)"])
+
+
+_COUNTS_PARTS = {"schema": COUNTS_SCHEMA, "attack": _attack_counts,
+                 "count_records": _count_codes}
 CODE_COUNTS = AlgorithmEntry("code-counts", "threshold code counts (test double)",
                              "every published count ≥ k", PARAMS, _anonymize(True), _verify,
-                             _evaluate)
+                             _evaluate, **_COUNTS_PARTS)
 LEAKY = AlgorithmEntry("leaky-code-counts", "unthresholded counts (test double)",
                        "every published count ≥ k", PARAMS, _anonymize(False), _verify,
-                       _evaluate)
+                       _evaluate, **_COUNTS_PARTS)
+# Verifies, but its evaluation finds it below a trivial baseline: refused unless allowed.
+USELESS = AlgorithmEntry("useless-code-counts", "counts below a trivial baseline (test "
+                         "double)", "every published count ≥ k", PARAMS, _anonymize(True),
+                         _verify, _evaluate_useless, **_COUNTS_PARTS)
 
 
 def _records(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
@@ -79,15 +110,27 @@ def _evaluate_records(files, dataset, params, rng) -> UtilityReport:  # type: ig
     return UtilityReport("patient-records", {"records": float(dataset.n_patients)})
 
 
+RECORDS_SCHEMA = ReleaseSchema((FileSchema(
+    "records.jsonl", "jsonl", Obj({"patient_id": "str", "codes": ListOf("str")}),
+    doc="per-patient code sets (test double)"),))
+
+
+def _attack_none(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:  # type: ignore[no-untyped-def]
+    """The double promises no anonymity (threshold 1): any candidate set satisfies it."""
+    return AttackReport("none (the double promises no anonymity)", 0, True, None, 1, True)
+
+
+_RECORD_PARTS = {"schema": RECORDS_SCHEMA, "attack": _attack_none}
 # Per-patient records keyed by patient_id: the flow must publish them under pseudonyms.
 RECORDS = AlgorithmEntry("patient-records", "per-patient code sets (test double)",
                          "none: publishes codes as they are", PARAMS, _records,
-                         _verify_records, _evaluate_records, id_file="records.jsonl")
+                         _verify_records, _evaluate_records, id_file="records.jsonl",
+                         **_RECORD_PARTS)
 # The same records with id_file left undeclared: the flow cannot pseudonymize them, and
 # the source-id check must then refuse the release.
 UNDECLARED_IDS = AlgorithmEntry("undeclared-ids", "per-patient records, ids not declared "
                                 "(test double)", "none", PARAMS, _records, _verify_records,
-                                _evaluate_records)
+                                _evaluate_records, **_RECORD_PARTS)
 
 
 def install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -95,5 +138,5 @@ def install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from ehr_release import registry
 
     real = dict(registry._entries())
-    real.update({e.name: e for e in (CODE_COUNTS, LEAKY, RECORDS, UNDECLARED_IDS)})
+    real.update({e.name: e for e in (CODE_COUNTS, LEAKY, USELESS, RECORDS, UNDECLARED_IDS)})
     monkeypatch.setattr(registry, "_entries", lambda: real)

@@ -80,5 +80,5 @@ def test_kill_then_resume_publishes_exactly_once(env, point: str) -> None:
                .splitlines()]
     assert actions.count("run.published") == 1
     assert actions.count("run.resumed") == 1
-    assert sorted(p.name for p in folder.iterdir()) == ["certificate.pdf", "counts.json",
+    assert sorted(p.name for p in folder.iterdir()) == ["counts.json", "datasheet.pdf",
                                                         "manifest.json"]

@@ -141,7 +141,7 @@ def test_reviewer_approves_in_the_browser_and_steward_is_refused(
     thread.join(timeout=60)
     assert runs.get_run(request.run_id).status == Status.PUBLISHED
     assert runs.get_approval(request.run_id).reviewer == "rita"
-    assert (out / "releases" / request.run_id / "certificate.pdf").exists()
+    assert (out / "releases" / request.run_id / "datasheet.pdf").exists()
     trail = export_events(request.run_id, "jsonl")
     assert "approval.refused" in trail and "certificate.downloaded" in trail
     assert verify_chain().ok

@@ -35,7 +35,7 @@ def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_pat
     thread.join(180)
     assert box.get("result") == "published", box
     folder = out / "releases" / req.run_id
-    assert {"groups.csv", "cut.json", "ledger.json", "certificate.pdf", "manifest.json"} == \
+    assert {"groups.csv", "cut.json", "ledger.json", "datasheet.pdf", "manifest.json"} == \
         {p.name for p in folder.iterdir()}
     ledger = json.loads((folder / "ledger.json").read_text())
     assert ledger["spent"] == "1" and ledger["epsilon_prime"] == "1/18"

@@ -63,7 +63,7 @@ def test_request_approve_publish_then_tamper(world) -> None:
     cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
         "--reason", "verified independently", check=True)
     folder = out / "releases" / run_id
-    assert {p.name for p in folder.iterdir()} >= {"release.json", "certificate.pdf",
+    assert {p.name for p in folder.iterdir()} >= {"release.json", "datasheet.pdf",
                                                   "manifest.json"}
     assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "published"
 

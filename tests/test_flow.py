@@ -26,7 +26,7 @@ def test_approve_path_publishes_once_with_manifest(env):
     thread.join(120)
     assert box.get("result") == "published", box
     folder = out / "releases" / req.run_id
-    assert sorted(p.name for p in folder.iterdir()) == ["certificate.pdf", "counts.json",
+    assert sorted(p.name for p in folder.iterdir()) == ["counts.json", "datasheet.pdf",
                                                         "manifest.json"]
     counts = json.loads((folder / "counts.json").read_text())
     assert counts == {"250.00": 12, "272.0": 8, "401.9": 12}  # 296.01 (1 patient) withheld
@@ -36,7 +36,11 @@ def test_approve_path_publishes_once_with_manifest(env):
     for entry in manifest["files"]:
         assert hashlib.sha256((folder / entry["name"]).read_bytes()).hexdigest() == \
             entry["sha256"]
-    assert (folder / "certificate.pdf").read_bytes().startswith(b"%PDF")
+    assert (folder / "datasheet.pdf").read_bytes().startswith(b"%PDF")
+    # The internal certificate is filed in the home, recorded, and never published.
+    filed = [a for a in runs.list_artifacts(req.run_id) if a.kind == "certificate"]
+    assert len(filed) == 1 and Path(filed[0].path).read_bytes().startswith(b"%PDF")
+    assert not Path(filed[0].path).is_relative_to(out)
     actions = [json.loads(line)["action"] for line in export_events(req.run_id, "jsonl")
                .splitlines()]
     assert "approval.input_ignored" not in actions

@@ -59,14 +59,14 @@ def test_mimic_demo_folder(shared_data):
     ("p.csv", "patient_id,age,codes\na,50,401.9\na,51,250\n",
      ["row 2", "'patient_id'", "duplicate patient id (same as row 1)"]),
     ("p.csv", "patient_id,age,codes\na,50,401.9\nb,51,ZZZ.9\n",
-     ["row 2", "'codes'", "malformed ICD-9 code 'ZZZ.9'"]),
+     ["row 2", "'codes'", "malformed ICD-9 code", "(found 'ZZZ.9')"]),
     ("p.csv", "patient_id,age,codes\na,fifty,401.9\n",
-     ["row 1", "'age'", "age 'fifty' is not a number"]),
+     ["row 1", "'age'", "age is not a number", "(found 'fifty')"]),
     ("p.csv", "patient_id,age\na,50\n", ["column 'codes'", "required column is missing"]),
     ("p.csv", "patient_id,age,codes\n", ["dataset is empty"]),
     ("p.csv", "", ["file is empty"]),
     ("p.xlsx", "whatever", ["unknown format '.xlsx'"]),
-    ("p.csv", "patient_id,codes\na,401.9@abc\n", ["row 1", "age 'abc' is not a number"]),
+    ("p.csv", "patient_id,codes\na,401.9@abc\n", ["row 1", "age is not a number", "(found 'abc')"]),
 ])
 def test_bad_input_is_named(tmp_path, name, content, fragments):
     f = write(tmp_path / name, content)

@@ -1,5 +1,11 @@
 """The release certificate: one PDF a privacy officer can read, sign off and file.
 
+It is the *internal* governance record: it shows figures computed on the true data (what the
+verifier measured, the attack audit's smallest candidate set, utility against the original),
+which are outside the privacy model. It never leaves with the data; the recipient gets the
+datasheet (:mod:`ehr_release.datasheet`), which carries only data-independent facts and
+facts readable from the released bytes themselves.
+
 The certificate states only recorded facts — the dataset fingerprint, the parameters as
 validated, the verifier's requirements with what it measured, the utility figures, the
 SHA-256 of every released file, the reviewer's decision and the head of the audit chain at
@@ -22,7 +28,9 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from ehr_release.reports import Chart, UtilityReport, VerificationReport
+from ehr_release import __version__
+from ehr_release.reports import Chart, ReleaseOutcome, UtilityReport, VerificationReport
+from ehr_release.request import DataUse
 
 #: Rows of a utility table shown in the certificate; the full table is in the database.
 MAX_TABLE_ROWS = 25
@@ -60,6 +68,9 @@ class CertificateContext:
     audit_head: str
     audit_events: int
     status: str
+    outcome: ReleaseOutcome | None = None
+    data_use: DataUse = DataUse()
+    software_version: str = __version__
 
     @property
     def is_draft(self) -> bool:
@@ -84,7 +95,7 @@ def _data_uri(png: bytes) -> str:
 
 
 @cache
-def _environment() -> Environment:
+def environment() -> Environment:
     env = Environment(
         loader=PackageLoader("ehr_release", "templates"),
         autoescape=select_autoescape(["html", "j2"]),
@@ -134,16 +145,21 @@ def _template_vars(ctx: CertificateContext) -> dict[str, Any]:
     tables = {name: (rows[:MAX_TABLE_ROWS], len(rows))
               for name, rows in ctx.utility.tables.items() if rows}
     return {"c": ctx, "tables": tables, "charts": charts, "max_rows": MAX_TABLE_ROWS,
-            "css": _environment().loader.get_source(_environment(), "certificate.css")[0]}
+            "css": environment().loader.get_source(environment(), "certificate.css")[0]}
 
 
 def render_certificate_html(ctx: CertificateContext) -> str:
     """The certificate as a self-contained HTML page (also what the PDF is made from)."""
-    return _environment().get_template("certificate.html.j2").render(**_template_vars(ctx))
+    return environment().get_template("certificate.html.j2").render(**_template_vars(ctx))
 
 
 def render_certificate_pdf(ctx: CertificateContext) -> bytes:
-    """Render the certificate to PDF bytes with WeasyPrint.
+    """Render the certificate to PDF bytes with WeasyPrint."""
+    return html_to_pdf(render_certificate_html(ctx))
+
+
+def html_to_pdf(html: str) -> bytes:
+    """One self-contained HTML page to PDF bytes, never fetching anything.
 
     WeasyPrint is imported here, not at module level: it loads Pango, which costs a second
     and is only needed by the stages that actually render.
@@ -154,4 +170,4 @@ def render_certificate_pdf(ctx: CertificateContext) -> bytes:
     # Only embedded data: URIs may load: user text is escaped, but the renderer must not
     # reach the network or the file system even if a template change let a URL through.
     fetcher = URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
-    return HTML(string=render_certificate_html(ctx), url_fetcher=fetcher).write_pdf()
+    return HTML(string=html, url_fetcher=fetcher).write_pdf()

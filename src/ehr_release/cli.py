@@ -76,6 +76,15 @@ def run(
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
     task_runner: RunnerOpt = "threads",
+    recipient: Annotated[str | None, typer.Option(
+        help="Who receives the data (printed on the certificate and the datasheet).")] = None,
+    purpose: Annotated[str | None, typer.Option(help="What the data is for.")] = None,
+    terms: Annotated[str | None, typer.Option(help="Data-use terms the recipient accepts.")]
+    = None,
+    allow_empty: Annotated[bool, typer.Option(
+        help="Let a release with no patient records through (else it is refused).")] = False,
+    allow_low_utility: Annotated[bool, typer.Option(
+        help="Let a release whose utility is below a trivial baseline through.")] = False,
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as."""
     from ehr_release import service
@@ -93,7 +102,9 @@ def run(
             input_path=input, diagnoses=diagnoses, admissions=admissions,
             class_column=class_column, algorithm=algorithm, params=params,
             requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
-            expected_fingerprint=fingerprint, task_runner=task_runner)
+            expected_fingerprint=fingerprint, task_runner=task_runner,
+            recipient=recipient, purpose=purpose, terms=terms, allow_empty=allow_empty,
+            allow_low_utility=allow_low_utility)
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
         service.precheck(request)
@@ -322,12 +333,13 @@ def verify(
         help="Run id the release was made under (its patient pseudonyms depend on it); read "
              "from the published folder's manifest.json when omitted.")] = None,
 ) -> None:
-    """Re-verify a release independently; JSON report on stdout, exit 1 if it does not hold."""
+    """Re-verify a release independently (closed world, model, source ids, then the attack
+    audit); JSON report on stdout, exit 1 if it does not hold."""
     from ehr_release import registry
     from ehr_release.ingest import read_dataset
     from ehr_release.params import parse_assignments
     from ehr_release.release_files import read_release_files, release_id_of
-    from ehr_release.verification import verify_release
+    from ehr_release.verification import verify_and_attack
 
     try:
         entry = registry.get(algorithm)
@@ -337,10 +349,12 @@ def verify(
             release_id = release_id_of(release)
         dataset = read_dataset(original, diagnoses, admissions_path=admissions,
                                class_column=class_column)
-        report = verify_release(entry, files, dataset, params, release_id)
+        report, attack = verify_and_attack(entry, files, dataset, params, release_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
-    typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    typer.echo(json.dumps({**report.to_dict(),
+                           "attack": None if attack is None else attack.to_dict()},
+                          indent=2, default=str))
     if not report.holds:
         raise typer.Exit(code=1)
 

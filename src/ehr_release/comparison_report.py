@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ehr_release.certificate import _data_uri, _environment
+from ehr_release.certificate import _data_uri, environment
 from ehr_release.compare import Outcome, Requirement
 
 
@@ -77,13 +77,13 @@ def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | Non
 
 def _vars(ctx: ComparisonContext) -> dict[str, Any]:
     chart = frontier_chart(ctx.outcomes, ctx.axis)
-    env = _environment()
+    env = environment()
     return {"c": ctx, "chart": _data_uri(chart) if chart else None,
             "css": env.loader.get_source(env, "certificate.css")[0]}
 
 
 def render_comparison_html(ctx: ComparisonContext) -> str:
-    return _environment().get_template("comparison.html.j2").render(**_vars(ctx))
+    return environment().get_template("comparison.html.j2").render(**_vars(ctx))
 
 
 def render_comparison_pdf(ctx: ComparisonContext) -> bytes:

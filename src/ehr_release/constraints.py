@@ -498,18 +498,18 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
             values = pd.to_numeric(col, errors="coerce").astype("float64")
             bad = values.isna() | (values < attr.domain.low) | (values > attr.domain.high)
             if bad.any():
-                pid = values.index[bad.to_numpy()][0]
-                raise InputError(f"value {col.loc[pid]!r} of patient {pid} is missing or "
-                                 f"outside the configured domain {attr.domain}",
-                                 column=attr.name)
+                row = int(bad.to_numpy().argmax()) + 1
+                raise InputError(f"value is missing or outside the configured domain "
+                                 f"{attr.domain}", row=row, column=attr.name,
+                                 detail=f"found {col.iloc[row - 1]!r}")
             frame[attr.name] = values
         else:
             values = col.astype("string").fillna("")
             unknown = ~values.isin(list(attr.hierarchy.level))
             if unknown.any():
-                pid = values.index[unknown.to_numpy()][0]
-                raise InputError(f"value {values.loc[pid]!r} of patient {pid} is not a node of "
-                                 "the configured hierarchy", column=attr.name)
+                row = int(unknown.to_numpy().argmax()) + 1
+                raise InputError("value is not a node of the configured hierarchy", row=row,
+                                 column=attr.name, detail=f"found {values.iloc[row - 1]!r}")
             frame[attr.name] = values.astype(object)
     return RTData(list(dataset.patient_ids), frame, list(dataset.code_sets()))
 
@@ -539,8 +539,8 @@ def assign_parts(data: RTData, config: RTConfig) -> np.ndarray:
         shown = ", ".join(f"{n}={_show(v)}" for n, v in values.items())
         why = (f"no constraint covers {', '.join(alone)}" if alone
                else "each value is covered, but no single constraint combines them")
-        raise ConfigError(f"utility constraints do not cover patient {data.patient_ids[row]} "
-                          f"({shown}): {why}")
+        raise ConfigError(f"utility constraints do not cover the patient in row {row + 1}: "
+                          f"{why}", detail=shown)
     return out
 
 

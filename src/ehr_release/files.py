@@ -19,8 +19,15 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def write_durably(path: Path, data: bytes) -> None:
-    """Write and fsync a file, so a crash after return cannot leave it truncated."""
+def write_durably(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Write and fsync a file, so a crash after return cannot leave it truncated.
+
+    ``private`` creates it with mode 0600 (work files in the home: requests, drafts).
+    """
+    if private:
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        os.close(fd)
     with path.open("wb") as fh:
         fh.write(data)
         fh.flush()

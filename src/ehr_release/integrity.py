@@ -15,7 +15,9 @@ def check_integrity() -> tuple[list[str], str]:
     chain = verify_chain()
     if not chain.ok:
         problems.append(f"audit chain broken: {chain.problem}")
-    published = list_artifacts(kind="published")
+    # The filed (internal) certificate is checked like the published files: it is the
+    # governance record the decision rests on.
+    published = list_artifacts(kind="published") + list_artifacts(kind="certificate")
     for art in published:
         path = Path(art.path)
         if not path.exists():

@@ -8,7 +8,9 @@ from pathlib import Path
 from ehr_release.errors import InputError
 
 #: Files the publisher adds around the release data; they are not part of what is verified.
-ENVELOPE = frozenset({"certificate.pdf", "manifest.json"})
+#: (``certificate.pdf`` is no longer published — it is filed internally — but folders
+#: published before the datasheet existed still hold one.)
+ENVELOPE = frozenset({"certificate.pdf", "datasheet.pdf", "manifest.json"})
 
 
 def read_release_files(path: Path) -> dict[str, bytes]:

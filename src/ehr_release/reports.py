@@ -125,3 +125,19 @@ class AttackReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    """What the flow concluded about a verified release beyond its privacy model.
+
+    ``records`` is how many patient records the release holds (None when the algorithm does
+    not say); ``attack`` is the independent attack audit; ``waivers`` names, one plain
+    sentence each, every refusal the request explicitly waived (an empty release, utility
+    below a trivial baseline) — printed on the certificate so nobody mistakes them for a
+    clean result.
+    """
+
+    records: int | None
+    attack: AttackReport | None
+    waivers: list[str] = field(default_factory=list)

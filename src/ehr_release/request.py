@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
@@ -9,6 +10,15 @@ from pydantic import BaseModel, Field, field_validator
 from ehr_release.flows.runners import RUNNER_PATTERN
 
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class DataUse:
+    """To whom a release goes and on what terms (free text from the steward; may be unset)."""
+
+    recipient: str | None = None
+    purpose: str | None = None
+    terms: str | None = None
 
 
 class ReleaseRequest(BaseModel):
@@ -33,6 +43,15 @@ class ReleaseRequest(BaseModel):
     expected_fingerprint: str | None = None
     # Prefect task runner (see flows/runners.py): threads, dask[:N] or tcp://scheduler.
     task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
+    # A release that holds no records, or whose utility is below a trivial baseline the
+    # evaluation computed, is refused unless the request says so explicitly; the certificate
+    # then names the waiver.
+    allow_empty: bool = False
+    allow_low_utility: bool = False
+    # Who receives the data and on what terms: printed on the certificate and the datasheet.
+    recipient: str | None = Field(default=None, max_length=500)
+    purpose: str | None = Field(default=None, max_length=2000)
+    terms: str | None = Field(default=None, max_length=4000)
 
     @field_validator("requester")
     @classmethod
@@ -40,6 +59,11 @@ class ReleaseRequest(BaseModel):
         if not v.strip():
             raise ValueError("requester must not be blank")
         return v.strip()
+
+    @property
+    def data_use(self) -> DataUse:
+        """The request's recipient, purpose and terms, as the certificates print them."""
+        return DataUse(recipient=self.recipient, purpose=self.purpose, terms=self.terms)
 
     @property
     def releases_dir(self) -> Path:

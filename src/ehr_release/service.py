@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from ehr_release.errors import EhrReleaseError, NotFound
+from ehr_release.errors import EhrReleaseError, NotFound, stored_message
+from ehr_release.files import write_durably
 from ehr_release.flows.runners import check_runner_spec
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ReleaseRequest
@@ -40,7 +41,7 @@ def precheck(request: ReleaseRequest) -> None:
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action="ingest.rejected",
                      payload={"request": request.run_id, "input": request.input_path,
-                              "error": str(exc)})
+                              "error": stored_message(exc)})
         raise
 
 
@@ -56,10 +57,12 @@ def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
 def launch_background(request: ReleaseRequest, api_url: str) -> subprocess.Popen[bytes]:
     """Start the flow in a detached process that survives this one (it may wait for days)."""
     work = home() / "runs" / request.run_id
-    work.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True, mode=0o700)
     req_file = work / "request.json"
-    req_file.write_text(request.model_dump_json())
-    log = (work / "flow.log").open("ab")
+    write_durably(req_file, request.model_dump_json().encode(), private=True)
+    log_path = work / "flow.log"
+    os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
+    log = log_path.open("ab")
     env = {**os.environ, "PREFECT_API_URL": api_url}
     return subprocess.Popen([sys.executable, "-m", "ehr_release.flows.launch", str(req_file)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -177,7 +180,10 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      class_column: str | None, algorithm: str, params: dict[str, str],
                      requester: str, out_dir: Path, approval_timeout_s: int,
                      expected_fingerprint: str | None = None,
-                     task_runner: str = "threads") -> ReleaseRequest:
+                     task_runner: str = "threads", recipient: str | None = None,
+                     purpose: str | None = None, terms: str | None = None,
+                     allow_empty: bool = False,
+                     allow_low_utility: bool = False) -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
@@ -185,4 +191,6 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           requester=requester, out_dir=str(out_dir.resolve()),
                           approval_timeout_s=approval_timeout_s,
                           expected_fingerprint=expected_fingerprint,
-                          task_runner=check_runner_spec(task_runner))
+                          task_runner=check_runner_spec(task_runner), recipient=recipient,
+                          purpose=purpose, terms=terms, allow_empty=allow_empty,
+                          allow_low_utility=allow_low_utility)

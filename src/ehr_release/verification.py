@@ -43,14 +43,41 @@ def verify_release(entry: AlgorithmEntry, files: ReleaseFiles, dataset: Dataset,
 
 def attack_release(entry: AlgorithmEntry, files: ReleaseFiles, dataset: Dataset,
                    params: dict[str, Any], release_id: str | None) -> AttackReport:
-    """The model's adversary run on the published bytes (fails when none is registered)."""
+    """The model's adversary run on the published bytes.
+
+    Fails closed: an algorithm without a registered attack, or an attack that cannot read
+    the release, fails the audit. The failure names the exception's type only — its message
+    could quote a release value.
+    """
     if entry.attack is None:
         return AttackReport(attacker_model="none registered", knowledge_sets_tried=0,
                             exhaustive=False, smallest_candidate_set=None, threshold=0,
                             passed=False, measured="no attack audit for this algorithm")
     started = time.perf_counter()
-    report = entry.attack(files, as_released(entry, dataset, release_id), params)
+    try:
+        report = entry.attack(files, as_released(entry, dataset, release_id), params)
+    except Exception as exc:  # noqa: BLE001 - any failure to attack is a failed audit
+        return AttackReport(attacker_model="the registered attack", knowledge_sets_tried=0,
+                            exhaustive=False, smallest_candidate_set=None, threshold=0,
+                            passed=False, seconds=time.perf_counter() - started,
+                            measured=f"the attack could not run on this release "
+                                     f"({type(exc).__name__})")
     return AttackReport(**{**report.to_dict(), "seconds": time.perf_counter() - started})
+
+
+def verify_and_attack(entry: AlgorithmEntry, files: ReleaseFiles, dataset: Dataset,
+                      params: dict[str, Any], release_id: str | None
+                      ) -> tuple[VerificationReport, AttackReport | None]:
+    """The whole verification: the checks above, then — if they hold — the attack audit.
+
+    A release that fails the closed world or its model is not attacked (the attack reads the
+    declared format and would only restate the failure); its attack report is None.
+    """
+    report = verify_release(entry, files, dataset, params, release_id)
+    if not report.holds:
+        return report, None
+    attack = attack_release(entry, files, dataset, params, release_id)
+    return with_attack(report, attack), attack
 
 
 def with_attack(report: VerificationReport, attack: AttackReport) -> VerificationReport:

@@ -181,11 +181,11 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = N
 
 
 def _certificate(run_id: str) -> Path | None:
-    """The published certificate if there is one, else the reviewer's draft."""
+    """The filed final certificate if there is one, else the reviewer's draft."""
     best: Path | None = None
     for art in runs.list_artifacts(run_id):
         path = Path(art.path)
-        if art.kind == "published" and path.name == "certificate.pdf" and path.exists():
+        if art.kind == "certificate" and path.exists():
             return path
         if art.kind == "certificate-draft" and path.exists():
             best = path

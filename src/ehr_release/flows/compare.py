@@ -23,7 +23,7 @@ from ehr_release.comparison_report import (
     render_comparison_pdf,
 )
 from ehr_release.dataset import Dataset
-from ehr_release.errors import EhrReleaseError
+from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.ingest import read_dataset
 from ehr_release.randomness import check_random_state
@@ -48,7 +48,7 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None) -
                            failures=[f"{r.name}: {r.measured}" for r in verification.failures])
         utility = entry.evaluate(files, dataset, parsed, check_random_state(seed))
     except EhrReleaseError as exc:
-        return Outcome(candidate, False, loss_metric, None, error=str(exc))
+        return Outcome(candidate, False, loss_metric, None, error=stored_message(exc))
     return Outcome(candidate, True, loss_metric, loss_of(utility.metrics, loss_metric),
                    metrics=dict(utility.metrics))
 
@@ -66,7 +66,7 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action="ingest.rejected",
                      payload={"request": request.comparison_id, "input": request.input_path,
-                              "error": str(exc)})
+                              "error": stored_message(exc)})
         raise
     futures = [candidate_task.submit(c, dataset, request.metric) for c in candidates]
     outcomes = [f.result() for f in futures]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ehr_release.errors import stored_message
+
 
 def main(argv: list[str]) -> int:
     from ehr_release.flows.server import configure_prefect_home
@@ -24,7 +26,8 @@ def main(argv: list[str]) -> int:
     try:
         flow(request)
     except Exception as exc:  # the flow already recorded the failure and the audit event
-        print(f"release {request.run_id} failed: {exc}", file=sys.stderr)
+        # The log is read back to the steward's terminal and kept on disk: no values in it.
+        print(f"release {request.run_id} failed: {stored_message(exc)}", file=sys.stderr)
         return 1
     return 0
 

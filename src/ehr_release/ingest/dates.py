@@ -41,8 +41,8 @@ def parse_dates(raw: pd.Series, path: Path, column: str) -> tuple[pd.Series, np.
     bad = parsed.isna()
     if bad.any():
         i = int(bad.to_numpy().argmax())
-        raise InputError(f"date {raw.iloc[i]!r} is not a recognised date (m/d/yy or yyyy-mm-dd)",
-                         file=str(path), row=i + 1, column=column)
+        raise InputError("not a recognised date (m/d/yy or yyyy-mm-dd)", file=str(path),
+                         row=i + 1, column=column, detail=f"found {raw.iloc[i]!r}")
     return parsed, two_digit
 
 

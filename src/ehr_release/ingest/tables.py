@@ -7,6 +7,12 @@ from pathlib import Path
 import pandas as pd
 
 from ehr_release.errors import InputError
+from ehr_release.ingest.limits import (
+    InputLimits,
+    check_column_count,
+    check_field_lengths,
+    check_text_file,
+)
 
 CSV_SUFFIXES = {".csv", ".txt"}
 TSV_SUFFIXES = {".tsv"}
@@ -38,6 +44,11 @@ def read_table(path: Path) -> pd.DataFrame:
     if path.is_dir():
         raise InputError("is a directory, expected a CSV or Parquet file", file=str(path))
     suffix = path.suffix.lower()
+    limits = InputLimits.from_env()
+    if suffix in CSV_SUFFIXES | TSV_SUFFIXES:
+        check_text_file(path, "\t" if suffix in TSV_SUFFIXES else ",", limits)
+    elif suffix in PARQUET_SUFFIXES:
+        check_column_count(path, _parquet_columns(path), limits)
     try:
         if suffix in CSV_SUFFIXES:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
@@ -57,18 +68,33 @@ def read_table(path: Path) -> pd.DataFrame:
         raise InputError("file is empty (no header, no data rows)", file=str(path)) from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"cannot be parsed: {first}", file=str(path)) from None
+        raise InputError("cannot be parsed", file=str(path), detail=first) from None
     except Exception as exc:  # pyarrow raises its own hierarchy for corrupt Parquet
         if type(exc).__module__.startswith("pyarrow"):
-            raise InputError(f"cannot be parsed: {exc}", file=str(path)) from None
+            raise InputError("cannot be parsed as Parquet", file=str(path),
+                             detail=str(exc)) from None
         raise
+    check_field_lengths(path, frame, limits)
     frame.columns = [_canonical(str(c)) for c in frame.columns]
     dupes = frame.columns[frame.columns.duplicated()].tolist()
     if dupes:
-        raise InputError("column appears twice", file=str(path), column=dupes[0])
+        # The name goes to the terminal only: a file without its header row has data there.
+        raise InputError("a column name appears twice", file=str(path),
+                         detail=f"column {dupes[0]!r}")
     for col in frame.columns:
         frame[col] = frame[col].astype(str).str.strip()
     return frame
+
+
+def _parquet_columns(path: Path) -> int:
+    """Columns of a Parquet file from its footer alone (no data read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return len(pq.read_schema(path).names)
+    except Exception as exc:  # noqa: BLE001 - any unreadable footer is a parse failure
+        raise InputError("cannot be parsed as Parquet", file=str(path),
+                         detail=str(exc)) from None
 
 
 def _canonical(name: str) -> str:
@@ -81,8 +107,9 @@ def require_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> None
     for col in columns:
         if col not in frame.columns:
             have = ", ".join(frame.columns) or "(none)"
-            raise InputError(f"required column is missing (columns: {have})",
-                             file=str(path), column=col)
+            # The header found is terminal-only detail: without a header row it is data.
+            raise InputError("required column is missing", file=str(path), column=col,
+                             detail=f"columns found: {have}")
 
 
 def require_rows(frame: pd.DataFrame, path: Path) -> None:

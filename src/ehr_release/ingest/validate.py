@@ -43,9 +43,10 @@ def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str) ->
     if bad:
         first = raw.isin(bad).to_numpy().argmax()
         code = raw.iloc[first]
-        problem = (f"malformed ICD-9 code {code!r}: not a node of the ICD-9-CM hierarchy"
+        problem = ("malformed ICD-9 code: not a node of the ICD-9-CM hierarchy"
                    if code else "empty ICD-9 code")
-        raise InputError(problem, file=str(path), row=int(rows.iloc[first]), column=column)
+        raise InputError(problem, file=str(path), row=int(rows.iloc[first]), column=column,
+                         detail=f"found {code!r}" if code else None)
     return raw.map(mapping)
 
 
@@ -56,11 +57,11 @@ def parse_ages(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.S
     bad = num.isna() & ~blank
     if bad.any():
         i = int(bad.to_numpy().argmax())
-        raise InputError(f"age {raw.iloc[i]!r} is not a number", file=str(path),
-                         row=int(rows.iloc[i]), column=column)
+        raise InputError("age is not a number", file=str(path), row=int(rows.iloc[i]),
+                         column=column, detail=f"found {raw.iloc[i]!r}")
     out_of_range = (num < 0) | (num > MAX_AGE) | (num.notna() & (num % 1 != 0))
     if out_of_range.any():
         i = int(out_of_range.to_numpy().argmax())
-        raise InputError(f"age {raw.iloc[i]!r} must be a whole number from 0 to {MAX_AGE}",
-                         file=str(path), row=int(rows.iloc[i]), column=column)
+        raise InputError(f"age must be a whole number from 0 to {MAX_AGE}", file=str(path),
+                         row=int(rows.iloc[i]), column=column, detail=f"found {raw.iloc[i]!r}")
     return num.astype("Int64")

@@ -12,8 +12,9 @@ the verifier's independent reading of the published format, and ``to_json_schema
 them for the format documentation.
 
 A spec is one of: a scalar type name (``"str"``, ``"int"``, ``"number"``, ``"bool"``),
-:class:`ListOf`, :class:`Obj` (exact keys), :class:`MapOf` (any string keys, one value spec —
-for keys that are codes or labels), :class:`Enum` (fixed values) or :class:`Nullable`.
+:class:`ListOf`, :class:`TupleOf` (a fixed-length array), :class:`Obj` (exact keys),
+:class:`MapOf` (any string keys, one value spec — for keys that are codes or labels),
+:class:`Enum` (fixed values), :class:`Nullable` or :class:`OneOf` (any of several specs).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ehr_release.reports import Requirement
@@ -65,7 +66,29 @@ class Nullable:
     spec: Spec
 
 
-Spec = str | ListOf | Obj | MapOf | Enum | Nullable
+@dataclass(frozen=True)
+class TupleOf:
+    """A JSON array of exactly ``len(items)`` elements, the i-th matching ``items[i]``.
+
+    For fixed-shape pairs such as LDA's ``["401", [33, 36]]`` (code, age block).
+    """
+
+    items: tuple[Spec, ...]
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """A value matching at least one of ``specs``.
+
+    For values whose kind the configuration decides, such as a (k, k^m) record's
+    demographics: ``[low, high]`` for a numerical attribute, a hierarchy node for a
+    categorical one.
+    """
+
+    specs: tuple[Spec, ...]
+
+
+Spec = str | ListOf | Obj | MapOf | Enum | Nullable | TupleOf | OneOf
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,9 @@ class FileSchema:
     every non-blank line. ``csv`` and ``parquet``: ``columns`` maps each column, in order, to
     a scalar type name. ``doc`` says in one line what the file is for; ``fields_doc`` says per
     field why it is safe to publish (the closed-world review, shown in the format docs).
+    ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
+    DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
+    release it cannot derive them from departs from the schema.
     """
 
     name: str
@@ -85,6 +111,7 @@ class FileSchema:
     optional: bool = False
     doc: str = ""
     fields_doc: Mapping[str, str] = field(default_factory=dict)
+    columns_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +159,21 @@ def _check(value: Any, spec: Spec, path: str) -> None:
     if isinstance(spec, Enum):
         if not any(value == v and type(value) is type(v) for v in spec.values):
             raise ShapeError(f"field {path or '(root)'} must be one of the declared values")
+        return
+    if isinstance(spec, OneOf):
+        for sub in spec.specs:
+            try:
+                _check(value, sub, path)
+            except ShapeError:
+                continue
+            return
+        raise ShapeError(f"field {path or '(root)'} matches none of its declared forms")
+    if isinstance(spec, TupleOf):
+        if not isinstance(value, list) or len(value) != len(spec.items):
+            raise ShapeError(f"field {path or '(root)'} must be an array of "
+                             f"{len(spec.items)} elements")
+        for i, (item, sub) in enumerate(zip(value, spec.items, strict=True)):
+            _check(item, sub, f"{path}[{i}]")
         return
     if isinstance(spec, ListOf):
         if not isinstance(value, list):
@@ -268,6 +310,13 @@ def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[st
             if not file_schema.optional:
                 yield f"declared file {name!r} is missing"
             continue
+        if file_schema.columns_from is not None:
+            try:
+                columns = dict(file_schema.columns_from(files))
+            except Exception:  # noqa: BLE001 - any underivable column list is a departure
+                yield f"{name}: its columns cannot be derived from the release"
+                continue
+            file_schema = replace(file_schema, columns=columns)
         try:
             _check_file(file_schema, files[name])
         except ShapeError as exc:
@@ -278,9 +327,9 @@ def closed_world_requirement(files: Mapping[str, bytes],
                              schema: ReleaseSchema | None) -> Requirement:
     """'The release holds only declared files, fields and value types', measured."""
     required = "only the declared files, fields and value types (see the format docs)"
-    if schema is None:  # TEMPORARY while the per-format schemas land; flipped to a failure
+    if schema is None:  # fail closed: an undeclared format can carry anything
         return Requirement("closed world", required, "no release schema declared for this "
-                           "algorithm", True)
+                           "algorithm", False)
     found = list(violations(files, schema))
     measured = (f"{len(found)} departure(s); first: {found[0]}" if found else
                 f"{len(files)} file(s), every field declared")
@@ -299,6 +348,11 @@ def to_json_schema(spec: Spec) -> dict[str, Any]:
         return {"enum": list(spec.values)}
     if isinstance(spec, ListOf):
         return {"type": "array", "items": to_json_schema(spec.item)}
+    if isinstance(spec, TupleOf):
+        return {"type": "array", "prefixItems": [to_json_schema(s) for s in spec.items],
+                "items": False}
+    if isinstance(spec, OneOf):
+        return {"anyOf": [to_json_schema(s) for s in spec.specs]}
     if isinstance(spec, MapOf):
         return {"type": "object", "additionalProperties": to_json_schema(spec.value)}
     return {"type": "object", "properties": {k: to_json_schema(v) for k, v in spec.fields.items()},

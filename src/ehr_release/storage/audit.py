@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
+from ehr_release.errors import cap
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import AuditEvent, utc_now
 
@@ -56,7 +57,7 @@ def record_event(*, actor: str, action: str, run_id: str | None = None,
     With ``session`` the event joins that transaction (so a state change and its audit event
     commit or roll back together); otherwise it commits on its own.
     """
-    payload_json = canonical_json(payload or {})
+    payload_json = canonical_json(_capped(payload or {}))
     if session is not None:
         return _append(session, actor, action, run_id, payload_json)
     engine = engine or get_engine()
@@ -71,6 +72,22 @@ def record_event(*, actor: str, action: str, run_id: str | None = None,
             if attempt == _MAX_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+#: The longest text one payload field may hold: a reviewer's reason fits; a hostile file
+#: echoed by some future error message cannot grow the permanent trail without bound.
+MAX_PAYLOAD_STRING = 2000
+
+
+def _capped(value: Any) -> Any:
+    """``value`` with every string cut to :data:`MAX_PAYLOAD_STRING` characters."""
+    if isinstance(value, str):
+        return cap(value, MAX_PAYLOAD_STRING)
+    if isinstance(value, dict):
+        return {k: _capped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_capped(v) for v in value]
+    return value
 
 
 def _append(s: Session, actor: str, action: str, run_id: str | None,

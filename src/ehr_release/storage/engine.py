@@ -21,10 +21,22 @@ HOME_ENV = "EHR_RELEASE_HOME"
 
 
 def home() -> Path:
-    """The working folder for local state; created on first use."""
+    """The working folder for local state; created on first use, private to its owner.
+
+    It holds the database, request files naming inputs, draft certificates with figures
+    measured on patient data and the pseudonym key: mode 0700, tightened if it was looser.
+    """
     path = Path(os.environ.get(HOME_ENV, ".ehr_release")).resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077 and path.owner() == _user():
+        path.chmod(0o700)
     return path
+
+
+def _user() -> str:
+    import getpass
+
+    return getpass.getuser()
 
 
 BUSY_TIMEOUT_ENV = "EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S"
@@ -50,6 +62,7 @@ def _create(url: str) -> Engine:
         db_file = make_url(url).database
         if db_file and db_file != ":memory:":
             Path(db_file).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(db_file))
         engine = create_engine(url, connect_args={"check_same_thread": False,
                                                   "timeout": _busy_timeout_s()})
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -58,6 +71,17 @@ def _create(url: str) -> Engine:
         engine = create_engine(url, pool_pre_ping=True)
     SQLModel.metadata.create_all(engine)
     return engine
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if missing, else tighten it to 0600.
+
+    SQLite creates its ``-wal`` and ``-shm`` files with the main file's permissions.
+    """
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
 
 
 def _busy_timeout_s() -> float:

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import ApprovalError, IllegalTransition, NotFound
+from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.storage.audit import canonical_json, record_event
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import (
@@ -176,7 +176,7 @@ def transition(run_id: str, to: Status, *, actor: str, payload: dict[str, Any] |
         run.status = to
         run.updated_at = utc_now()
         if error is not None:
-            run.error = error
+            run.error = cap(error)
         s.add(run)
         record_event(session=s, actor=actor, action=f"run.{to}", run_id=run_id,
                      payload={"from": str(current), "to": str(to), **(payload or {}),

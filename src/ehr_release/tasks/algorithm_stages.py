@@ -19,11 +19,11 @@ from ehr_release.randomness import check_random_state
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.release_files import check_release_names
-from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.caching import release_stage_key
-from ehr_release.verification import as_released, verify_release
+from ehr_release.verification import as_released, attack_release, verify_release, with_attack
 
 
 def _seed(params: dict[str, Any]) -> int | None:
@@ -72,6 +72,32 @@ def verify_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: s
     stage_artifact("verification", run_id, verdict + "\n\n"
                    + md_table(rows, ("requirement", "required", "measured", "result")))
     return report
+
+
+@task(name="attack", persist_result=False, cache_policy=None)
+def attack_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: str,
+                params: dict[str, Any], verification: VerificationReport
+                ) -> tuple[VerificationReport, AttackReport]:
+    """Run the model's adversary on the published bytes; its verdict joins the verification.
+
+    The attack shares no code with the algorithm or the model checks, and reads every
+    published field: a release the verifier passed can still fail here.
+    """
+    entry = get_algorithm(algorithm)
+    attack = attack_release(entry, files, dataset, entry.parse(params), run_id)
+    report = with_attack(verification, attack)
+    runs.save_verification(run_id, report.to_dict())
+    tried = f"{attack.knowledge_sets_tried:,} ({'every one' if attack.exhaustive else 'sampled'})"
+    smallest = ("–" if attack.smallest_candidate_set is None
+                else f"{attack.smallest_candidate_set:,} (required ≥ {attack.threshold:,})")
+    stage_artifact("attack-audit", run_id, ("**passed**" if attack.passed else
+                                            "**FAILED — nothing will be published**")
+                   + "\n\n" + md_table([
+                       ("attacker model", attack.attacker_model), ("knowledge sets", tried),
+                       ("smallest candidate set", smallest),
+                       ("measured", attack.measured or "–"),
+                       ("seconds", f"{attack.seconds:.2f}")], ("attack audit", "value")))
+    return report, attack
 
 
 @task(name="evaluate", persist_result=False, cache_policy=None)

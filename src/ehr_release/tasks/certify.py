@@ -1,4 +1,9 @@
-"""Certificate: a PDF a privacy officer can read and sign, built from recorded facts only."""
+"""Certificate and datasheet: built from recorded facts only.
+
+The certificate (internal) is what a privacy officer reads and signs; the datasheet is what
+the recipient gets with the data (:mod:`ehr_release.datasheet`). Both are rendered as drafts
+before the decision, so the reviewer sees exactly what will leave.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,17 @@ from typing import Any
 from prefect import task
 
 from ehr_release.certificate import ApprovalBlock, CertificateContext, render_certificate_pdf
+from ehr_release.datasheet import (
+    DatasheetContext,
+    describe_files,
+    public_parameters,
+    render_datasheet_pdf,
+)
 from ehr_release.files import sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
-from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
+from ehr_release.request import DataUse
 from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.engine import home
@@ -22,7 +34,8 @@ from ehr_release.tasks.retry import is_transient
 
 
 def build_context(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                  utility: UtilityReport, *, status: str,
+                  utility: UtilityReport, *, status: str, outcome: ReleaseOutcome | None = None,
+                  data_use: DataUse | None = None,
                   approval: ApprovalBlock | None = None) -> CertificateContext:
     """Gather the certificate's facts from the database and the stage results."""
     run = runs.get_run(run_id)
@@ -38,29 +51,55 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
         parameters=params, verification=verification, utility=utility,
         manifest=[(name, sha256_bytes(data), len(data)) for name, data in sorted(files.items())],
-        approval=approval, audit_head=head, audit_events=count, status=status)
+        approval=approval, audit_head=head, audit_events=count, status=status,
+        outcome=outcome, data_use=data_use or DataUse())
 
 
-def draft_path(run_id: str) -> Path:
-    """Working copy of the certificate a reviewer reads before deciding (never published)."""
+def build_datasheet(run_id: str, files: ReleaseFiles, verification: VerificationReport,
+                    outcome: ReleaseOutcome | None, data_use: DataUse | None, *,
+                    approved_at: datetime | None = None) -> DatasheetContext:
+    """The recipient's datasheet: public facts only (see :mod:`ehr_release.datasheet`)."""
+    run = runs.get_run(run_id)
+    entry = get_algorithm(run.algorithm)
+    head, _ = chain_head()
+    attack = outcome.attack if outcome else None
+    return DatasheetContext(
+        run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
+        parameters=public_parameters(entry.parse(json.loads(run.parameters_json))),
+        files=describe_files(files, entry.schema),
+        records=outcome.records if outcome else None,
+        checks_passed=[r.name for r in verification.requirements if r.passed],
+        attacker_model=attack.attacker_model if attack and attack.passed else None,
+        data_use=data_use or DataUse(), approved_at=approved_at, audit_head=head)
+
+
+def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
+    """Working copies the reviewer reads before deciding (never published as they are)."""
     folder = home() / "runs" / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "certificate-draft.pdf"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / name
 
 
 @task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       cache_policy=None, persist_result=False)
 def certify_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                 utility: UtilityReport) -> str:
-    """Render the draft certificate (approval pending) and record it as an artifact."""
-    ctx = build_context(run_id, files, verification, utility,
-                        status="verified — awaiting reviewer decision")
+                 utility: UtilityReport, outcome: ReleaseOutcome | None = None,
+                 data_use: DataUse | None = None) -> str:
+    """Render the draft certificate and draft datasheet (approval pending); record both."""
+    ctx = build_context(run_id, files, verification, utility, outcome=outcome,
+                        data_use=data_use, status="verified — awaiting reviewer decision")
     pdf = render_certificate_pdf(ctx)
     path = draft_path(run_id)
-    write_durably(path, pdf)
-    runs.record_artifacts(run_id, [("certificate-draft", str(path), sha256_bytes(pdf),
-                                    len(pdf))])
+    write_durably(path, pdf, private=True)
+    sheet = render_datasheet_pdf(build_datasheet(run_id, files, verification, outcome,
+                                                 data_use))
+    sheet_path = draft_path(run_id, "datasheet-draft.pdf")
+    write_durably(sheet_path, sheet, private=True)
+    runs.record_artifacts(run_id, [
+        ("certificate-draft", str(path), sha256_bytes(pdf), len(pdf)),
+        ("datasheet-draft", str(sheet_path), sha256_bytes(sheet), len(sheet))])
     stage_artifact("certificate", run_id,
                    f"Draft certificate rendered ({len(pdf):,} bytes), SHA-256 "
-                   f"`{sha256_bytes(pdf)}`. Audit head `{ctx.audit_head[:16]}…`.")
+                   f"`{sha256_bytes(pdf)}`; draft datasheet {len(sheet):,} bytes. "
+                   f"Audit head `{ctx.audit_head[:16]}…`.")
     return str(path)

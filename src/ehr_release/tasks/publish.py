@@ -1,5 +1,9 @@
 """Publish: atomically place an approved release under ``releases/<run_id>/``.
 
+The published folder holds the release files, the recipient's ``datasheet.pdf`` and
+``manifest.json``; the final (internal) certificate is filed in the release system's home
+beside the run's work files, never in the folder that goes to the recipient.
+
 Files are written to a staging folder beside the destination, fsynced, and renamed into
 place in one step, so a reader (or a crash) sees either nothing or the complete release. The
 database records the published files' hashes and the ``published`` status in one
@@ -21,17 +25,19 @@ from prefect import task
 from sqlmodel import Session
 
 from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
+from ehr_release.datasheet import DATASHEET, render_datasheet_pdf
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
-from ehr_release.reports import UtilityReport, VerificationReport
+from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
+from ehr_release.request import DataUse
 from ehr_release.storage import runs
 from ehr_release.storage.audit import canonical_json, record_event
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.artifacts import md_table, stage_artifact
-from ehr_release.tasks.certify import build_context
+from ehr_release.tasks.certify import build_context, build_datasheet, draft_path
 
 CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
@@ -42,7 +48,8 @@ def release_dir(out_dir: str, run_id: str) -> Path:
 
 
 def publish_release(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                    utility: UtilityReport, actor: str) -> Path:
+                    utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
+                    data_use: DataUse | None = None) -> Path:
     """Write, fsync and rename the release into place; record it; return its folder."""
     run = runs.get_run(run_id)
     if run.status != Status.APPROVED:
@@ -68,8 +75,11 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                               reason=approval.reason,
                               decided_at=datetime.fromisoformat(approval.decided_at))
         ctx = build_context(run_id, files, verification, utility, approval=block,
+                            outcome=outcome, data_use=data_use,
                             status="approved — published")
-        contents[CERTIFICATE] = render_certificate_pdf(ctx)
+        certificate = render_certificate_pdf(ctx)
+        contents[DATASHEET] = render_datasheet_pdf(build_datasheet(
+            run_id, files, verification, outcome, data_use, approved_at=block.decided_at))
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
             "parameters": json.loads(run.parameters_json),
@@ -88,10 +98,14 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    filed = draft_path(run_id, CERTIFICATE)
+    write_durably(filed, certificate, private=True)
     try:
         with Session(get_engine()) as s:
             runs.add_artifacts(run_id, [("published", str(final / n), sha256_bytes(d), len(d))
                                         for n, d in sorted(contents.items())], s)
+            runs.add_artifacts(run_id, [("certificate", str(filed), sha256_bytes(certificate),
+                                         len(certificate))], s)
             runs.transition(run_id, Status.PUBLISHED, actor=actor, session=s,
                             payload={"folder": final.name, "files": sorted(contents),
                                      "manifest_sha256": sha256_bytes(contents[MANIFEST])})
@@ -126,8 +140,9 @@ def _clear_crash_leftovers(run_id: str, final: Path) -> None:
 
 @task(name="publish", persist_result=False, cache_policy=None)
 def publish_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                 utility: UtilityReport, actor: str) -> str:
-    folder = publish_release(run_id, files, verification, utility, actor)
+                 utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
+                 data_use: DataUse | None = None) -> str:
+    folder = publish_release(run_id, files, verification, utility, actor, outcome, data_use)
     stage_artifact("publish", run_id, f"Published to `{folder.name}`\n\n" + md_table(
         [(p.name, f"{p.stat().st_size:,}") for p in sorted(folder.iterdir())],
         ("file", "bytes")))

@@ -1,0 +1,98 @@
+"""The datasheet: the one document that leaves with the data, for the recipient.
+
+Everything on it is either data-independent (the guarantee, the parameters, the declared
+format, the terms) or readable from the released bytes themselves (file hashes and sizes, the
+number of released records). Nothing computed on the original data appears — no measured
+support, no candidate-set size, no utility figure — because such figures are outside the
+privacy model (for differential privacy, anything computed on the true data and published
+spends budget nobody accounted for). Those stay on the internal certificate
+(:mod:`ehr_release.certificate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from ehr_release import __version__
+from ehr_release.certificate import environment, html_to_pdf
+from ehr_release.files import sha256_bytes
+from ehr_release.formats_doc import FieldRow, field_rows, how_to_load
+from ehr_release.privacy.closed_world import ReleaseSchema
+from ehr_release.request import DataUse
+
+DATASHEET = "datasheet.pdf"
+
+
+@dataclass(frozen=True)
+class DatasheetFile:
+    """One released file as the recipient sees it: hash, size, format, fields, how to load."""
+
+    name: str
+    sha256: str
+    size: int
+    doc: str
+    load: str
+    fields: list[FieldRow]
+
+
+@dataclass(frozen=True)
+class DatasheetContext:
+    """What a datasheet shows; every field is public by construction (see module doc)."""
+
+    run_id: str
+    algorithm: str
+    privacy_model: str
+    parameters: dict[str, Any]
+    files: list[DatasheetFile]
+    records: int | None
+    checks_passed: list[str]
+    attacker_model: str | None
+    data_use: DataUse
+    approved_at: datetime | None
+    audit_head: str
+    software_version: str = __version__
+
+    @property
+    def is_draft(self) -> bool:
+        return self.approved_at is None
+
+
+def describe_files(files: Mapping[str, bytes],
+                   schema: ReleaseSchema | None) -> list[DatasheetFile]:
+    """Each released file with its declared format (the verifier enforced exactly this).
+
+    A table whose columns the run's configuration names shows the columns this release
+    actually has (the verifier derived and checked the same list).
+    """
+    declared = {f.name: f for f in (schema.files if schema else ())}
+    out = []
+    for name, data in sorted(files.items()):
+        digest, size = sha256_bytes(data), len(data)
+        spec = declared.get(name)
+        if spec is not None and spec.columns_from is not None:
+            # A verified release derives them; otherwise the generic row stays.
+            with suppress(Exception):
+                spec = replace(spec, columns=dict(spec.columns_from(files)))
+        out.append(DatasheetFile(
+            name=name, sha256=digest, size=size, doc=spec.doc if spec else "",
+            load=how_to_load(spec) if spec else "", fields=field_rows(spec) if spec else []))
+    return out
+
+
+def public_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters as published: a test seed would let anyone replay the noise or shuffles."""
+    return {k: v for k, v in params.items() if k != "seed"}
+
+
+def render_datasheet_html(ctx: DatasheetContext) -> str:
+    env = environment()
+    css = env.loader.get_source(env, "certificate.css")[0]  # type: ignore[union-attr]
+    return env.get_template("datasheet.html.j2").render(c=ctx, css=css)
+
+
+def render_datasheet_pdf(ctx: DatasheetContext) -> bytes:
+    return html_to_pdf(render_datasheet_html(ctx))
