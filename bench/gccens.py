@@ -6,7 +6,9 @@ over-represents heavy users, as the thesis' GWAS sample does. The means differ f
 thesis' (P ≈ 2.2/1.3/2.5/0.9, S ≈ 3.5/2.3/4.4/2.0): matching them with independent draws
 leaves no record below k at caps 3, so this shape trades means for a comparable share of
 records at risk. Prints one row per (k, cap) with time and CUL statistics,
-the thesis' Tables 1–2 layout. Target (issue 5): k = 5, caps 3 in ≤ 10 s.
+the thesis' Tables 1–2 layout. Target (issue 5): k = 5, caps 3 in ≤ 10 s. Next to the
+verification time, the attack audit's (issue 14: the k-map adversary on the published bytes,
+population in memory as for the verifier; goal ≤ verification).
 
 Run: ``.venv/bin/python bench/gccens.py [--quick]``
 """
@@ -20,6 +22,7 @@ import numpy as np
 
 from ehr_release.algorithms.gccens import PopulationIndex, gccens
 from ehr_release.algorithms.gccens.release import release_files
+from ehr_release.privacy.attacks.gccens import attack_kmap
 from ehr_release.privacy.gccens import verify_kmap
 from ehr_release.utility.gccens import evaluate_censoring
 
@@ -81,9 +84,14 @@ def end_to_end(counts: np.ndarray, rows: np.ndarray, ids: list[str]) -> None:
         t0 = time.perf_counter()
         holds = entry.verify(files, sample, params).holds
         t_ver = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        attack = entry.attack(files, sample, params)
+        t_att = time.perf_counter() - t0
     print(f"\nregistry end to end, k=5 caps 3: anonymize {t_anon:.1f} s (reading the "
           f"population CSV, first time), verify {t_ver:.1f} s (population cached), "
-          f"verified: {holds}")
+          f"verified: {holds}; attack {t_att:.1f} s (population cached), passed: "
+          f"{attack.passed} "
+          f"(smallest candidate set {attack.smallest_candidate_set})")
 
 
 def main(quick: bool) -> None:
@@ -102,20 +110,27 @@ def main(quick: bool) -> None:
     print(f"unique before protection: {100 * (before == 1).mean():.1f}% "
           f"(thesis ≈ 9%); below 5: {100 * (before < 5).mean():.1f}%")
     print()
-    print(f"{'k':>3} {'cap':>4} {'gccens s':>9} {'verify s':>9} {'CUL mean':>9} {'std':>6} "
-          f"{'median':>7} {'skew':>6} {'modified':>9} {'steps':>6}")
+    print(f"{'k':>3} {'cap':>4} {'gccens s':>9} {'verify s':>9} {'attack s':>9} "
+          f"{'smallest':>9} {'CUL mean':>9} {'std':>6} {'median':>7} {'skew':>6} "
+          f"{'modified':>9} {'steps':>6}")
     for k, cap in ((5, 3), (10, 3), (25, 3), (5, 4), (5, 5), (5, 10)):
         caps = {"*": cap}
         t0 = time.perf_counter()
         result = gccens(sample, PopulationIndex(population), k, caps)  # index build included
         t_alg = time.perf_counter() - t0
-        files = release_files(ids, result, k=k, population={})
+        files = release_files(ids, result, k=k, population={"records": n_pop,
+                                                            "fingerprint": "bench"})
         t0 = time.perf_counter()
         report = verify_kmap(files, ids, sample, population, k, caps)
         t_ver = time.perf_counter() - t0
         assert report.holds, report.failures
+        t0 = time.perf_counter()
+        attack = attack_kmap(files, ids, sample, population, k, caps)
+        t_att = time.perf_counter() - t0
+        assert attack.passed, attack
         m = evaluate_censoring(result.released, sample, index, k, caps, chart=False).metrics
-        print(f"{k:>3} {cap:>4} {t_alg:>9.2f} {t_ver:>9.2f} {m['CUL mean']:>9.3f} "
+        print(f"{k:>3} {cap:>4} {t_alg:>9.2f} {t_ver:>9.2f} {t_att:>9.2f} "
+              f"{attack.smallest_candidate_set:>9,} {m['CUL mean']:>9.3f} "
               f"{m['CUL std']:>6.3f} {m['CUL median']:>7.3f} {m['CUL skewness']:>6.2f} "
               f"{100 * m['share of records censored']:>8.1f}% {len(result.steps):>6}")
     if not quick:

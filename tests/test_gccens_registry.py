@@ -60,11 +60,12 @@ def test_worked_example_through_the_registry(population_file):
     sample = _sample(["p6", "p5", "p1"])  # {250}, {272,272,724}, {250,250,272}
     files = entry.anonymize(sample, params, None)
     lines = [json.loads(x) for x in files["censored.jsonl"].decode().splitlines()]
-    assert lines == [{"patient_id": "p6", "codes": {"250": 1}},
+    assert lines == [{"patient_id": "p1", "codes": {"250": 1, "272": 1}},  # by patient_id
                      {"patient_id": "p5", "codes": {"272": 1, "724": 1}},
-                     {"patient_id": "p1", "codes": {"250": 1, "272": 1}}]
+                     {"patient_id": "p6", "codes": {"250": 1}}]
     meta = json.loads(files["censoring.json"])
-    assert meta["final_caps"] == {"250": 1, "272": 1, "401": 0, "724": 1}
+    assert meta["caps"] == {"250": 2, "272": 2, "401": 0, "724": 1}  # the policy, as declared
+    assert "final_caps" not in meta and "initial_caps" not in meta  # sample-derived: issue 14
     assert meta["population"]["records"] == 7
     report = entry.verify(files, sample, params)
     assert report.holds, report.failures

@@ -59,9 +59,7 @@ def test_verifier_rejects_uncensored_records_below_k(problem):
     population, ids, sample, k, caps = problem
     result, files = _release(population, ids, sample, k, caps)
     capped = [dict(r) for r in result.capped]
-    broken = _with_records(files, list(zip(ids, capped, strict=True)))
-    meta = json.loads(files[META_FILE])  # an algorithm that skipped the loop: caps unchanged
-    broken[META_FILE] = json.dumps({**meta, "final_caps": result.initial_caps}).encode()
+    broken = _with_records(files, list(zip(ids, capped, strict=True)))  # skipped the loop
     report = verify_kmap(broken, ids, sample, population, k, caps)
     risky = any(brute_dis(population, r) < k for r in capped)
     assert report.holds is not risky
@@ -103,6 +101,18 @@ def test_verifier_rejects_caps_missing_patients_and_bad_format():
     assert not verify_kmap(negative, ["p1"], sample, population, 2, {"250": 1}).holds
     assert not verify_kmap({RECORDS_FILE: files[RECORDS_FILE]}, ["p1"], sample, population,
                            2, {"250": 1}).holds
+
+
+def test_verifier_rejects_published_caps_other_than_the_policy():
+    """Sample-derived caps (the sample's codes and maxima) in place of the policy fail."""
+    population = [Counter({"250": 3, "272": 1})] * 4
+    sample = [Counter({"250": 3, "272": 1})]
+    _, files = _release(population, ["p1"], sample, 2, {})
+    assert json.loads(files[META_FILE])["caps"] == {}
+    leaky = {**files, META_FILE: json.dumps({"k": 2, "caps": {"250": 3, "272": 1},
+                                             "population": INFO}).encode()}
+    report = verify_kmap(leaky, ["p1"], sample, population, 2, {})
+    assert [r.name for r in report.failures] == ["parameters only"]
 
 
 def test_verifier_rejects_release_for_another_population():

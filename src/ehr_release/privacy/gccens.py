@@ -1,12 +1,15 @@
 """Independent check of a GCCens release: k-map against the population, from the bytes.
 
 Nothing here comes from ``ehr_release.algorithms``: the released file is parsed strictly, the
-caps are derived again from the parameters and the original sample, and distinguishability
-is recounted with plain set intersections over the population — a different method from the
-algorithm's bitset index, so a bug there cannot hide itself here.
+caps are read from the parameters, and distinguishability is recounted with plain set
+intersections over the population — a different method from the algorithm's bitset index, so
+a bug there cannot hide itself here.
 
 Requirements (spec §"Verifying releases"): every released record has dis ≥ k against the
-population, is a sub-multiset of the patient's original record, and respects the caps.
+population, is a sub-multiset of the patient's original record, and respects the caps. The
+metadata must state exactly the run's parameters (k and the caps policy as declared): a
+release that publishes other caps could be publishing the sample's code list or maxima, which
+tell a population holder who is in the sample (issue 14, finding 2).
 """
 
 from __future__ import annotations
@@ -39,18 +42,18 @@ def _parse(files: Mapping[str, bytes]) -> tuple[list[tuple[str, dict[str, int]]]
                 raise MalformedRelease(f"line {no}: count of {code!r} must be an integer ≥ 1")
         records.append((pid, dict(codes)))
     meta = release_meta(files, META_FILE)
-    if not isinstance(meta.get("final_caps"), dict):
-        raise MalformedRelease(f"{META_FILE} must be an object with final_caps")
+    if not isinstance(meta.get("caps"), dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in meta["caps"].values()):
+        raise MalformedRelease(f"{META_FILE} must be an object with caps (code → integer)")
     return records, meta
 
 
-def expected_caps(sample: Sequence[Mapping[str, int]], caps: Mapping[str, int]) -> dict[str, int]:
-    """Cap per code: named in ``caps``, else ``caps['*']``, else the sample's maximum."""
-    top: dict[str, int] = {}
-    for record in sample:
-        for code, n in record.items():
-            top[code] = max(top.get(code, 0), n)
-    return {code: caps[code] if code in caps else caps.get("*", m) for code, m in top.items()}
+def policy_cap(caps: Mapping[str, int], code: str) -> int | None:
+    """The declared cap of ``code``: named in ``caps``, else ``caps['*']``, else none.
+
+    'max' (no entry) caps nothing: capping at the sample's maximum changes no record.
+    """
+    return caps[code] if code in caps else caps.get("*")
 
 
 class _Population:
@@ -93,7 +96,8 @@ def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     Parameters
     ----------
     files
-        The release files (``censored.jsonl``, ``censoring.json``).
+        The release files (``censored.jsonl``, ``censoring.json``; their exact shape is the
+        closed-world schema's business, :mod:`ehr_release.privacy.formats.gccens`).
     sample_ids, sample
         The original sample: patient ids and their code multisets.
     population
@@ -129,14 +133,18 @@ def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
         f"{len(not_sub)} records add codes or instances", not not_sub,
         {"patients": not_sub[:_SHOW]}))
 
-    cap = expected_caps(sample, caps)
-    final = meta["final_caps"]
     over = [pid for pid, rec in known
-            if any(n > min(cap.get(c, 0), final.get(c, 0)) for c, n in rec.items())]
+            if any((cap := policy_cap(caps, c)) is not None and n > cap for c, n in rec.items())]
     reqs.append(Requirement(
-        "caps respected", "no code above its cap (given, or the sample maximum) nor above "
-        "its published final cap", f"{len(over)} records exceed a cap", not over,
-        {"patients": over[:_SHOW], "caps": cap}))
+        "caps respected", "no code above its declared cap", f"{len(over)} records exceed a cap",
+        not over, {"patients": over[:_SHOW], "caps": dict(caps)}))
+    published = {"k": meta.get("k"), "caps": meta["caps"]}
+    declared = {"k": k, "caps": dict(caps)}
+    reqs.append(Requirement(
+        "parameters only", "the metadata states the run's k and caps policy as declared, "
+        "nothing derived from the sample", "as declared" if published == declared else
+        "the published k or caps differ from the run's parameters", published == declared,
+        {"declared": declared}))  # what a leaky release published is not echoed
 
     index = _Population(population, {c for _, rec in records for c in rec})
     dis = {pid: index.dis(rec) for pid, rec in records}

@@ -102,4 +102,9 @@ def evaluate_censoring(released: Sequence[Mapping[str, int]],
              "counted as censoring (thesis §III.6).",
              "'before' is the original sample record (uncapped), 'after' the released one."]
     charts = [_cdf_chart(before, after, k)] if chart and len(sample) else []
-    return UtilityReport(NAME, metrics, {"distinguishability CDF": table}, charts, notes)
+    # baseline: publishing every record empty (k-mapped trivially, CUL 1 wherever codes were)
+    below = [f"Every one of the {total:,} capped code instances was censored: the release "
+             "holds no code, no better than publishing empty records."] if total and not kept \
+        else []
+    return UtilityReport(NAME, metrics, {"distinguishability CDF": table}, charts, notes,
+                         below_baseline=below)

@@ -29,7 +29,11 @@ class CensoringResult:
 
     ``capped`` is the sample after step 1 (clamped to the initial caps), the denominator of
     CUL; ``released`` the k-mapped records, in sample order; ``steps`` the censored code and
-    how many records lost one instance of it, in order.
+    how many records lost one instance of it, in order. ``policy`` is the caps as the owner
+    declared them (code or ``"*"`` → cap; empty for 'max'): the only caps a release may
+    publish. ``initial_caps`` and ``final_caps`` name every code of the sample and, for
+    unlisted codes, its largest count there — derived from the sample, so never published
+    (an attacker holding the population would learn who is in the sample).
     """
 
     released: list[dict[str, int]]
@@ -37,13 +41,16 @@ class CensoringResult:
     initial_caps: dict[str, int]
     final_caps: dict[str, int]
     steps: list[tuple[str, int]] = field(default_factory=list)
+    policy: dict[str, int] = field(default_factory=dict)
 
 
 def resolve_caps(sample: Sequence[Multiset], caps: Mapping[str, int]) -> dict[str, int]:
     """The cap of every code of the sample and of every code listed in ``caps``.
 
     A code listed in ``caps`` gets that cap; otherwise the ``"*"`` entry if given; otherwise
-    the most instances of the code in any sample record (the thesis' automatic choice).
+    the most instances of the code in any sample record (the thesis' automatic choice). That
+    last cap changes no record — it is "no cap" — which is why a release states the policy
+    ('max' = uncapped) and never these sample-derived numbers.
 
     Raises
     ------
@@ -126,4 +133,4 @@ def gccens(sample: Sequence[Multiset], population: PopulationIndex | Sequence[Mu
             if index.dis(records[i]) >= k:
                 violators.discard(i)
     return CensoringResult(released=records, capped=capped, initial_caps=initial,
-                           final_caps=cap, steps=steps)
+                           final_caps=cap, steps=steps, policy=dict(sorted(caps.items())))

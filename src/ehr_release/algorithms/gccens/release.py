@@ -1,9 +1,13 @@
 """The bytes of a GCCens release and reading them back.
 
 ``censored.jsonl``: one line per sample patient, ``{"patient_id": ..., "codes": {code:
-count}}`` with codes sorted and censored-away codes omitted. ``censoring.json``: k, the caps
-before and after censoring (a count equal to its final cap may be right-censored, which a
-researcher needs to know) and the fingerprint and size of the population mapped against.
+count}}`` with codes sorted and censored-away codes omitted; lines sorted by ``patient_id``
+(after the flow's pseudonymization, a random order), so the order of the extract never shows.
+``censoring.json``: the run's parameters — k and the caps policy as declared (a count equal
+to its cap may be right-censored, which a researcher needs to know) — and the size and
+fingerprint of the population mapped against. Nothing derived from the sample: no list of the
+sample's codes, no per-code maxima, no censoring steps (issue 14, finding 2: an attacker
+holding the population would learn who is in the sample).
 """
 
 from __future__ import annotations
@@ -21,11 +25,10 @@ META_FILE = "censoring.json"
 def release_files(patient_ids: Sequence[str], result: CensoringResult, *, k: int,
                   population: dict[str, Any]) -> dict[str, bytes]:
     """Serialize ``result`` (records in sample order) into the release files."""
+    rows = sorted(zip(patient_ids, result.released, strict=True), key=lambda row: row[0])
     lines = [json.dumps({"patient_id": pid, "codes": dict(sorted(rec.items()))},
-                        ensure_ascii=False)
-             for pid, rec in zip(patient_ids, result.released, strict=True)]
-    meta = {"k": k, "initial_caps": result.initial_caps, "final_caps": result.final_caps,
-            "population": population}
+                        ensure_ascii=False) for pid, rec in rows]
+    meta = {"k": k, "caps": dict(sorted(result.policy.items())), "population": population}
     return {RECORDS_FILE: ("\n".join(lines) + "\n").encode() if lines else b"",
             META_FILE: (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode()}
 

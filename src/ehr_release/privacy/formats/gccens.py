@@ -1,0 +1,60 @@
+"""The GCCens release format, as the verifier reads it: two files, nothing else.
+
+The adversary of k-map holds the identified population and knows each target's record in it;
+what k-map assumes they do NOT know is who is in the sample. So the question asked of every
+field is twofold: does it narrow the population records a released record could be, and does
+it tell who is in the sample? A field derived from the sample beyond the censored records
+themselves (a list of the sample's codes, a per-code maximum, the censoring steps) answers
+yes to the second and is not part of the format (issue 14, finding 2).
+"""
+
+from __future__ import annotations
+
+from ehr_release.privacy.closed_world import FileSchema, MapOf, Obj, ReleaseSchema
+
+RECORDS_FILE = "censored.jsonl"
+META_FILE = "censoring.json"
+
+RECORDS = FileSchema(
+    name=RECORDS_FILE,
+    format="jsonl",
+    root=Obj({"patient_id": "str", "codes": MapOf("int")}),
+    doc="One line per sample patient: the code multiset left after capping and censoring.",
+    fields_doc={
+        "patient_id": "A release-specific keyed pseudonym (HMAC of the source id), unrelated "
+                      "to any population identifier: it links no line to a population record "
+                      "and to no other release.",
+        "codes": "The censored multiset (code → count ≥ 1). It is what k-map constrains: "
+                 "contained in ≥ k population records, so the adversary's candidates for a "
+                 "line number ≥ k. Codes are sorted, so key order carries nothing.",
+        "(line order)": "Lines are sorted by patient_id, i.e. by a random pseudonym: the order "
+                        "of the extract (admission or MRN order, which a population holder "
+                        "could align with their own table) does not show.",
+        "(line count)": "The sample size: public in any k-map release (the sample is known "
+                        "to exist); it tells nobody which population records are in it.",
+    },
+)
+
+META = FileSchema(
+    name=META_FILE,
+    format="json",
+    root=Obj({"k": "int", "caps": MapOf("int"),
+              "population": Obj({"records": "int", "fingerprint": "str"})}),
+    doc="The run's parameters (k, the caps policy) and which population the sample was "
+        "mapped against; nothing derived from the sample.",
+    fields_doc={
+        "k": "A parameter chosen before the data was seen; says nothing about any patient.",
+        "caps": "The caps policy as the owner declared it (code or '*' → most instances a "
+                "record keeps; empty = 'max', no cap). A parameter, not the sample's code "
+                "list or maxima (those told a population holder who is in the sample): it "
+                "names only codes the owner chose, whatever the sample holds.",
+        "population.records": "The population's size: the attacker's own table, public to "
+                              "them by the model's assumption.",
+        "population.fingerprint": "SHA-256 of the population extract, so a verifier can "
+                                  "check the release against the same population; computed "
+                                  "from the population only, it reveals nothing about the "
+                                  "sample.",
+    },
+)
+
+SCHEMA = ReleaseSchema(files=(RECORDS, META))
