@@ -2,6 +2,7 @@
 
     python bench/diffgen.py                    # everything (the grid takes ~10-20 minutes)
     python bench/diffgen.py time scale         # only the runtime parts
+    python bench/diffgen.py audit              # verification vs attack-audit time
     python bench/diffgen.py grid --runs 3 --eps 1 --h 10   # a slice of the grid
 
 * ``time``  -- Adult (45,222 records), ε = 1, h = 15, the registry's ``anonymize`` end to end
@@ -10,6 +11,8 @@
   attribute values replaced by those of random other records) to 200K / 500K / 1M records,
   h = 15, ε = 1; each size in its own process so peak memory (max RSS) is its own. Target
   ≤ 60 s at 1M.
+* ``audit`` -- Adult, ε = 1, h = 15: verification (closed world, ledger replay, the counts
+  check of issue 14) and the attack audit of the same release, median of 3 each.
 * ``grid``  -- CA of the paper's protocol (2/3 train, 1/3 test, C4.5-style tree) for
   ε ∈ {0.1, 0.25, 0.5, 1} × h ∈ {4, 6, ..., 16}, Max and InfoGain, averaged over ``--runs``
   random splits (the same splits for every cell), with BA and LA.
@@ -48,6 +51,7 @@ from ehr_release.dataset import Dataset  # noqa: E402
 from ehr_release.taxonomies import load_config  # noqa: E402
 from ehr_release.taxonomies.adult import read_adult  # noqa: E402
 from ehr_release.utility import diffgen as utility  # noqa: E402
+from ehr_release.verification import attack_release, verify_release  # noqa: E402
 
 EPSILONS = (Fraction(1, 10), Fraction(1, 4), Fraction(1, 2), Fraction(1))
 HS = (4, 6, 8, 10, 12, 14, 16)
@@ -79,6 +83,35 @@ def bench_time(repeats: int = 5) -> None:
                    "groups (median)": f"{int(statistics.median(groups)):,}",
                    "target": "≤ 3 s"}],
                  ["records", "runs", "median s", "max s", "groups (median)", "target"]))
+
+
+def bench_audit(repeats: int = 3) -> None:
+    """Verification (with the counts check) next to the attack audit, on one release."""
+    from ehr_release.registry.diffgen import ENTRY as entry
+
+    data = read_adult(ADULT)
+    params = entry.parse({"epsilon": "1", "h": "15", "taxonomies": "adult"})
+    files = entry.anonymize(data, params, np.random.default_rng())
+    verify_s, attack_s = [], []
+    NL = b"\n"  # noqa: N806 - no backslash inside an f-string on Python 3.11
+    for _ in range(repeats):
+        start = time.perf_counter()
+        report = verify_release(entry, files, data, params, None)
+        verify_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        attack = attack_release(entry, files, data, params, None)
+        attack_s.append(time.perf_counter() - start)
+    print("\n## Adult, ε = 1, h = 15: verification vs attack audit (median of "
+          f"{repeats})\n")
+    print(_table([{"records": f"{data.n_patients:,}",
+                   "groups": f"{files['groups.csv'].count(NL) - 1:,}",
+                   "verify s": f"{statistics.median(verify_s):.2f}",
+                   "attack s": f"{statistics.median(attack_s):.2f}",
+                   "holds": report.holds, "attack passed": attack.passed}],
+                 ["records", "groups", "verify s", "attack s", "holds", "attack passed"]))
+    print(f"\nattack: {attack.measured}")
+    counts = next(r for r in report.requirements if r.name == "counts noisy")
+    print(f"counts check: {counts.measured}")
 
 
 def blow_up(data: Dataset, alpha: int, rng: np.random.Generator,
@@ -185,7 +218,7 @@ def bench_grid(runs: int, epsilons: tuple[Fraction, ...], hs: tuple[int, ...],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", default=["time", "scale", "grid"])
+    parser.add_argument("parts", nargs="*", default=["time", "audit", "scale", "grid"])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--eps", type=str, nargs="*", default=None)
     parser.add_argument("--h", type=int, nargs="*", default=None)
@@ -201,6 +234,8 @@ def main() -> None:
         return
     if "time" in args.parts:
         bench_time()
+    if "audit" in args.parts:
+        bench_audit()
     if "scale" in args.parts:
         bench_scale(tuple(args.sizes))
     if "grid" in args.parts:

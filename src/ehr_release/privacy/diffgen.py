@@ -8,12 +8,16 @@ configuration, and re-derives on its own
 2. the sequence of charges Algorithm 1 must make, by replaying the specializations the
    ledger reports against the public taxonomies -- a missing, extra or mis-scoped charge
    (a selection marked parallel, overlapping "disjoint" intervals, two final counts) fails;
-3. that each charge's noise scale pays at most the ε it is charged;
+3. that each charge's noise scale pays at most the ε it is charged, at the sensitivity the
+   charge declares (Laplace: Δ/scale; exponential: 2Δu/scale);
 4. the composed total (sequential sum + max per parallel group) and that it is ≤ ε;
 5. that every released value lies in the public configuration and the released cut is the
    one the ledger's replay ends with; counts are non-negative integers, one per group;
 6. that the original records lie inside the public domains (the precondition that makes
-   "domains are public" true for this dataset).
+   "domains are public" true for this dataset);
+7. the published counts themselves (:mod:`ehr_release.privacy.diffgen_counts`, issue 14): no
+   group of the cut is missing, and the residuals released − true are not implausibly small
+   for the declared noise scale (a one-sided test with false-alarm rate ≤ 10⁻⁶).
 """
 
 from __future__ import annotations
@@ -26,11 +30,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ehr_release.dataset import CODE, Dataset
 from ehr_release.errors import EhrReleaseError
 from ehr_release.hierarchy import Hierarchy
+from ehr_release.privacy.diffgen_counts import (
+    missing_groups,
+    steps_of,
+    too_many_small,
+    true_counts,
+)
 from ehr_release.reports import Requirement, VerificationReport
 from ehr_release.taxonomies import DiffGenConfig, load_config
 
@@ -130,7 +141,7 @@ def _check_scale(c: dict[str, Any], exp: Expectations) -> str | None:
     if c["mechanism"] == "laplace":
         if sens < 1:
             return f"charge {c['index']}: Laplace on counts needs Δ ≥ 1, got {sens}"
-        loss = 1 / scale
+        loss = sens / scale  # the declared Δ is what neighbours may move the counts by
     elif c["mechanism"] == "exponential":
         if sens < exp.du:
             return f"charge {c['index']}: Δu ≥ {float(exp.du):.6g} expected, got {sens}"
@@ -293,6 +304,8 @@ def _composition(ledger: dict[str, Any]) -> Fraction:
 
 
 def _read_groups(files: dict[str, bytes]) -> pd.DataFrame:
+    if "groups.csv" in files and "groups.parquet" in files:
+        raise LedgerMismatch("one groups file", "groups.csv and groups.parquet")
     if "groups.csv" in files:
         return pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     if "groups.parquet" in files:
@@ -467,6 +480,8 @@ def verify(files: dict[str, bytes], original: Dataset,
                             f"{len(groups):,} groups checked", not value_problems,
                             {"problems": value_problems}))
 
+    reqs += _counts_requirements(groups, ledger, cut_doc, original, config)
+
     data_problems = _original_problems(original, config)
     reqs.append(Requirement("domains cover the data", "the original records lie inside the "
                             "public configuration (no data-derived domain)",
@@ -474,3 +489,38 @@ def verify(files: dict[str, bytes], original: Dataset,
                             f"{original.n_patients:,} records inside", not data_problems,
                             {"problems": data_problems}))
     return VerificationReport(NAME, reqs)
+
+
+def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: dict[str, Any],
+                         original: Dataset, config: DiffGenConfig) -> list[Requirement]:
+    """Issue 14: every group of the cut is present; the counts carry the declared noise."""
+    attrs = {a.get("name"): a for a in cut_doc.get("attributes", [])}
+    try:
+        missing, where = missing_groups(groups, config, steps_of(ledger), attrs)
+        measured = (f"{missing:,} partition(s) of the cut missing, first after {where}"
+                    if missing else f"every partition the ledger's steps create is released "
+                    f"({len(groups):,} group × class rows)")
+        complete = Requirement("groups complete", "every group × class the released cut "
+                               "requires (only a noisy emptiness test may drop one)",
+                               measured, missing == 0, {"missing": missing})
+    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+        complete = Requirement("groups complete", "every group × class the released cut "
+                               "requires", f"cannot replay the release: {type(exc).__name__}",
+                               False)
+    required = ("residuals released − true no smaller than the declared discrete Laplace "
+                "noise allows (one-sided, false alarm ≤ 1e-6)")
+    try:
+        final = next(c for c in reversed(ledger["charges"])
+                     if c.get("phase") == "final-counts")
+        counts = pd.to_numeric(groups["count"], errors="raise").to_numpy()
+        if not np.all(counts == np.round(counts)):
+            raise ValueError("counts are not integers")
+        true = true_counts(groups, original, config, attrs)
+        test = too_many_small(counts.astype(np.int64) - true, true, float(final["scale"]))
+        noisy = Requirement("counts noisy", required, test.text(), not test.flagged,
+                            {"small": test.small, "allowed": test.allowed,
+                             "window": test.window, "groups": test.groups})
+    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+        noisy = Requirement("counts noisy", required,
+                            f"cannot test the counts: {type(exc).__name__}", False)
+    return [complete, noisy]

@@ -1,15 +1,19 @@
 """Registry entry ``diffgen``: ε-differentially private generalization with an ε ledger.
 
-Ties together the anonymizer (``algorithms/diffgen``), the independent ledger verifier
-(``privacy/diffgen.py``) and the utility evaluation (``utility/diffgen.py``).
+Ties together the anonymizer (``algorithms/diffgen``), the independent ledger and counts
+verifier (``privacy/diffgen.py``), the closed-world schema (``privacy/formats/diffgen.py``),
+the attack audit (``privacy/attacks/diffgen.py``) and the utility evaluation
+(``utility/diffgen.py``).
 """
 
 from __future__ import annotations
 
+import io
 import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ehr_release.algorithms.diffgen import (
     UNUSED_POLICIES,
@@ -21,7 +25,9 @@ from ehr_release.algorithms.diffgen.release import FORMATS, release_files
 from ehr_release.algorithms.diffgen.scores import SCORES
 from ehr_release.dataset import Dataset
 from ehr_release.params import Param
+from ehr_release.privacy.attacks.diffgen import attack
 from ehr_release.privacy.diffgen import verify
+from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
 from ehr_release.registry import AlgorithmEntry
 from ehr_release.taxonomies import load_config, shipped_names
@@ -69,6 +75,22 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
     return release_files(result, config, run_params, params.get("format", "csv"))
 
 
+def count_records(files: dict[str, bytes]) -> int:
+    """The records the release stands for: the sum of its (noisy, clamped) group counts.
+
+    Not the number of groups, which is never 0 for a run that kept any partition: a release
+    whose every count is 0 holds nothing a classifier can be trained on.
+    """
+    if "groups.csv" in files:
+        counts = pd.read_csv(io.BytesIO(files["groups.csv"]), usecols=["count"])["count"]
+    elif "groups.parquet" in files:
+        counts = pd.read_parquet(io.BytesIO(files["groups.parquet"]), columns=["count"])[
+            "count"]
+    else:
+        return 0
+    return int(round(float(pd.to_numeric(counts).clip(lower=0).sum())))
+
+
 ENTRY = AlgorithmEntry(
     name="diffgen",
     summary="DiffGen: ε-differentially private generalization of relational and set-valued "
@@ -79,4 +101,7 @@ ENTRY = AlgorithmEntry(
     anonymize=anonymize,
     verify=verify,
     evaluate=evaluate,
+    schema=SCHEMA,
+    attack=attack,
+    count_records=count_records,
 )

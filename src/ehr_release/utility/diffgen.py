@@ -267,7 +267,31 @@ def evaluate(files: dict[str, bytes], original: Dataset, params: dict[str, Any],
         for key in ("CA", "BA", "LA"):
             metrics[f"{key} (%) mean of {runs}"] = 100 * float(stats[key].mean())
             metrics[f"{key} (%) std"] = 100 * float(stats[key].std())
+    below = below_baseline(metrics, truth, enc.class_column, runs)
     tables = {"ε ledger (per step)": ledger_table(ledger),
               "Released cut": [{"attribute": a["name"], "kind": a["kind"],
                                 "cut": ", ".join(a["cut"])} for a in cut_doc["attributes"]]}
-    return UtilityReport("diffgen", metrics, tables=tables, notes=notes)
+    return UtilityReport("diffgen", metrics, tables=tables, notes=notes, below_baseline=below)
+
+
+def below_baseline(metrics: dict[str, float], truth: pd.DataFrame, class_column: str,
+                   runs: int) -> list[str]:
+    """The release is below the trivial classifier that always predicts the majority class.
+
+    With ``eval_runs`` > 0 the paper's own pair: CA (DiffGen on 2/3, tested on 1/3) against
+    LA (the training majority class on the same test records). Without them, the in-release
+    accuracy against the majority class's share of the same records.
+    """
+    if runs > 0:
+        ca, la = metrics[f"CA (%) mean of {runs}"], metrics[f"LA (%) mean of {runs}"]
+        if ca < la:
+            return [f"Classification accuracy on held-out records (CA {ca:.1f} %) is below "
+                    f"always predicting the majority class (LA {la:.1f} %)."]
+        return []
+    acc = metrics["in-release accuracy (%)"]
+    share = 100 * float(truth[class_column].value_counts(normalize=True).max()) \
+        if len(truth) else 0.0
+    if acc < share:
+        return [f"Accuracy of the released groups on the original records ({acc:.1f} %) is "
+                f"below always predicting the majority class ({share:.1f} %)."]
+    return []
