@@ -72,10 +72,14 @@ def field_rows(schema: FileSchema) -> list[FieldRow]:
     if schema.format in ("csv", "parquet"):
         pairs = [(name, _TYPE_WORDS[kind]) for name, kind in schema.columns.items()]
         if schema.columns_from is not None and not pairs:
-            pairs = [("(columns named by the run's configuration)", "see the parameters")]
+            # Columns the run's configuration names: the reviews say what each kind holds.
+            pairs = [(path, "named by the configuration") for path in schema.fields_doc] or \
+                [("(columns named by the run's configuration)", "see the parameters")]
     else:
         assert schema.root is not None
         pairs = _walk(schema.root, "")[1:] or [("(document)", _kind(schema.root))]
+    # Reviews of what is not a field (line order, line count) follow the fields.
+    pairs += [(path, "–") for path in schema.fields_doc if path not in {p for p, _ in pairs}]
     return [FieldRow(path, kind, schema.fields_doc.get(path, "")) for path, kind in pairs]
 
 
