@@ -5,7 +5,10 @@ D50Pop (VUMC) is not public; the generator reproduces its published shape (thesi
 per trajectory. Prints time, ILM, ALM and AvgRE per (method, k). Target (issue 5): A-GS on
 27,639 trajectories, k = 5, in ≤ 300 s.
 
-Run: ``.venv/bin/python bench/lda.py [--quick] [--runs ags:5,baseline:5,ags:2,ags:10]``
+``--audit`` also writes each release's bytes and times, on them, the verification (closed
+world plus the LDA verifier) and the attack audit (issue 14: goal attack ≤ verification).
+
+Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--runs ags:5,baseline:5,ags:2]``
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import time
 import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
+from ehr_release.algorithms.lda.release import release_files
 from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.privacy.attacks.lda import attack_trajectories
+from ehr_release.privacy.closed_world import violations
+from ehr_release.privacy.formats.lda import SCHEMA
+from ehr_release.privacy.lda import LdaSettings, verify_lda
 from ehr_release.sample import sample_vocabulary
 from ehr_release.utility.lda import avg_relative_error
 
@@ -53,13 +61,36 @@ def shape(trajs: list[list[tuple[str, int]]]) -> str:
             f"pairs, {pairs:.2f} pairs / {icds:.2f} codes / {ages:.2f} ages per trajectory")
 
 
-def main(quick: bool, runs: list[tuple[str, int]]) -> None:
+def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> str:
+    """Verify and attack the release's bytes; '  verify s  attack s  smallest  verdicts'."""
+    ids = [f"P{i:06d}" for i in range(len(trajs))]
+    meta = {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
+            "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
+            "hierarchy": "ICD-9-CM"}
+    files = release_files(ids, result, meta)
+    h = icd9_hierarchy()
+    t0 = time.perf_counter()
+    departures = list(violations(files, SCHEMA))
+    report = verify_lda(files, ids, trajs, h, LdaSettings(k))
+    verify_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    attack = attack_trajectories(files, trajs, h, k, patient_ids=ids)
+    attack_s = time.perf_counter() - t0
+    verdict = ("holds" if report.holds and not departures else "FAILS") + "/" + (
+        "passed" if attack.passed else "FAILED")
+    return (f" {verify_s:>8.1f} {attack_s:>8.1f} {attack.smallest_candidate_set or 0:>8,} "
+            f"{verdict:>13}")
+
+
+def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False) -> None:
     n = 3_000 if quick else 27_639
     trajs = make_trajectories(n)
     print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
     model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t])
     print(f"\n{'method':>8} {'k':>3} {'seconds':>8} {'ILM':>6} {'ALM':>6} {'AvgRE':>6} "
-          f"{'clusters':>8} {'distinct':>8} {'exact alignments':>16}")
+          f"{'clusters':>8} {'distinct':>8} {'exact alignments':>16}"
+          + (f" {'verify s':>8} {'attack s':>8} {'smallest':>8} {'verify/attack':>13}"
+             if with_audit else ""))
     for method, k in runs:
         t0 = time.perf_counter()
         result = anonymize_trajectories(trajs, k, model, method)
@@ -67,7 +98,8 @@ def main(quick: bool, runs: list[tuple[str, int]]) -> None:
         are = avg_relative_error(trajs, result.published, model)
         print(f"{method:>8} {k:>3} {seconds:>8.1f} {result.ilm:>6.3f} {result.alm:>6.3f} "
               f"{are:>6.3f} {len(set(result.cluster_of)):>8,} {result.stats['distinct']:>8,} "
-              f"{result.stats['exact_alignments']:>16,}")
+              f"{result.stats['exact_alignments']:>16,}"
+              + (audit(trajs, result, method, k) if with_audit else ""), flush=True)
     print("\nthesis (D50Pop, Java, 2.8 GHz): A-GS beats Baseline on ILM and ALM for every k; "
           "Baseline suppresses everything for k > 2; A-GS AvgRE < 1 for k 2–15.")
 
@@ -75,8 +107,10 @@ def main(quick: bool, runs: list[tuple[str, int]]) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="3,000 trajectories, A-GS k=5 only")
+    ap.add_argument("--audit", action="store_true",
+                    help="also time verification and the attack audit of each release")
     ap.add_argument("--runs", default="ags:5,baseline:5,ags:2,ags:10",
                     help="method:k pairs, comma-separated")
     args = ap.parse_args()
     chosen = [(m, int(k)) for m, k in (r.split(":") for r in args.runs.split(","))]
-    main(args.quick, [("ags", 5)] if args.quick else chosen)
+    main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit)

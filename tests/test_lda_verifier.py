@@ -225,12 +225,13 @@ def test_declared_figures_and_settings_must_match():
 
 @pytest.mark.parametrize("line", [
     b"{not json\n",
-    b'{"patient_id": "x", "cluster": 0}\n',
-    b'{"patient_id": "x", "cluster": 0, "trajectory": [["401.1", [33, 35]]]}\n',  # not a block
-    b'{"patient_id": "x", "cluster": 0, "trajectory": [["401.1", [41, 41]]]}\n',  # off domain
-    b'{"patient_id": "x", "cluster": 0, "trajectory": [["999", [33, 33]]]}\n',  # unknown code
-    b'{"patient_id": "x", "cluster": "0", "trajectory": []}\n',
-    b'{"patient_id": "x", "cluster": 0, "trajectory": [["401.1", 34]]}\n',
+    b'{"patient_id": "x"}\n',
+    b'{"patient_id": "x", "trajectory": [["401.1", [33, 35]]]}\n',  # not a block
+    b'{"patient_id": "x", "trajectory": [["401.1", [41, 41]]]}\n',  # off domain
+    b'{"patient_id": "x", "trajectory": [["999", [33, 33]]]}\n',  # unknown code
+    b'{"patient_id": 0, "trajectory": []}\n',
+    b'{"patient_id": "x", "trajectory": [["401.1", 34]]}\n',
+    b'{"patient_id": "x", "cluster": 0, "trajectory": []}\n',  # the removed field
 ])
 def test_malformed_releases_fail_the_format_check(line):
     files = {**toy_release(), RECORDS_FILE: line}

@@ -94,16 +94,14 @@ class _Trees:
         return self.s.leaf_count if hi == lo else hi - lo + 1
 
 
-def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, int, list[Pair]]],
+def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, list[Pair]]],
                                                                dict[str, Any]]:
     records = []
-    for no, obj in release_lines(files, RECORDS_FILE, META_FILE,
-                                 ("patient_id", "cluster", "trajectory")):
-        pid, cluster, traj = obj["patient_id"], obj["cluster"], obj["trajectory"]
-        if not isinstance(pid, str) or not _is_int(cluster) or not isinstance(traj, list):
-            raise MalformedRelease(f"line {no}: patient_id must be text, cluster an integer "
-                                   "and trajectory a list")
-        records.append((pid, cluster, [_pair(item, no, trees) for item in traj]))
+    for no, obj in release_lines(files, RECORDS_FILE, META_FILE, ("patient_id", "trajectory")):
+        pid, traj = obj["patient_id"], obj["trajectory"]
+        if not isinstance(pid, str) or not isinstance(traj, list):
+            raise MalformedRelease(f"line {no}: patient_id must be text and trajectory a list")
+        records.append((pid, [_pair(item, no, trees) for item in traj]))
     return records, release_meta(files, META_FILE)
 
 
@@ -181,8 +179,8 @@ def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
         Holds only if every requirement passed; a malformed release fails its format check.
     """
     trees = _Trees(hierarchy, settings)
-    fmt = (f"{RECORDS_FILE} lines of patient_id, cluster, trajectory of [ICD node, age "
-           "block]; values are nodes of the hierarchies")
+    fmt = (f"{RECORDS_FILE} lines of patient_id and trajectory of [ICD node, age block]; "
+           "values are nodes of the hierarchies")
     try:
         records, meta = _parse(files, trees)
     except (MalformedRelease, UnicodeDecodeError) as exc:
@@ -192,9 +190,9 @@ def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
     original = dict(zip(patient_ids, trajectories, strict=True))
     reqs.append(one_record_each(
         "one record per patient", f"each of the {len(original)} patients exactly once",
-        original, [pid for pid, _, _ in records], _SHOW))
+        original, [pid for pid, _ in records], _SHOW))
     reqs.append(_k_anonymity(records, settings.k))
-    known = [(pid, traj) for pid, _, traj in records if pid in original]
+    known = [(pid, traj) for pid, traj in records if pid in original]
     memo: dict[tuple, tuple[int, int] | None] = {}  # identical (original, published) pairs
     losses = {}
     for pid, traj in known:
@@ -212,8 +210,8 @@ def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
     return VerificationReport(algorithm, reqs)
 
 
-def _k_anonymity(records: list[tuple[str, int, list[Pair]]], k: int) -> Requirement:
-    groups = Counter(json.dumps(traj) for _, _, traj in records)
+def _k_anonymity(records: list[tuple[str, list[Pair]]], k: int) -> Requirement:
+    groups = Counter(json.dumps(traj) for _, traj in records)
     small = sorted((n, t) for t, n in groups.items() if n < k)
     size, traj = min((n, t) for t, n in groups.items()) if groups else (0, "[]")
     shown = traj if len(traj) <= 200 else traj[:200] + "…"

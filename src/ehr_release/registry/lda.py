@@ -21,6 +21,8 @@ from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.params import Param
+from ehr_release.privacy.attacks.lda import attack
+from ehr_release.privacy.formats.lda import SCHEMA, count_records
 from ehr_release.privacy.lda import LdaSettings, verify_lda
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import UtilityReport, VerificationReport
@@ -122,7 +124,7 @@ def verify(name: str, files: ReleaseFiles, original: Dataset,
 def evaluate(name: str, files: ReleaseFiles, original: Dataset,
              params: dict[str, Any]) -> UtilityReport:
     trajs = trajectories_of(original)
-    released = {pid: traj for pid, _, traj in read_records(files[RECORDS_FILE])}
+    released = dict(read_records(files[RECORDS_FILE]))
     published = [released.get(pid, []) for pid in original.patient_ids]
     return evaluate_trajectories(trajs, published, _model(trajs, params), params["k"],
                                  algorithm=name)
@@ -145,6 +147,9 @@ def make_entry(name: str, summary: str) -> LdaEntry:
         evaluate=lambda files, original, params, rng: evaluate(name, files, original, params),
         headline_loss="AvgRE",
         id_file=RECORDS_FILE,
+        schema=SCHEMA,
+        attack=attack,
+        count_records=count_records,
     )
 
 

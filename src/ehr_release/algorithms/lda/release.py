@@ -1,10 +1,14 @@
 """The bytes of an LDA release and reading them back.
 
-``trajectories.jsonl``: one line per patient, ``{"patient_id": ..., "cluster": ...,
-"trajectory": [["401", [33, 36]], ...]}`` — ICD node (the hierarchy's root name when fully
-generalized) and the age block as [first, last]. ``lda.json``: k, method, weights, leaf
-convention, age domain and the loss the algorithm measured (ILM, ALM), which the verifier
-recomputes.
+``trajectories.jsonl``: one line per patient, ``{"patient_id": ..., "trajectory": [["401",
+[33, 36]], ...]}`` — ICD node (the hierarchy's root name when fully generalized) and the age
+block as [first, last]. Lines are ordered by patient id (the flow then replaces the ids by
+pseudonyms and orders by those), so the order of lines never follows the extract's order or
+the order in which clusters were formed. There is no cluster id: members of a cluster publish
+the same trajectory anyway, and the id's value (the MDAV formation order, which starts from
+the record farthest from the most frequent trajectory) is derived from the data.
+``lda.json``: k, method, weights, leaf convention, age domain and the loss the algorithm
+measured (ILM, ALM), which the verifier recomputes.
 """
 
 from __future__ import annotations
@@ -21,22 +25,21 @@ META_FILE = "lda.json"
 
 def release_files(patient_ids: Sequence[str], result: LdaResult,
                   meta: dict[str, Any]) -> dict[str, bytes]:
-    lines = [json.dumps({"patient_id": pid, "cluster": c,
+    rows = sorted(zip(patient_ids, result.published, strict=True), key=lambda r: r[0])
+    lines = [json.dumps({"patient_id": pid,
                          "trajectory": [[code, [lo, hi]] for code, (lo, hi) in traj]},
                         ensure_ascii=False)
-             for pid, c, traj in zip(patient_ids, result.cluster_of, result.published,
-                                     strict=True)]
-    info = {**meta, "ilm": result.ilm, "alm": result.alm,
-            "clusters": len(set(result.cluster_of))}
+             for pid, traj in rows]
+    info = {**meta, "ilm": result.ilm, "alm": result.alm}
     return {RECORDS_FILE: ("\n".join(lines) + "\n").encode() if lines else b"",
             META_FILE: (json.dumps(info, indent=2, sort_keys=True) + "\n").encode()}
 
 
-def read_records(data: bytes) -> list[tuple[str, int, list[PublishedPair]]]:
+def read_records(data: bytes) -> list[tuple[str, list[PublishedPair]]]:
     out = []
     for line in data.decode().splitlines():
         if line.strip():
             obj = json.loads(line)
-            out.append((str(obj["patient_id"]), int(obj["cluster"]),
+            out.append((str(obj["patient_id"]),
                         [(str(c), (int(a[0]), int(a[1]))) for c, a in obj["trajectory"]]))
     return out

@@ -48,6 +48,8 @@ META = FileSchema(
                 "record keeps; empty = 'max', no cap). A parameter, not the sample's code "
                 "list or maxima (those told a population holder who is in the sample): it "
                 "names only codes the owner chose, whatever the sample holds.",
+        "population": "Describes the population table k-map is measured against (fields "
+                      "below); nothing in it comes from the sample.",
         "population.records": "The population's size: the attacker's own table, public to "
                               "them by the model's assumption.",
         "population.fingerprint": "SHA-256 of the population extract, so a verifier can "

@@ -1,0 +1,122 @@
+"""The closed-world declaration of an LDA release (``lda`` and ``lda-baseline``).
+
+Two files: ``trajectories.jsonl``, one line per patient with its pseudonym and its published
+trajectory, and ``lda.json``, the run's settings and the loss the algorithm measured. The
+model's adversary knows a target's whole trajectory of (ICD code, age) pairs; ``fields_doc``
+answers, per published field, whether that adversary could use it to narrow the target
+beyond the published trajectory itself. The one field that carried data-dependent
+information beyond the trajectory — a per-record ``cluster`` id numbered in the clustering's
+formation order — was removed from the format (issue 14).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ehr_release.privacy.closed_world import (
+    Enum,
+    FileSchema,
+    ListOf,
+    Obj,
+    ReleaseSchema,
+    TupleOf,
+)
+
+RECORDS_FILE = "trajectories.jsonl"
+META_FILE = "lda.json"
+
+#: One published pair: ICD node name, then the age block as [first, last].
+PAIR = TupleOf(("str", TupleOf(("int", "int"))))
+
+RECORDS = FileSchema(
+    name=RECORDS_FILE,
+    format="jsonl",
+    root=Obj({"patient_id": "str", "trajectory": ListOf(PAIR)}),
+    doc="One line per patient: the release pseudonym and the published trajectory of "
+        "generalized (ICD node, age block) pairs, in age order.",
+    fields_doc={
+        "patient_id": "Release-specific pseudonym (keyed HMAC of release id and source id): "
+                      "the adversary cannot compute it from a trajectory, and it differs "
+                      "between releases, so it neither narrows a patient nor joins releases.",
+        "trajectory": "The k-anonymous content itself: identical trajectories form groups of "
+                      "≥ k records; the adversary's candidate set for a target is every record "
+                      "whose trajectory generalizes the target's in order, which always "
+                      "includes the target's whole group.",
+        "trajectory[][0]": "ICD node (a code or an ancestor up to the root): part of the "
+                           "group's shared content, identical for every member.",
+        "trajectory[][1]": "Age block [first, last] of the age hierarchy (2^l years aligned "
+                           "to its size): shared by every member of the group.",
+        "len(trajectory)": "The number of published pairs (suppressed pairs are dropped) is "
+                           "the same for every member of a group, so it adds nothing to the "
+                           "content; the original length is not published.",
+        "line order": "Lines are ordered by pseudonym (the flow sorts them; the algorithm "
+                      "already orders by patient id), so the order is data-independent; the "
+                      "attack audit fails a release whose lines are not in that order.",
+        "line bytes": "Each line is the canonical JSON rendering of its two fields (keys in "
+                      "this order, default separators); the attack audit fails a release "
+                      "with any other spacing or key order, which could carry a bit per "
+                      "record.",
+        "cluster (removed)": "Was a per-record cluster id in the order MDAV formed clusters "
+                             "(the first starts at the record farthest from the most "
+                             "frequent trajectory): data-dependent and redundant with the "
+                             "trajectory, so it is no longer published.",
+    },
+)
+
+META = FileSchema(
+    name=META_FILE,
+    format="json",
+    root=Obj({
+        "algorithm": Enum(("lda", "lda-baseline")),
+        "method": Enum(("ags", "baseline")),
+        "k": "int",
+        "w_icd": "number",
+        "w_age": "number",
+        "leaf_count": Enum((0, 1)),
+        "age_domain": TupleOf(("int", "int")),
+        "hierarchy": Enum(("ICD-9-CM",)),
+        "ilm": "number",
+        "alm": "number",
+    }),
+    doc="The run's settings (parameters, hierarchies) and the loss the algorithm measured, "
+        "which the verifier recomputes.",
+    fields_doc={
+        "algorithm": "Registry name of the algorithm: a constant of the request.",
+        "method": "Alignment method (A-GS or Baseline): a constant of the algorithm.",
+        "k": "The requested k: a parameter, not derived from the data.",
+        "w_icd": "The requested ICD loss weight: a parameter.",
+        "w_age": "The requested age loss weight: a parameter.",
+        "leaf_count": "L(leaf) convention of the loss metric (0 or 1): a parameter.",
+        "age_domain": "The age hierarchy's fixed domain [1, 128], not the data's ages.",
+        "hierarchy": "Name of the ICD hierarchy: a constant.",
+        "ilm": "Average ICD loss over all patients (one number for the whole release, "
+               "recomputed exactly by the verifier): it cannot single out a patient.",
+        "alm": "Average age loss over all patients, as ilm.",
+        "clusters (removed)": "Was the number of clusters; dropped with the per-record "
+                              "cluster id (the number of distinct trajectories is visible "
+                              "in the records anyway).",
+    },
+)
+
+SCHEMA = ReleaseSchema((RECORDS, META))
+
+
+def count_records(files: dict[str, bytes]) -> int:
+    """Patients whose published trajectory keeps at least one pair.
+
+    A line whose trajectory is empty (every pair suppressed) publishes nothing about its
+    patient, so a release of only such lines counts as empty. Lines that are not JSON
+    objects with a list ``trajectory`` are not counted (the closed-world check reports them).
+    """
+    count = 0
+    for line in files.get(RECORDS_FILE, b"").decode("utf-8", "replace").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("trajectory"), list) \
+                and obj["trajectory"]:
+            count += 1
+    return count
