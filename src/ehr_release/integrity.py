@@ -1,23 +1,84 @@
-"""``audit verify``: the audit chain is intact and every published file is unchanged."""
+"""``audit verify``: the audit chain is intact, anchored, and agrees with the tables and files.
+
+The chain alone proves only that nobody without the audit key rewrote it. The rest of the
+database is plain rows anyone with database access can edit, and the newest events can be
+deleted leaving a shorter, still valid chain. So one pass over the chain also checks:
+
+* the head file (:mod:`ehr_release.storage.anchors`): every anchored event is still there
+  with the same hash — fewer events than the last anchor means the chain was truncated;
+* every published ``manifest.json``: its ``audit_head_at_certification`` is an event of this
+  chain, and its hash is the one the ``run.published`` event recorded;
+* ``release_runs``: every run's status is the last ``run.<status>`` event the chain holds
+  for it (and every run the chain knows still exists);
+* ``approvals``: every row's reviewer, decision and reason are those of the decision event.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from ehr_release.errors import cap
 from ehr_release.files import sha256_file
-from ehr_release.storage.audit import verify_chain
+from ehr_release.storage.anchors import read_anchors
+from ehr_release.storage.audit import MAX_PAYLOAD_STRING, verify_chain
+from ehr_release.storage.engine import get_engine
+from ehr_release.storage.models import Approval, AuditEvent, ReleaseRun
 from ehr_release.storage.runs import Status, list_artifacts, list_runs
 
+MANIFEST = "manifest.json"
+_STATUS_ACTIONS = {f"run.{s}": str(s) for s in Status}
+_MAX_LISTED = 20  # problems of one kind listed before "… and N more"
 
-def check_integrity() -> tuple[list[str], str]:
+
+@dataclass
+class _ChainFacts:
+    """What the cross-checks need from the chain, gathered while it is verified."""
+
+    wanted_seqs: set[int]
+    wanted_hashes: set[str]
+    hash_at: dict[int, str] = field(default_factory=dict)
+    seq_of: dict[str, int] = field(default_factory=dict)
+    last_status: dict[str, str] = field(default_factory=dict)
+    decisions: dict[str, AuditEvent] = field(default_factory=dict)
+    published: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def visit(self, ev: AuditEvent) -> None:
+        if ev.seq in self.wanted_seqs:
+            self.hash_at[ev.seq] = ev.hash
+        if ev.hash in self.wanted_hashes:
+            self.seq_of[ev.hash] = ev.seq
+        status = _STATUS_ACTIONS.get(ev.action)
+        if status is None or ev.run_id is None:
+            return
+        self.last_status[ev.run_id] = status
+        payload = json.loads(ev.payload_json)
+        if "decision" in payload:
+            self.decisions[ev.run_id] = ev
+        if status == Status.PUBLISHED:
+            self.published[ev.run_id] = payload
+
+
+def check_integrity(engine: Engine | None = None) -> tuple[list[str], str]:
     """Return (problems, one-line summary); no problems means everything checks out."""
+    engine = engine or get_engine()
     problems: list[str] = []
-    chain = verify_chain()
-    if not chain.ok:
-        problems.append(f"audit chain broken: {chain.problem}")
+    anchors = read_anchors(engine)
     # The filed (internal) certificate is checked like the published files: it is the
     # governance record the decision rests on.
-    published = list_artifacts(kind="published") + list_artifacts(kind="certificate")
+    published = (list_artifacts(kind="published", engine=engine)
+                 + list_artifacts(kind="certificate", engine=engine))
+    manifests = _manifest_heads(published, problems)
+    facts = _ChainFacts({a.seq for a in anchors}, {head for _, head in manifests.values()})
+    chain = verify_chain(engine, visit=facts.visit)
+    if not chain.ok:
+        problems.append(f"audit chain broken: {chain.problem}")
+    problems += _check_anchors(anchors, chain.events, facts, complete=chain.ok)
     for art in published:
         path = Path(art.path)
         if not path.exists():
@@ -25,21 +86,127 @@ def check_integrity() -> tuple[list[str], str]:
         elif sha256_file(path) != art.sha256:
             problems.append(f"{art.run_id}: published file {path} differs from its recorded "
                             f"SHA-256 {art.sha256[:16]}…")
-    problems += unrecorded_release_folders()
-    summary = (f"audit chain: {chain.events} events, head {chain.head[:16]}…; "
+    if chain.ok:  # against a broken chain every later fact would be reported twice
+        problems += _check_manifests(manifests, published, facts)
+        problems += _check_tables(engine, facts)
+    problems += unrecorded_release_folders(engine=engine)
+    legacy = f" ({chain.legacy} unkeyed legacy)" if chain.legacy else ""
+    summary = (f"audit chain: {chain.events} events{legacy}, head {chain.head[:16]}…; "
+               f"anchors checked: {len(anchors)}; "
                f"published files checked: {len(published)}; "
                + ("all intact" if not problems else f"{len(problems)} problem(s)"))
     return problems, summary
 
 
-def unrecorded_release_folders(limit: int = 10_000) -> list[str]:
+def _manifest_heads(published: list[Any], problems: list[str]) -> dict[str, tuple[Path, str]]:
+    """run id → (manifest path, audit head it names) for every readable published manifest."""
+    heads: dict[str, tuple[Path, str]] = {}
+    for art in published:
+        path = Path(art.path)
+        if art.kind != "published" or path.name != MANIFEST or not path.exists():
+            continue
+        try:
+            head = json.loads(path.read_text(encoding="utf-8"))["audit_head_at_certification"]
+        except (OSError, ValueError, KeyError, TypeError):
+            problems.append(f"{art.run_id}: {path} names no audit head")
+            continue
+        heads[art.run_id] = (path, str(head))
+    return heads
+
+
+def _check_anchors(anchors: list[Any], events: int, facts: _ChainFacts, *,
+                   complete: bool) -> list[str]:
+    """Every head-file anchor must still be in the chain, with the same hash."""
+    problems: list[str] = []
+    beyond = [a for a in anchors if a.seq > events]
+    if beyond and complete:
+        last = max(beyond, key=lambda a: a.seq)
+        problems.append(f"audit chain truncated: it ends at event {events} but the head file "
+                        f"recorded event {last.seq} ({last.hash[:16]}…) at {last.at}")
+    wrong = [a for a in anchors if a.seq <= events and facts.hash_at.get(a.seq) != a.hash]
+    for a in wrong[:_MAX_LISTED]:
+        problems.append(f"audit chain rewritten: event {a.seq} is "
+                        f"{facts.hash_at.get(a.seq, '?')[:16]}…, the head file recorded "
+                        f"{a.hash[:16]}… at {a.at}")
+    if len(wrong) > _MAX_LISTED:
+        problems.append(f"… and {len(wrong) - _MAX_LISTED} more rewritten anchors")
+    return problems
+
+
+def _check_manifests(manifests: dict[str, tuple[Path, str]], published: list[Any],
+                     facts: _ChainFacts) -> list[str]:
+    """Each manifest's head is in the chain; each published run's manifest is the recorded one."""
+    problems = [f"{run_id}: {path} names audit head {head[:16]}…, which is not in the chain"
+                for run_id, (path, head) in manifests.items() if head not in facts.seq_of]
+    recorded = {(a.run_id, a.sha256) for a in published
+                if a.kind == "published" and Path(a.path).name == MANIFEST}
+    for run_id, payload in facts.published.items():
+        digest = payload.get("manifest_sha256")
+        if digest and (run_id, digest) not in recorded:
+            problems.append(f"{run_id}: the chain records a published manifest "
+                            f"{str(digest)[:16]}… that no published artifact matches")
+    return problems
+
+
+def _check_tables(engine: Engine, facts: _ChainFacts) -> list[str]:
+    """``release_runs`` and ``approvals`` must say what the chain recorded."""
+    problems: list[str] = []
+    with Session(engine) as s:
+        run_rows = {r.id: r for r in s.exec(select(ReleaseRun)).all()}
+        approvals = list(s.exec(select(Approval)).all())
+    for run_id, run in sorted(run_rows.items()):
+        chained = facts.last_status.get(run_id)
+        if chained is None:
+            problems.append(f"{run_id}: run is {run.status} but the audit chain never "
+                            "recorded it")
+        elif run.status != chained:
+            problems.append(f"{run_id}: run is {run.status} in the database but the audit "
+                            f"chain last recorded {chained}")
+    for run_id in sorted(set(facts.last_status) - set(run_rows)):
+        problems.append(f"{run_id}: the audit chain records this run ({facts.last_status[run_id]}) "
+                        "but release_runs has no row for it")
+    decided = set()
+    for row in approvals:
+        decided.add(row.run_id)
+        ev = facts.decisions.get(row.run_id)
+        if ev is None:
+            problems.append(f"{row.run_id}: approval by {row.reviewer!r} has no decision event "
+                            "in the audit chain")
+            continue
+        payload = json.loads(ev.payload_json)
+        chained_row = (payload.get("reviewer", ev.actor), payload.get("decision"),
+                       payload.get("reason"))
+        row_values = (row.reviewer, row.decision, _as_recorded(row.reason))
+        for name, chained_value, value in zip(("reviewer", "decision", "reason"),
+                                              chained_row, row_values, strict=True):
+            if chained_value != value:
+                problems.append(f"{row.run_id}: approval {name} is {_short(value)} but the "
+                                f"audit chain recorded {_short(chained_value)} (event {ev.seq})")
+    for run_id in sorted(set(facts.decisions) - decided):
+        problems.append(f"{run_id}: the audit chain records a decision "
+                        f"(event {facts.decisions[run_id].seq}) but approvals has no row")
+    return problems
+
+
+def _as_recorded(reason: str) -> str:
+    """The reason as the audit payload holds it (long strings are capped there)."""
+    return cap(reason, MAX_PAYLOAD_STRING)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "…'"
+
+
+def unrecorded_release_folders(limit: int = 10_000,
+                               engine: Engine | None = None) -> list[str]:
     """Release folders on disk whose run the database does not show as published.
 
     Such a folder can only come from a publish killed between renaming and recording, or
     from someone copying files in by hand; either way researchers must not take it.
     """
     problems = []
-    for run in list_runs(limit=limit):
+    for run in list_runs(limit=limit, engine=engine):
         folder = Path(run.out_dir) / "releases" / run.id
         if folder.exists() and run.status != Status.PUBLISHED:
             problems.append(f"{run.id}: release folder {folder} exists but the run is "

@@ -13,6 +13,7 @@ The key is ``EHR_RELEASE_PSEUDONYM_KEY`` (hex, ≥ 32 bytes) when set — what a
 workers run on several machines must use — otherwise ``pseudonym.key`` in the working folder,
 created with fresh OS randomness on first use and readable by its owner only. Losing it does
 not expose anything; it only means old releases can no longer be matched to source ids.
+Key loading is shared with the audit key (:mod:`ehr_release.site_keys`).
 
 Records are re-ordered by pseudonym, so the order of lines does not leak the order of the
 extract (often admission order or MRN order).
@@ -23,60 +24,24 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import secrets
 from collections.abc import Callable
-from pathlib import Path
 
 from ehr_release.dataset import PATIENT_ID, Dataset
-from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.errors import EhrReleaseError
+from ehr_release.site_keys import load_key
 
 KEY_ENV = "EHR_RELEASE_PSEUDONYM_KEY"
 KEY_FILE = "pseudonym.key"
-MIN_KEY_BYTES = 32
 PSEUDONYM_HEX = 20  # 80 bits: a collision among 10^6 patients has probability ~4e-13
 
 Pseudonym = Callable[[str], str]
 
 
-def _parse_key(text: str, where: str) -> bytes:
-    try:
-        key = bytes.fromhex(text.strip())
-    except ValueError:
-        raise ConfigError(f"{where}: the pseudonym key must be hexadecimal") from None
-    if len(key) < MIN_KEY_BYTES:
-        raise ConfigError(f"{where}: the pseudonym key must be at least {MIN_KEY_BYTES} bytes "
-                          f"({2 * MIN_KEY_BYTES} hex digits), got {len(key)}")
-    return key
-
-
-def _key_file(folder: Path) -> Path:
-    """The key file, created atomically (write a temporary file, then hard-link it in)."""
-    path = folder / KEY_FILE
-    if not path.exists():
-        tmp = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_bytes(MIN_KEY_BYTES).hex() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)  # fails if another process won the race: theirs is kept
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    return path
-
-
 def site_key() -> bytes:
     """The site's pseudonym key (environment first, else the working folder's key file)."""
-    if os.environ.get(KEY_ENV):
-        return _parse_key(os.environ[KEY_ENV], KEY_ENV)
-    from ehr_release.storage.engine import home
-
-    path = _key_file(home())
-    return _parse_key(path.read_text(encoding="ascii"), str(path))
+    key = load_key(KEY_ENV, KEY_FILE, "pseudonym key")
+    assert key is not None  # created on first use
+    return key
 
 
 def pseudonymizer(release_id: str, key: bytes | None = None) -> Pseudonym:

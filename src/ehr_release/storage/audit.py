@@ -1,8 +1,27 @@
-"""The tamper-evident audit trail: append-only, hash-chained events.
+"""The tamper-evident audit trail: append-only events in a chain keyed with a site secret.
 
-Each event stores the hash of the previous event and its own hash over a domain prefix, the
-canonical (sorted-key) JSON of its content and the previous hash. Editing, deleting or
-re-ordering any row breaks every hash after it, which :func:`verify_chain` detects.
+Each event stores the hash of the previous event and its own authenticator over a domain
+prefix, the canonical (sorted-key) JSON of its content and the previous hash. Editing,
+deleting or re-ordering any row breaks every link after it, which :func:`verify_chain`
+detects.
+
+**Keyed (v2).** The authenticator is ``HMAC-SHA256(audit key, …)``, stored as
+``v2:<key id>:<52 hex digits>`` (208 bits; the column holds 64 characters). The audit key is
+kept outside the database like the pseudonym key (:mod:`ehr_release.site_keys`):
+``EHR_RELEASE_AUDIT_KEY`` (hex, ≥ 32 bytes) or ``audit.key`` in the home, created 0600 on
+first use. Someone who can write the database but not read the key cannot recompute a valid
+chain after rewriting a row; deleting the newest events is caught by the anchors kept outside
+the database (:mod:`ehr_release.storage.anchors`).
+
+**Legacy (v1).** Events written before the key existed carry a plain SHA-256 (64 hex digits)
+and still verify as such. A v1 event after a v2 one is a downgrade and fails verification;
+a chain rewritten entirely as v1 contradicts the anchor written at the first keyed event.
+
+**Rotation.** :func:`rotate_audit_key` records an ``audit.key_rotated`` event, authenticated
+with the old key and naming the new key's id, then installs the new key and keeps the old one
+under ``audit-keys/<id>.key`` (or, with keys from the environment, in
+``EHR_RELEASE_AUDIT_RETIRED_KEYS``). Every event names its key id, so old events verify with
+their key; a key that no rotation event announced is refused.
 
 There is deliberately no update or delete function. Writers serialize on a lock (PostgreSQL
 advisory lock, SQLite ``BEGIN IMMEDIATE``) and ``prev_hash`` is unique, so concurrent writers
@@ -13,10 +32,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import hmac
 import io
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
@@ -24,12 +46,24 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import cap
-from ehr_release.storage.engine import get_engine
+from ehr_release.errors import ConfigError, cap
+from ehr_release.site_keys import key_id, load_key, parse_key, write_new_key
+from ehr_release.storage.anchors import anchor_on_commit
+from ehr_release.storage.engine import get_engine, home
 from ehr_release.storage.models import AuditEvent, utc_now
 
 GENESIS = "0" * 64
 _DOMAIN = b"ehr_release.audit.v1\x00"
+_DOMAIN_V2 = b"ehr_release.audit.v2\x00"
+_V1 = re.compile(r"[0-9a-f]{64}")
+_V2 = re.compile(r"v2:([0-9a-f]{8}):([0-9a-f]{52})")
+_V2_HEX = 52  # 208 bits of the HMAC: "v2:" + key id + ":" + digest fits the 64-char column
+AUDIT_KEY_ENV = "EHR_RELEASE_AUDIT_KEY"
+AUDIT_KEY_FILE = "audit.key"
+RETIRED_KEYS_ENV = "EHR_RELEASE_AUDIT_RETIRED_KEYS"
+RETIRED_KEYS_DIR = "audit-keys"
+KEY_ROTATED = "audit.key_rotated"
+_KEY_PURPOSE = "audit"
 _ADVISORY_LOCK_KEY = 0x45485241  # "EHRA"
 _MAX_ATTEMPTS = 20
 
@@ -41,30 +75,115 @@ def canonical_json(value: Any) -> str:
 
 
 def event_hash(*, seq: int, created_at: str, actor: str, action: str, run_id: str | None,
-               payload_json: str, prev_hash: str) -> str:
-    """The hash of one event's content chained to its predecessor."""
+               payload_json: str, prev_hash: str, key: bytes | None = None) -> str:
+    """The authenticator of one event's content chained to its predecessor.
+
+    With ``key``: ``v2:<key id>:<HMAC-SHA256 truncated to 208 bits>``, the key id bound into
+    the MAC. Without: the legacy v1 form, plain SHA-256 (still needed to verify old events).
+    """
     content = canonical_json({"seq": seq, "created_at": created_at, "actor": actor,
                               "action": action, "run_id": run_id,
-                              "payload": json.loads(payload_json)})
-    return hashlib.sha256(_DOMAIN + content.encode() + prev_hash.encode()).hexdigest()
+                              "payload": json.loads(payload_json)}).encode()
+    if key is None:
+        return hashlib.sha256(_DOMAIN + content + prev_hash.encode()).hexdigest()
+    kid = key_id(key, _KEY_PURPOSE)
+    mac = hmac.new(key, _DOMAIN_V2 + kid.encode() + b"\0" + content + prev_hash.encode(),
+                   hashlib.sha256).hexdigest()
+    return f"v2:{kid}:{mac[:_V2_HEX]}"
 
 
+def hash_version(value: str) -> tuple[int, str | None]:
+    """(1, None) for a legacy hash, (2, key id) for a keyed one, (0, None) for neither."""
+    if _V1.fullmatch(value):
+        return 1, None
+    m = _V2.fullmatch(value)
+    return (2, m.group(1)) if m else (0, None)
+
+
+# ----------------------------------------------------------------------------- keys
+def audit_key(*, create: bool = True) -> bytes | None:
+    """The current audit key: ``EHR_RELEASE_AUDIT_KEY``, else ``audit.key`` in the home."""
+    return load_key(AUDIT_KEY_ENV, AUDIT_KEY_FILE, "audit key", create=create)
+
+
+def audit_keyring() -> dict[str, bytes]:
+    """Every audit key this site holds, by key id: the current one and the retired ones.
+
+    Retired keys come from ``EHR_RELEASE_AUDIT_RETIRED_KEYS`` (hex keys separated by commas
+    or spaces) and from ``audit-keys/*.key`` in the home. Reading never creates a key.
+    """
+    keys: list[bytes] = []
+    current = audit_key(create=False)
+    if current is not None:
+        keys.append(current)
+    for i, text_key in enumerate(os.environ.get(RETIRED_KEYS_ENV, "").replace(",", " ")
+                                 .split()):
+        keys.append(parse_key(text_key, f"{RETIRED_KEYS_ENV}[{i}]", "audit key"))
+    folder = home() / RETIRED_KEYS_DIR
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.key")):
+            keys.append(parse_key(path.read_text(encoding="ascii"), str(path), "audit key"))
+    return {key_id(k, _KEY_PURPOSE): k for k in keys}
+
+
+def rotate_audit_key(new_key: bytes | None = None, engine: Engine | None = None) -> str:
+    """Switch the chain to a new audit key; return the new key's id.
+
+    First an ``audit.key_rotated`` event is written, authenticated with the old key and naming
+    the new key's id — so the switch itself is part of the chain the old key vouches for.
+    With a key file, the old key is then kept as ``audit-keys/<old id>.key`` and the new one
+    replaces ``audit.key``. With ``EHR_RELEASE_AUDIT_KEY`` the caller must pass ``new_key``,
+    then set it as ``EHR_RELEASE_AUDIT_KEY`` and add the old key to
+    ``EHR_RELEASE_AUDIT_RETIRED_KEYS`` (this process cannot change the environment of others).
+    """
+    from_env = bool(os.environ.get(AUDIT_KEY_ENV))
+    if from_env and new_key is None:
+        raise ConfigError(f"{AUDIT_KEY_ENV} is set: pass the new key explicitly, then set it "
+                          f"there and list the old key in {RETIRED_KEYS_ENV}")
+    old = audit_key()
+    assert old is not None
+    old_id = key_id(old, _KEY_PURPOSE)
+    secret = new_key if new_key is not None else os.urandom(32)
+    parse_key(secret.hex(), "new audit key", "audit key")  # same length rule as loaded keys
+    new_id = key_id(secret, _KEY_PURPOSE)
+    if new_id == old_id:
+        raise ConfigError("the new audit key is the current one")
+    folder = home()
+    if not from_env:
+        retired = folder / RETIRED_KEYS_DIR
+        retired.mkdir(mode=0o700, exist_ok=True)
+        write_new_key(retired / f"{old_id}.key", old)
+    record_event(actor="system:audit", action=KEY_ROTATED, engine=engine, _key=old,
+                 payload={"previous_key_id": old_id, "new_key_id": new_id})
+    if not from_env:
+        staged = folder / f".{AUDIT_KEY_FILE}.new"
+        staged.unlink(missing_ok=True)
+        write_new_key(staged, secret)
+        os.replace(staged, folder / AUDIT_KEY_FILE)
+    return new_id
+
+
+# ----------------------------------------------------------------------------- writing
 def record_event(*, actor: str, action: str, run_id: str | None = None,
                  payload: dict[str, Any] | None = None,
-                 engine: Engine | None = None, session: Session | None = None) -> AuditEvent:
+                 engine: Engine | None = None, session: Session | None = None,
+                 _key: bytes | None = None) -> AuditEvent:
     """Append one event to the chain and return it.
 
     With ``session`` the event joins that transaction (so a state change and its audit event
-    commit or roll back together); otherwise it commits on its own.
+    commit or roll back together); otherwise it commits on its own. The audit key is read
+    (or created) before the chain lock is taken.
     """
     payload_json = canonical_json(_capped(payload or {}))
+    key = _key if _key is not None else audit_key()
+    assert key is not None  # created on first use
     if session is not None:
-        return _append(session, actor, action, run_id, payload_json)
+        return _append(session, actor, action, run_id, payload_json, key)
     engine = engine or get_engine()
     for attempt in range(_MAX_ATTEMPTS):
         try:
             with Session(engine) as s:
-                ev = _append(s, actor, action, run_id, payload_json)
+                ev = _append(s, actor, action, run_id, payload_json, key)
                 s.commit()
                 s.refresh(ev)
                 return ev
@@ -91,7 +210,7 @@ def _capped(value: Any) -> Any:
 
 
 def _append(s: Session, actor: str, action: str, run_id: str | None,
-            payload_json: str) -> AuditEvent:
+            payload_json: str, key: bytes) -> AuditEvent:
     if s.get_bind().dialect.name == "postgresql":
         s.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=_ADVISORY_LOCK_KEY))
     head = s.exec(select(AuditEvent).order_by(col(AuditEvent.seq).desc()).limit(1)).first()
@@ -101,49 +220,101 @@ def _append(s: Session, actor: str, action: str, run_id: str | None,
     ev = AuditEvent(seq=seq, created_at=created_at, actor=actor, action=action, run_id=run_id,
                     payload_json=payload_json, prev_hash=prev,
                     hash=event_hash(seq=seq, created_at=created_at, actor=actor, action=action,
-                                    run_id=run_id, payload_json=payload_json, prev_hash=prev))
+                                    run_id=run_id, payload_json=payload_json, prev_hash=prev,
+                                    key=key))
     s.add(ev)
     s.flush()
+    if head is None or hash_version(head.hash)[0] != 2 or action == KEY_ROTATED:
+        # The first keyed event (and every rotation) is anchored outside the database, so a
+        # chain later rewritten wholesale as unkeyed v1 events contradicts the head file.
+        anchor_on_commit(s, seq, ev.hash)
     return ev
 
 
 @dataclass(frozen=True)
 class ChainCheck:
-    """Result of :func:`verify_chain`: ``ok`` or the first broken event and why."""
+    """Result of :func:`verify_chain`: ``ok`` or the first broken event and why.
+
+    ``events`` counts the events verified (all of them when ``ok``), ``legacy`` how many of
+    those are unkeyed v1 events, ``key_ids`` the audit keys the chain uses.
+    """
 
     ok: bool
     events: int
     head: str
     problem: str | None = None
     seq: int | None = None
+    legacy: int = 0
+    key_ids: tuple[str, ...] = field(default_factory=tuple)
 
 
-def verify_chain(engine: Engine | None = None) -> ChainCheck:
-    """Recompute every hash in order; stop at the first mismatch."""
+def verify_chain(engine: Engine | None = None, *, keys: dict[str, bytes] | None = None,
+                 visit: Callable[[AuditEvent], None] | None = None) -> ChainCheck:
+    """Re-check every link and authenticator in order; stop at the first problem.
+
+    ``keys`` defaults to :func:`audit_keyring`. ``visit`` is called with every event that
+    verified, in order (``audit verify`` builds its cross-checks from it in the same pass).
+    Refused: a gap in ``seq``, a broken link, a hash in no known form, a v1 event after a v2
+    one (downgrade), a key the site does not hold or that no rotation event announced, and
+    content that does not match its authenticator.
+    """
+    keyring = audit_keyring() if keys is None else keys
     prev = GENESIS
     expected_seq = 1
-    count = 0
+    count = legacy = 0
+    announced: set[str] = set()
+    used: list[str] = []
+
+    def broken(ev: AuditEvent, why: str) -> ChainCheck:
+        return ChainCheck(False, count, prev, why, ev.seq, legacy, tuple(used))
+
     for ev in iter_events(engine=engine):
         if ev.seq != expected_seq:
-            return ChainCheck(False, count, prev, f"event {expected_seq} is missing", ev.seq)
+            return broken(ev, f"event {expected_seq} is missing")
         if ev.prev_hash != prev:
-            return ChainCheck(False, count, prev,
-                              f"event {ev.seq} points to {ev.prev_hash[:12]}…, expected "
-                              f"{prev[:12]}…", ev.seq)
+            return broken(ev, f"event {ev.seq} points to {ev.prev_hash[:12]}…, expected "
+                              f"{prev[:12]}…")
+        version, kid = hash_version(ev.hash)
+        if version == 0:
+            return broken(ev, f"event {ev.seq} has a hash in no known form")
+        if version == 1 and used:
+            return broken(ev, f"event {ev.seq} ({ev.action}) is unkeyed (v1) after keyed "
+                              "events: a downgrade, written without the audit key")
+        key = None
+        if version == 2:
+            assert kid is not None
+            if kid not in keyring:
+                return broken(ev, f"event {ev.seq} is signed with audit key {kid}, which this "
+                                  f"site does not hold (set {AUDIT_KEY_ENV} or restore "
+                                  f"{RETIRED_KEYS_DIR}/{kid}.key)")
+            if used and kid not in announced:
+                return broken(ev, f"event {ev.seq} is signed with audit key {kid}, which no "
+                                  f"{KEY_ROTATED} event announced")
+            key = keyring[kid]
         try:
             recomputed = event_hash(seq=ev.seq, created_at=ev.created_at, actor=ev.actor,
                                     action=ev.action, run_id=ev.run_id,
-                                    payload_json=ev.payload_json, prev_hash=ev.prev_hash)
+                                    payload_json=ev.payload_json, prev_hash=ev.prev_hash,
+                                    key=key)
         except json.JSONDecodeError:
-            return ChainCheck(False, count, prev, f"event {ev.seq} payload is not JSON", ev.seq)
-        if recomputed != ev.hash:
-            return ChainCheck(False, count, prev,
-                              f"event {ev.seq} ({ev.action}) content does not match its hash",
-                              ev.seq)
+            return broken(ev, f"event {ev.seq} payload is not JSON")
+        if not hmac.compare_digest(recomputed, ev.hash):
+            return broken(ev, f"event {ev.seq} ({ev.action}) content does not match its hash")
+        if kid is not None:
+            if not used:
+                announced.add(kid)
+            if kid not in used:
+                used.append(kid)
+            if ev.action == KEY_ROTATED:
+                announced.add(str(json.loads(ev.payload_json).get("new_key_id")))
+        else:
+            legacy += 1
+        if visit is not None:
+            visit(ev)
         prev = ev.hash
         expected_seq += 1
         count += 1
-    return ChainCheck(True, count, prev)
+    return ChainCheck(True, count, prev, legacy=legacy, key_ids=tuple(used))
 
 
 def chain_head(engine: Engine | None = None) -> tuple[str, int]:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
+from ehr_release.storage.anchors import anchor_status
 from ehr_release.storage.audit import canonical_json, record_event
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import (
@@ -178,9 +179,12 @@ def transition(run_id: str, to: Status, *, actor: str, payload: dict[str, Any] |
         if error is not None:
             run.error = cap(error)
         s.add(run)
-        record_event(session=s, actor=actor, action=f"run.{to}", run_id=run_id,
-                     payload={"from": str(current), "to": str(to), **(payload or {}),
-                              **({"error": error} if error else {})})
+        anchor_status(s, record_event(session=s, actor=actor, action=f"run.{to}",
+                                      run_id=run_id,
+                                      payload={"from": str(current), "to": str(to),
+                                               **(payload or {}),
+                                               **({"error": error} if error else {})}),
+                      str(to))
         return run
 
     if session is not None:
