@@ -3,12 +3,16 @@
 INFORMS 2008 (the paper's data) is not public here, so records are generated with its
 published shape: 631 distinct diagnosis codes, about 4.3 codes per record (at most 17), a
 Zipf-like code frequency. For each size the script times anonymization (HorPart, VerPart,
-Refine, serialization), the independent verification of the release, and — as the yardstick
-of the issue — one plain pass counting every itemset of ≤ m codes of the original, in pure
-Python and vectorized. It prints one table and the peak memory (RSS) of the process.
+Refine, serialization), the independent verification of the release (the closed-world
+schema check and the model verifier, shown apart), the attack audit (issue 14: goal ≤ the
+verification), and — as the yardstick of issue 3 — one plain pass counting every itemset of
+≤ m codes of the original, in pure Python and vectorized. It prints one table and the peak
+memory (RSS) of the process.
 
 Usage: ``python bench/disassociation.py [--sizes 25000,1000000] [--k 5] [--m 2]``
-(``--quick`` runs 2,500 and 25,000 only).
+(``--quick`` runs 2,500 and 25,000 only; ``--no-plain`` skips the plain passes;
+``--unshuffled`` also attacks a release published without shuffling, to show what the
+audit's positional test finds at that size).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from ehr_release.algorithms.disassociation.encoding import distinct
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.policies import hierarchy_policy
+from ehr_release.privacy.attacks.disassociation import attack
+from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.disassociation import verify_release
+from ehr_release.privacy.formats.disassociation import SCHEMA
 
 N_CODES = 631
 MEAN_CODES = 4.3
@@ -93,23 +100,47 @@ def timed(fn, *args):  # type: ignore[no-untyped-def]
     return out, time.perf_counter() - start
 
 
-def run(n: int, k: int, m: int) -> dict[str, object]:
+class Unshuffled:
+    """An rng whose keys are all equal: every chunk stays in record order (a broken release)."""
+
+    def random(self, n: int) -> np.ndarray:
+        return np.zeros(n)
+
+
+def run(n: int, k: int, m: int, plain: bool = True, unshuffled: bool = False
+        ) -> dict[str, object]:
     ds = informs_like(n)
     codes_per_record = len(ds.diagnoses) / n
     policy = hierarchy_policy(ds.distinct_codes(), "3digit")
     result, t_anon = timed(disassociate_dataset, ds, k, m, policy, np.random.default_rng(1))
     data, t_ser = timed(result.release.to_bytes)
-    report, t_ver = timed(verify_release, {"release.json": data}, ds, k, m)
-    _, t_np = timed(plain_pass_numpy, ds) if m == 2 else (None, float("nan"))
-    _, t_py = timed(plain_pass_python, ds, m)
-    return {"records": n, "codes/rec": f"{codes_per_record:.2f}",
-            "distinct": ds.diagnoses[CODE].nunique(), "clusters": len(result.clusters),
-            "joint": len(result.release.joint_clusters),
-            "anonymize s": f"{t_anon + t_ser:.2f}", "verify s": f"{t_ver:.2f}",
-            "plain py s": f"{t_py:.2f}", "plain np s": f"{t_np:.2f}",
-            "verify/py": f"{t_ver / t_py:.2f}", "verify/np": f"{t_ver / t_np:.2f}",
-            "verified": report.holds, "release MB": f"{len(data) / 1e6:.1f}",
-            "peak RSS MB": f"{peak_rss_mb():.0f}"}
+    files = {"release.json": data}
+    found, t_closed = timed(lambda: list(violations(files, SCHEMA)))
+    report, t_ver = timed(verify_release, files, ds, k, m)
+    audit, t_att = timed(attack, files, ds, {"k": k, "m": m})
+    t_np = t_py = float("nan")
+    if plain:
+        _, t_np = timed(plain_pass_numpy, ds) if m == 2 else (None, float("nan"))
+        _, t_py = timed(plain_pass_python, ds, m)
+    row: dict[str, object] = {
+        "records": n, "codes/rec": f"{codes_per_record:.2f}",
+        "distinct": ds.diagnoses[CODE].nunique(), "clusters": len(result.clusters),
+        "joint": len(result.release.joint_clusters),
+        "anonymize s": f"{t_anon + t_ser:.2f}", "closed s": f"{t_closed:.2f}",
+        "verify s": f"{t_ver:.2f}", "attack s": f"{t_att:.2f}",
+        "attack/verify": f"{t_att / (t_closed + t_ver):.2f}",
+        "smallest": audit.smallest_candidate_set,
+        "plain py s": f"{t_py:.2f}", "plain np s": f"{t_np:.2f}",
+        "verified": report.holds and not found and audit.passed,
+        "release MB": f"{len(data) / 1e6:.1f}", "peak RSS MB": f"{peak_rss_mb():.0f}"}
+    if unshuffled:
+        broken = disassociate_dataset(ds, k, m, policy, Unshuffled()).release.to_bytes()
+        caught, t_broken = timed(attack, {"release.json": broken}, ds, {"k": k, "m": m})
+        row["unshuffled attack s"] = f"{t_broken:.2f}"
+        row["unshuffled smallest"] = caught.smallest_candidate_set
+        print(f"[{n:,} records, unshuffled] {caught.measured}", file=sys.stderr)
+    print(f"[{n:,} records] {audit.measured}", file=sys.stderr)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--m", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="2,500 and 25,000 records only")
+    ap.add_argument("--no-plain", action="store_true", help="skip the plain itemset passes")
+    ap.add_argument("--unshuffled", action="store_true",
+                    help="also attack a release published without shuffling")
     args = ap.parse_args(argv)
     sizes = [2500, 25000] if args.quick else [int(s) for s in args.sizes.split(",")]
-    rows = [run(n, args.k, args.m) for n in sizes]
+    rows = [run(n, args.k, args.m, not args.no_plain, args.unshuffled) for n in sizes]
     cols = list(rows[0])
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     print(f"Disassociation, INFORMS-like data, k = {args.k}, m = {args.m}, "
@@ -128,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  ".join(c.rjust(widths[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r[c]).rjust(widths[c]) for c in cols))
+    print("closed s: schema check of the release bytes; verify s: the model verifier; "
+          "attack/verify: attack s / (closed s + verify s); verified: schema, model and "
+          "attack audit all passed")
     return 0 if all(r["verified"] for r in rows) else 1
 
 

@@ -2,7 +2,8 @@
 
 Glue only: it resolves the policy string (reading a YAML file when it names one — the
 algorithm itself does no I/O), runs VerPart batches through the flow's task runner when
-called inside a flow, and wires the independent verifier and the utility evaluation.
+called inside a flow, and wires the independent verifier, the closed-world format
+declaration, the attack audit and the utility evaluation.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from ehr_release.policies import (
     build_policy,
     parse_policy_spec,
 )
+from ehr_release.privacy.attacks.disassociation import attack
 from ehr_release.privacy.disassociation import verify_release
+from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import UtilityReport, VerificationReport
 from ehr_release.utility.disassociation import evaluate_release
@@ -184,4 +187,7 @@ ENTRY = AlgorithmEntry(
     verify=verify,
     evaluate=evaluate,
     headline_loss="ARE W2 (estimator)",
+    schema=SCHEMA,
+    attack=attack,
+    count_records=count_records,
 )

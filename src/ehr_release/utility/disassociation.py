@@ -385,4 +385,21 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
         tables["comparison with generalization"] = comparison
     chart = Chart("mre-histogram", "MRE per utility constraint (share of records matched, "
                   "original vs anonymized); shaded: ±2.5 % and ±5 %", mre_histogram(series))
-    return UtilityReport("disassociation", metrics, tables, [chart], notes)
+    return UtilityReport("disassociation", metrics, tables, [chart], notes,
+                         below_baseline=below_nothing(metrics))
+
+
+#: ARE of answering 0 to every query (publishing nothing): each query has C_O > 0.
+NOTHING_ARE = 1.0
+
+
+def below_nothing(metrics: dict[str, float]) -> list[str]:
+    """One sentence per workload whose estimator ARE is no better than publishing nothing.
+
+    Answering 0 to every COUNT query has ARE exactly 1 (every query is held by some original
+    record), so a release at or above it tells a researcher less than no release at all.
+    """
+    return [f"{name} is {metrics[name]:.2f}, no better than publishing nothing "
+            f"(answering 0 to every query has ARE {NOTHING_ARE:.0f})"
+            for name in ("ARE W1 (estimator)", "ARE W2 (estimator)")
+            if metrics.get(name, 0.0) >= NOTHING_ARE]
