@@ -2,7 +2,8 @@
 
 ``python -m tests.crash_driver REQUEST.json POINT`` where POINT is ``after:<status>`` (right
 after the run's status changed), ``in:anonymize``, ``in:publish`` (after the first staged
-file) or ``after-rename`` (release folder renamed into place, not yet recorded). SIGKILL
+file) or ``after-rename`` (release folder renamed into place, not yet recorded). For the last
+two the driver records an approval once the run is parked, which publishes in this process. SIGKILL
 gives the flow no chance to clean up: that is the point.
 """
 
@@ -12,6 +13,9 @@ import os
 import signal
 import sys
 from pathlib import Path
+
+#: Points inside the publishing flow, which the decision starts in this process.
+AFTER_APPROVAL = ("in:publish", "after-rename")
 
 
 def _die() -> None:
@@ -51,8 +55,8 @@ def install(point: str) -> None:
         real_write = publish.write_durably
         written: list[Path] = []
 
-        def write_then_die(path: Path, data: bytes) -> None:
-            real_write(path, data)
+        def write_then_die(path: Path, data: bytes, **kwargs) -> None:  # noqa: ANN003
+            real_write(path, data, **kwargs)
             written.append(path)
             if len(written) == 1:
                 _die()
@@ -73,10 +77,16 @@ def main(argv: list[str]) -> int:
     from ehr_release.request import ReleaseRequest
 
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
-    install(argv[2])
+    point = argv[2]
+    install(point)
     from ehr_release.flows.release import release_flow
 
-    release_flow(request)
+    status = release_flow(request)
+    if point in AFTER_APPROVAL and status == "awaiting_approval":
+        # The decision starts the publishing flow in the process that records it: here.
+        from ehr_release.service import decide
+
+        decide(request.run_id, reviewer="reviewer", decision="approve", reason="checked")
     return 0
 
 

@@ -38,10 +38,6 @@ def _kill_at(request, point: str, *, approve: bool) -> None:
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     proc = subprocess.Popen([sys.executable, "-m", "tests.crash_driver", str(path), point],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if approve:
-        assert wait_status(request.run_id, {Status.AWAITING_APPROVAL}) == \
-            Status.AWAITING_APPROVAL
-        decide(request.run_id, "approve")
     try:
         proc.wait(timeout=180)
     finally:
@@ -67,18 +63,30 @@ def test_kill_then_resume_publishes_exactly_once(env, point: str) -> None:
         assert not folder.exists()
         assert problems == []
 
-    thread, box = start(request)  # the same request: resume
+    from ehr_release.service import publish, run_state
+
     if point in BEFORE_APPROVAL:
-        assert wait_status(request.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-            Status.AWAITING_APPROVAL
+        if run.status != Status.AWAITING_APPROVAL:  # parked runs need no process at all
+            state = run_state(request.run_id)
+            assert state.stalled and "ehr-release resume" in state.next_step
+            thread, box = start(request)  # the same request: resume
+            assert wait_status(request.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) \
+                == Status.AWAITING_APPROVAL
         decide(request.run_id, "approve")
-    thread.join(180)
-    assert box.get("result") == "published", box
+        if run.status != Status.AWAITING_APPROVAL:
+            thread.join(180)
+            assert box.get("result") == "published", box
+    else:  # killed while publishing: the approved run is stalled; publishing again finishes
+        state = run_state(request.run_id)
+        assert state.stalled and f"ehr-release publish {request.run_id}" in state.next_step
+        assert publish(request.run_id) == Status.PUBLISHED
     assert check_integrity()[0] == []
     assert not list((out / "releases").glob(".staging-*"))
     actions = [json.loads(e)["action"] for e in export_events(request.run_id, "jsonl")
                .splitlines()]
     assert actions.count("run.published") == 1
-    assert actions.count("run.resumed") == 1
+    # Only a restarted release flow is a resumption (a parked run or a publish is not).
+    assert actions.count("run.resumed") == (1 if point in BEFORE_APPROVAL
+                                            and run.status != Status.AWAITING_APPROVAL else 0)
     assert sorted(p.name for p in folder.iterdir()) == ["counts.json", "datasheet.pdf",
                                                         "manifest.json"]

@@ -232,7 +232,7 @@ def world(ehr_home):
     to_awaiting(run.id, engine)
     creds = {name: add_user(name, role) for name, role in
              [("steward.sam", "steward"), ("rita", "reviewer")]}
-    return run.id, creds, create_app(resume=lambda _: None)
+    return run.id, creds, create_app(publish=lambda _: None)
 
 
 @pytest.mark.parametrize("sent", [None, "forged"])

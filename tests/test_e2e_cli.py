@@ -60,8 +60,13 @@ def test_request_approve_publish_then_tamper(world) -> None:
                   "--reason", "mine")
     assert refused.returncode == 1 and "requested this run" in refused.stderr
 
-    cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
-        "--reason", "verified independently", check=True)
+    # Issue 15 item 4: a pending review holds no process and survives the Prefect server
+    # being stopped (the demo tells users to stop it); the decision publishes on its own.
+    assert _processes_mentioning(run_id) == []
+    assert cli("server", "stop", check=True).stdout.strip() == "stopped"
+    approved = cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
+                   "--reason", "verified independently", check=True)
+    assert approved.stdout.strip() == f"{run_id}: published"
     folder = out / "releases" / run_id
     assert {p.name for p in folder.iterdir()} >= {"release.json", "datasheet.pdf",
                                                   "manifest.json"}
@@ -79,6 +84,35 @@ def test_request_approve_publish_then_tamper(world) -> None:
     tampered = cli("audit", "verify")
     assert tampered.returncode == 1
     assert "release.json" in tampered.stdout + tampered.stderr
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line names ``text`` (the flow launcher names the run)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def test_approve_exits_nonzero_when_the_run_is_not_published(world) -> None:
+    root, data, cli = world
+    out = root / "out-broken"
+    run_id = _start(cli, data, out)
+    import shutil
+
+    shutil.rmtree(root / "home" / "runs" / run_id / "candidate")  # the bundle is damaged
+    done = cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
+               "--reason", "looks fine")
+    assert done.returncode == 1 and f"{run_id}: failed" in done.stdout
+    assert "candidate file is missing" in done.stderr
+    assert not (out / "releases" / run_id).exists()
 
 
 def test_reject_publishes_nothing(world) -> None:

@@ -125,14 +125,36 @@ def test_bad_input_leaves_only_an_audit_event(env, tmp_path):
 
 
 def test_no_decision_before_timeout_means_rejected(env):
+    """The window is data, not a waiting process: once it closes, the next look rejects."""
+    import time
+
+    from ehr_release.errors import ApprovalError
+    from ehr_release.service import decide as record
+
     data, out = env
-    req = request_for(data, out, timeout=4)
+    req = request_for(data, out, timeout=3)
     thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL}) == Status.AWAITING_APPROVAL
+    assert wait_flow_ended(box) == Status.AWAITING_APPROVAL  # no process waits
+    time.sleep(3.5)
+    with pytest.raises(ApprovalError, match="not awaiting approval"):
+        record(req.run_id, reviewer="reviewer", decision="approve", reason="too late")
     thread.join(120)
     assert box.get("result") == "rejected"
     events = [json.loads(x) for x in export_events(req.run_id, "jsonl").splitlines()]
-    assert events[-1]["actor"] == "system:approval-timeout"
+    assert [e["actor"] for e in events if e["action"] == "run.rejected"] == \
+        ["system:approval-timeout"]
+    assert runs.get_approval(req.run_id) is None
     assert not (out / "releases").exists()
+
+
+def wait_flow_ended(box: dict, timeout: float = 60) -> str:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while "flow" not in box and "error" not in box and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return box.get("flow", box.get("error"))
 
 
 class SimulatedCrash(BaseException):
@@ -140,10 +162,11 @@ class SimulatedCrash(BaseException):
 
 
 def test_resumed_run_reuses_its_release_and_publishes_once(env, monkeypatch):
-    """A flow that died while waiting for approval is restarted with the same request: the
-    anonymization comes from the cache (same bytes, pinned), the recorded approval is
-    honoured, and the release is published exactly once."""
+    """A flow that died before its run was parked shows as stalled and is restarted with the
+    same request: the anonymization comes from the cache (same bytes, pinned), the run is
+    parked for the reviewer, and the approved release is published exactly once."""
     from ehr_release.flows import release
+    from ehr_release.service import run_state
 
     data, out = env
     req = request_for(data, out)
@@ -152,14 +175,18 @@ def test_resumed_run_reuses_its_release_and_publishes_once(env, monkeypatch):
         raise SimulatedCrash
 
     with monkeypatch.context() as patch:
-        patch.setattr(release, "wait_for_decision", crash)
+        patch.setattr(release, "park_task", crash)
         first, box1 = start(req)
         first.join(120)
     assert isinstance(box1.get("error"), SimulatedCrash)
-    assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
+    assert runs.get_run(req.run_id).status == Status.CERTIFIED
+    state = run_state(req.run_id)
+    assert state.shown == "stalled" and f"ehr-release resume {req.run_id}" in state.next_step
     pinned = runs.pinned_candidate(req.run_id)
-    runs.decide(req.run_id, reviewer="reviewer", decision="approve", reason="ok")
     second, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL}) == Status.AWAITING_APPROVAL
+    assert run_state(req.run_id).shown == "awaiting_approval"
+    decide(req.run_id, "approve")
     second.join(120)
     assert box.get("result") == "published", box
     assert runs.pinned_candidate(req.run_id) == pinned
@@ -259,12 +286,12 @@ def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch, fault,
     real_write = publish.write_durably
     written: list[str] = []
 
-    def fill_up(path, content):
+    def fill_up(path, content, **kwargs):
         if written:
             code = getattr(errno, fault)
             raise OSError(code, os.strerror(code), str(path))
         written.append(str(path))
-        real_write(path, content)
+        real_write(path, content, **kwargs)
 
     monkeypatch.setattr(publish, "write_durably", fill_up)
     req = request_for(data, out)

@@ -16,10 +16,11 @@ step() { printf '\n== %s\n' "$*"; }
 release() {  # algorithm, then its --param options
   local algorithm=$1; shift
   step "$algorithm: the steward requests a release (stops at awaiting_approval)"
+  # shellcheck disable=SC2086  # RUN_FLAGS holds zero or more options
   RUN=$($CLI run --input "$DATA" --algorithm "$algorithm" "$@" --requester steward.sam \
-        --out "$OUT")
+        --out "$OUT" ${RUN_FLAGS:-})
   $CLI status "$RUN"
-  step "$algorithm: the privacy officer approves; the paused flow publishes"
+  step "$algorithm: the privacy officer approves; the decision publishes it"
   $CLI approve "$RUN" --reviewer privacy.officer --decision approve \
        --reason "guarantee verified independently; utility acceptable"
   ls "$OUT/releases/$RUN"
@@ -31,8 +32,11 @@ release() {  # algorithm, then its --param options
 # GCCens: the demo is its own population (every patient is in it)
 release gccens --param k=5 --param "population=$DATA" --param "caps=$CAPS"
 GCCENS_RUN=$RUN
-# LDA: (ICD code, age at admission) trajectories, A-GS alignment, default weights 0.5/0.5
-release lda --param k=5
+# LDA: (ICD code, age at admission) trajectories, A-GS alignment, default weights 0.5/0.5.
+# On 100 patients, k=5 generalizes nearly everything (AvgRE 0.997: no better than publishing
+# nothing), which the flow refuses unless waived; the example waives it to show the whole
+# flow, and the certificate prints the waiver for the reviewer.
+RUN_FLAGS=--allow-low-utility release lda --param k=5
 LDA_RUN=$RUN
 
 step "audit trail intact, published files unchanged"

@@ -71,8 +71,9 @@ def run(
     approve_as: Annotated[str | None, typer.Option(help="Reviewer deciding right away.")]
     = None,
     reason: Annotated[str | None, typer.Option(help="Reason for --approve-as.")] = None,
-    approval_timeout: Annotated[int, typer.Option(help="Seconds to wait for a decision "
-                                                       "before rejecting.")] = 7 * 24 * 3600,
+    approval_timeout: Annotated[int, typer.Option(help="Seconds the reviewer has to decide; "
+                                                       "after that the run is rejected.")]
+    = 7 * 24 * 3600,
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
     task_runner: RunnerOpt = "threads",
@@ -91,7 +92,7 @@ def run(
     from ehr_release.flows.server import ensure_api
     from ehr_release.params import parse_assignments
     from ehr_release.storage import runs
-    from ehr_release.storage.runs import TERMINAL, Status
+    from ehr_release.storage.runs import Status
 
     try:
         if approve_as is not None and not (reason or "").strip():
@@ -107,7 +108,7 @@ def run(
             allow_low_utility=allow_low_utility)
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
-        service.precheck(request)
+        service.precheck(request, register=True)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         api_url = ensure_api()
@@ -117,10 +118,8 @@ def run(
                                              timeout_s=wait_timeout, proc=proc)
             typer.echo(f"run {request.run_id}: {status}", err=True)
             if status == Status.AWAITING_APPROVAL and approve_as is not None:
-                service.decide_and_resume(request.run_id, reviewer=approve_as,
-                                          decision="approve", reason=reason or "")
-                status = service.wait_for_status(request.run_id, TERMINAL,
-                                                 timeout_s=wait_timeout, proc=proc)
+                status = service.decide(request.run_id, reviewer=approve_as,
+                                        decision="approve", reason=reason or "")
                 typer.echo(f"run {request.run_id}: {status}", err=True)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
@@ -250,40 +249,73 @@ def approve(
     reviewer: Annotated[str, typer.Option(help="Reviewer name.")],
     decision: Annotated[str, typer.Option(help="approve or reject.")],
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit trail).")],
-    wait_timeout: Annotated[int, typer.Option(help="Seconds to wait for publishing.")] = 600,
 ) -> None:
-    """Record a reviewer's decision and resume the paused release."""
+    """Record a reviewer's decision; an approval publishes the release right away.
+
+    No process waits for the decision: recording an approval starts the publishing flow
+    here. Exits 1 when an approved run does not end published.
+    """
     from ehr_release import service
-    from ehr_release.flows.server import ensure_api
     from ehr_release.storage import runs
-    from ehr_release.storage.runs import TERMINAL
+    from ehr_release.storage.runs import Status
 
     try:
-        # Record first: an unknown run or a refused decision needs no Prefect server.
-        runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason)
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        if decision == "approve":  # a rejection needs no Prefect server
+            from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-            service.resume_with_decision(run_id)
-        status = service.wait_for_status(run_id, TERMINAL, timeout_s=wait_timeout)
+            from ehr_release.flows.server import ensure_api
+
+            with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+                status = service.decide(run_id, reviewer=reviewer, decision=decision,
+                                        reason=reason)
+        else:
+            status = service.decide(run_id, reviewer=reviewer, decision=decision,
+                                    reason=reason)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
+    if decision == "approve" and status != Status.PUBLISHED:
+        typer.echo(f"error: {runs.get_run(run_id).error or 'not published'}", err=True)
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publish.")]) -> None:
+    """Finish publishing an approved run whose publishing flow stopped (crash, reboot)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release import service
+    from ehr_release.flows.server import ensure_api
+    from ehr_release.storage.runs import Status
+
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+            status = service.publish(run_id)
+    except (EhrReleaseError, RuntimeError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{run_id}: {status}")
+    if status != Status.PUBLISHED:
+        raise typer.Exit(code=1)
 
 
 @app.command()
 def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
            as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """Show one run: status, parameters, verification verdict, approval."""
+    from ehr_release import service
     from ehr_release.storage import runs
 
     try:
+        service.expire_overdue(run_id)
         run = runs.get_run(run_id)
+        state = service.run_state(run_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
     verification = runs.latest_verification(run_id)
     approval = runs.get_approval(run_id)
-    info = {"run_id": run.id, "status": run.status, "algorithm": run.algorithm,
+    info = {"run_id": run.id, "status": state.shown,
+            "recorded_status": run.status if state.stalled else None,
+            "next_step": state.next_step, "algorithm": run.algorithm,
             "parameters": json.loads(run.parameters_json), "requester": run.requester,
             "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
             "verified": None if verification is None else verification["holds"],
@@ -300,11 +332,15 @@ def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
 
 @app.command("list")
 def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -> None:
-    """Recent runs, newest first."""
+    """Recent runs, newest first (a run whose flow died shows as stalled)."""
+    from ehr_release import service
     from ehr_release.storage import runs
 
+    service.expire_overdue()
+    typer.echo(f"{'RUN':<36}  {'STATUS':<18} {'ALGORITHM':<16} {'REQUESTER':<12} CREATED (UTC)")
     for run in runs.list_runs(limit=limit):
-        typer.echo(f"{run.id}  {run.status:<18} {run.algorithm:<16} {run.requester:<12} "
+        shown = service.run_state(run.id).shown
+        typer.echo(f"{run.id:<36}  {shown:<18} {run.algorithm:<16} {run.requester:<12} "
                    f"{run.created_at[:19]}")
 
 

@@ -9,14 +9,18 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
-from ehr_release.errors import EhrReleaseError, NotFound, stored_message
+from ehr_release import bundle
+from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
 from ehr_release.files import write_durably
 from ehr_release.flows.runners import check_runner_spec
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ReleaseRequest
-from ehr_release.storage import runs
+from ehr_release.storage import pending, runs
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
 from ehr_release.storage.runs import TERMINAL, Status
@@ -24,20 +28,23 @@ from ehr_release.storage.runs import TERMINAL, Status
 SETTLED = TERMINAL | {Status.AWAITING_APPROVAL}
 
 
-class FlowNotRunning(EhrReleaseError):
-    """The decision was recorded but no paused flow is there to act on it."""
+TIMEOUT_ACTOR = "system:approval-timeout"
 
 
-def precheck(request: ReleaseRequest) -> None:
+def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
     """Reject a bad request before any process starts; the refusal is an audit event.
 
     The flow's ingest task checks the same things again (it must not trust its caller).
+    With ``register`` the run is created (``requested``) once the input is known good, so a
+    flow that dies while it starts still leaves a run that ``status`` reports as stalled.
     """
-    from ehr_release.tasks.ingest import load_request_dataset
+    from ehr_release.tasks.ingest import load_request_dataset, register_run
 
     try:
         get_algorithm(request.algorithm).parse(request.params)
-        load_request_dataset(request)
+        dataset = load_request_dataset(request)
+        if register:
+            register_run(request, dataset, dataset.fingerprint())
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action="ingest.rejected",
                      payload={"request": request.run_id, "input": request.input_path,
@@ -105,65 +112,95 @@ def _last_log_line(run_id: str) -> str:
     return lines[-1] if lines else "the release flow exited without output"
 
 
-def decide_and_resume(run_id: str, *, reviewer: str, decision: str, reason: str,
-                      pause_wait_s: float = 60.0) -> None:
-    """Record the decision (authoritative, race-safe) and resume the paused flow with it."""
-    runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason)
-    resume_with_decision(run_id, pause_wait_s=pause_wait_s)
+def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
+           publisher: Callable[[str], Status] | None = None) -> Status:
+    """Record a decision; an approval starts the publishing flow right here.
 
-
-def resume_with_decision(run_id: str, *, pause_wait_s: float = 60.0) -> None:
-    """Hand the recorded decision to the paused flow.
-
-    The run shows ``awaiting_approval`` a moment before its flow actually pauses; a decision
-    in that window is recorded all the same, and the gate reads it from the database before
-    pausing. Here we wait for the pause to be complete (or for the flow to have moved on)
-    instead of reporting a stopped flow.
+    The decision is authoritative and race-safe in the database
+    (:func:`ehr_release.storage.runs.decide` refuses self-approval, missing reasons and
+    second decisions). No process was waiting for it: the publishing flow runs in the caller
+    (``publisher``, default :func:`publish`). Returns the run's status afterwards —
+    ``published``, ``rejected``, or ``failed`` when publishing failed.
     """
-    from prefect.exceptions import NotPausedError
-    from prefect.flow_runs import resume_flow_run
+    expire_overdue(run_id)
+    runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason)
+    if decision != "approve":
+        bundle.discard(run_id)
+        return Status.REJECTED
+    return (publisher or publish)(run_id)
+
+
+def publish(run_id: str) -> Status:
+    """Run the publishing flow for an approved run in this process; its final status.
+
+    Needs a Prefect API (the CLI's local server or ``PREFECT_API_URL``). A failure is
+    recorded on the run by the flow (status ``failed``, audit event); it is not raised here.
+    """
+    from ehr_release.flows.publish import publish_flow
 
     run = runs.get_run(run_id)
-    approval = runs.get_approval(run_id)
-    if approval is None:
-        raise EhrReleaseError(f"run {run_id} has no recorded decision to hand to its flow")
-    if not run.flow_run_id:
-        raise FlowNotRunning(f"decision recorded for {run_id}, but it has no flow run")
-    deadline = time.monotonic() + pause_wait_s
-    while True:
-        try:
-            resume_flow_run(run.flow_run_id, run_input={
-                "approved": approval.decision == "approve", "reviewer": approval.reviewer,
-                "reason": approval.reason})
-            return
-        except (NotPausedError, RuntimeError) as exc:
-            # Prefect marks the run Paused a moment before it stores the input schema;
-            # a resume in that window is refused with "Run input schema not found".
-            if isinstance(exc, RuntimeError) and "schema not found" not in str(exc):
-                raise
-            if _flow_moved_past_gate(run_id, run.flow_run_id):
-                return
-            if time.monotonic() > deadline:
-                raise FlowNotRunning(
-                    f"decision recorded for {run_id}, but its flow did not pause within "
-                    f"{pause_wait_s:.0f} s (did the flow process stop? resume it with "
-                    f"`ehr-release resume {run_id}`)") from None
-            time.sleep(0.5)
+    if run.status not in {Status.APPROVED, Status.PUBLISHED}:
+        raise EhrReleaseError(f"run {run_id} is {run.status}; only an approved run is "
+                              "published")
+    with suppress(Exception):  # recorded on the run; the caller reads its status
+        publish_flow(run_id)
+    return Status(runs.get_run(run_id).status)
 
 
-def _flow_moved_past_gate(run_id: str, flow_run_id: str) -> bool:
-    """True once the flow no longer needs resuming: it read the decision before pausing.
+def expire_overdue(run_id: str | None = None) -> list[str]:
+    """Reject runs whose approval window closed without a decision (one run, or all).
 
-    That shows as a run that went on to a final status (published, failed) or a flow run
-    that ended (a rejection ends the flow without further status change).
+    The window is data (``pending_releases.expires_at``), not a sleeping process: it is
+    enforced whenever someone looks — a decision, ``status``, ``list``, the dashboard.
     """
-    from prefect import get_client
+    rows = ([r] if (r := pending.get_pending(run_id)) else []) if run_id else \
+        pending.pending_runs()
+    expired = []
+    for row in rows:
+        if not pending.is_expired(row):
+            continue
+        try:
+            runs.transition(row.run_id, Status.REJECTED, actor=TIMEOUT_ACTOR,
+                            payload={"reason": f"no decision by {row.expires_at}"})
+        except (IllegalTransition, NotFound):
+            continue  # decided, failed or gone meanwhile
+        bundle.discard(row.run_id)
+        expired.append(row.run_id)
+    return expired
 
-    if runs.get_run(run_id).status in {Status.PUBLISHED, Status.FAILED}:
-        return True
-    with get_client(sync_client=True) as client:
-        state = client.read_flow_run(flow_run_id).state
-    return state is not None and state.is_final()
+
+@dataclass(frozen=True)
+class RunState:
+    """Where a run stands for a person: its status, or ``stalled`` and how to go on."""
+
+    status: str
+    stalled: bool
+    next_step: str | None
+
+    @property
+    def shown(self) -> str:
+        return "stalled" if self.stalled else self.status
+
+
+def run_state(run_id: str) -> RunState:
+    """The run's status, ``stalled`` when no live flow works on an unsettled run.
+
+    ``awaiting_approval`` needs no process (the bundle is persisted); every other unsettled
+    status is only true while the flow's lease is renewed.
+    """
+    run = runs.get_run(run_id)
+    status = Status(run.status)
+    if status == Status.AWAITING_APPROVAL:
+        row = pending.get_pending(run_id)
+        until = f" before {row.expires_at}" if row else ""
+        return RunState(status, False, f"a reviewer decides{until}: ehr-release approve "
+                                       f"{run_id} --reviewer NAME --decision approve|reject "
+                                       "--reason TEXT")
+    if status in TERMINAL or pending.lease_alive(run_id):
+        return RunState(status, False, None)
+    command = (f"ehr-release publish {run_id}" if status == Status.APPROVED
+               else f"ehr-release resume {run_id}")
+    return RunState(status, True, f"its flow is not running; continue with: {command}")
 
 
 def saved_request(run_id: str) -> ReleaseRequest:

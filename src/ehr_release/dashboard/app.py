@@ -5,9 +5,10 @@ browser that could be tricked. Every form carries the session's CSRF token (a re
 is audited); cookies are HttpOnly and SameSite=Strict, and Secure over TLS. Sign-in is
 throttled per user name and per client (:mod:`ehr_release.storage.throttle`). Failures are
 HTML pages (:mod:`ehr_release.dashboard.errors`). A decision goes through exactly the same
-path as ``ehr-release approve``: recorded by :func:`ehr_release.storage.runs.decide` (which refuses
-self-approval, blank reasons and second decisions, with an audit event) and then handed to
-the paused flow.
+path as ``ehr-release approve`` (:func:`ehr_release.service.decide`): recorded by
+:func:`ehr_release.storage.runs.decide` (which refuses self-approval, blank reasons and second
+decisions, with an audit event); an approval then starts the publishing flow in this process.
+No flow waits for the decision.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ehr_release.dashboard.security import (
     csrf_guard,
     secure_cookies_from_env,
 )
-from ehr_release.errors import EhrReleaseError, NotFound
+from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound
 from ehr_release.files import check_safe_name
 from ehr_release.storage import runs, users
 from ehr_release.storage.audit import iter_events, record_event
@@ -38,24 +39,25 @@ from ehr_release.storage.throttle import ThrottlePolicy
 from ehr_release.storage.users import SignedIn
 
 __all__ = ["COOKIE", "create_app"]
-Resumer = Callable[[str], None]
+Publisher = Callable[[str], Status]
 Csrf = Depends(csrf_guard)
 
 
-def _default_resumer(run_id: str) -> None:
-    """Hand the recorded decision to the paused flow through the local Prefect server."""
+def _default_publisher(run_id: str) -> Status:
+    """Publish an approved run through the local Prefect server (or PREFECT_API_URL)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from ehr_release.flows.server import ensure_api
-    from ehr_release.service import resume_with_decision
+    from ehr_release.service import publish
 
     with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-        resume_with_decision(run_id)
+        return publish(run_id)
 
 
-def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = None,
+def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None = None,
                throttle: ThrottlePolicy | None = None) -> FastAPI:
-    """Build the app. ``resume`` hands a recorded decision to the flow (tests inject one).
+    """Build the app. ``publish`` runs the publishing flow of an approved run (tests inject
+    one).
 
     ``secure_cookies`` (default: ``EHR_RELEASE_SECURE_COOKIES``) marks cookies Secure even
     when TLS ends at a proxy; ``throttle`` (default: ``EHR_RELEASE_SIGNIN_*``) limits
@@ -63,7 +65,7 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = N
     """
     app = FastAPI(title="ehr_release reviewer dashboard", docs_url=None, redoc_url=None,
                   openapi_url=None)
-    resumer = resume or _default_resumer
+    publisher = publish or _default_publisher
     secure = secure_cookies_from_env() if secure_cookies is None else secure_cookies
     policy = throttle or ThrottlePolicy.from_env()
     errors.install(app)
@@ -112,6 +114,9 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = N
 
     @app.get("/", response_class=HTMLResponse)
     def home(request: Request, who: Who) -> HTMLResponse:
+        from ehr_release.service import expire_overdue
+
+        expire_overdue()
         recent = runs.list_runs(limit=100)
         pending = [r for r in recent if r.status == Status.AWAITING_APPROVAL]
         return page(request, "index.html.j2", who, pending=pending, recent=recent)
@@ -155,16 +160,18 @@ def create_app(*, resume: Resumer | None = None, secure_cookies: bool | None = N
             record_event(actor=who.name, action="approval.refused", run_id=run_id,
                          payload={"why": f"role {who.role} may not decide releases"})
             raise HTTPException(status_code=403, detail=f"a {who.role} may not decide releases")
+        from ehr_release import service
+
         try:
-            runs.decide(run_id, reviewer=who.name, decision=decision, reason=reason)
-        except EhrReleaseError as exc:
+            status = service.decide(run_id, reviewer=who.name, decision=decision,
+                                    reason=reason, publisher=publisher)
+        except ApprovalError as exc:
             return RedirectResponse(f"/runs/{run_id}?notice=refused:+{exc}", status_code=303)
-        try:
-            resumer(run_id)
         except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
             return RedirectResponse(f"/runs/{run_id}?notice=recorded,+but+{exc}",
                                     status_code=303)
-        return RedirectResponse(f"/runs/{run_id}?notice=decision+recorded", status_code=303)
+        return RedirectResponse(f"/runs/{run_id}?notice=decision+recorded:+{status}",
+                                status_code=303)
 
     @app.get("/audit", response_class=HTMLResponse)
     def audit(request: Request, who: Who) -> HTMLResponse:

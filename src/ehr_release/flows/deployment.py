@@ -4,8 +4,9 @@ A flow's task runner is fixed when the flow starts, and a deployment run started
 Prefect UI or API starts with the decorator's default (threads). The CLI avoids that by
 calling ``release_flow.with_options(task_runner=...)``; a worker cannot. So the deployment
 runs this thin parent, which starts ``release_flow`` as a subflow on the runner the request
-names (``threads``, ``dask:N`` or a scheduler address). The subflow records its own id, so
-the approval gate pauses and resumes it exactly as for a CLI-started run.
+names (``threads``, ``dask:N`` or a scheduler address). Like a CLI-started run, it ends with
+the run parked for its reviewer; the ``publish-release`` deployment (or ``ehr-release
+approve``, or the dashboard) publishes it once a decision is recorded.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Entry point of the background process that runs one release flow.
 
 ``python -m ehr_release.flows.launch REQUEST.json`` — the CLI writes the request, starts this
-process detached (so the flow can stay paused for approval after the CLI exits) and watches
-the run's status in the database.
+process detached (a long anonymization survives the CLI being closed) and watches the run's
+status in the database. The process ends when the run is parked for its reviewer.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
-"""``release_flow``: ingest → anonymize → verify → attack → evaluate → certify → approve →
-publish.
+"""``release_flow``: ingest → anonymize → verify → attack → evaluate → certify → park.
 
-The flow body only sequences tasks and branches. It fails closed: a verification that does
-not hold, a rejection or a timeout end the run without publishing, and any exception marks
-the run failed with an audit event before it propagates. A process that is killed or
-interrupted (SIGKILL, Ctrl-C) leaves the run in its last status instead: ``ehr-release
-resume`` restarts it, reusing the cached anonymization.
+The flow ends when the run awaits a reviewer: its publication bundle is persisted
+(:mod:`ehr_release.bundle`) and no process waits for the decision. The recorded decision
+starts :func:`~ehr_release.flows.publish.publish_flow`. The body only sequences tasks and
+branches. It fails closed: a verification or attack that does not hold, or a release not worth
+publishing, ends the run without reaching a reviewer, and any exception marks the run failed
+with an audit event before it propagates. While it works, the flow holds the run's lease; a
+process that is killed (SIGKILL, a reboot) lets it lapse, so the run shows as ``stalled``
+and ``ehr-release resume`` restarts it, reusing the cached anonymization.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from ehr_release.errors import EhrReleaseError, stored_message
-from ehr_release.flows.approval import wait_for_decision
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, VerificationReport
 from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.algorithm_stages import (
     anonymize_task,
@@ -29,9 +31,8 @@ from ehr_release.tasks.algorithm_stages import (
     pin_candidate_task,
     verify_task,
 )
-from ehr_release.tasks.certify import certify_task
+from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.ingest import ingest_task
-from ehr_release.tasks.publish import publish_task
 from ehr_release.tasks.status import FLOW_ACTOR, advance_task
 
 
@@ -39,9 +40,15 @@ class VerificationFailed(EhrReleaseError):
     """The independent verifier did not confirm the privacy guarantee; nothing is published."""
 
 
-@flow(name="release_flow", persist_result=False)
+@flow(name="release_flow", flow_run_name="release-{request.run_id}", persist_result=False,
+      log_prints=True)
 def release_flow(request: ReleaseRequest) -> str:
-    """Run one governed release; returns the run's final status."""
+    """Run one governed release up to the reviewer; returns the run's status."""
+    with hold_lease(request.run_id, "release_flow"):
+        return _release(request)
+
+
+def _release(request: ReleaseRequest) -> str:
     run_id = request.run_id
     try:
         dataset, fingerprint = ingest_task(request)
@@ -49,6 +56,9 @@ def release_flow(request: ReleaseRequest) -> str:
         record_event(actor=request.requester, action="ingest.rejected",
                      payload={"request": run_id, "input": request.input_path,
                               "error": f"{type(exc).__name__}: {stored_message(exc)}"})
+        if runs.find_run(run_id) is not None:  # registered before the flow started (CLI)
+            runs.fail_run(run_id, actor=FLOW_ACTOR,
+                          error=f"{type(exc).__name__}: {stored_message(exc)}")
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
@@ -70,13 +80,9 @@ def release_flow(request: ReleaseRequest) -> str:
         outcome = ReleaseOutcome(records=records, attack=attack, waivers=waivers)
         certify_task(run_id, files, verification, utility, outcome, request.data_use)
         advance_task(run_id, Status.CERTIFIED)
+        park_task(run_id, files, verification, utility, outcome, request)
         advance_task(run_id, Status.AWAITING_APPROVAL)
-        if not runs.reached(Status(runs.get_run(run_id).status), Status.APPROVED) and \
-                not wait_for_decision(run_id, verification, request.approval_timeout_s):
-            return runs.get_run(run_id).status
-        publish_task(run_id, files, verification, utility, FLOW_ACTOR, outcome,
-                     request.data_use)
-        return Status.PUBLISHED.value
+        return Status.AWAITING_APPROVAL.value  # a decision may already have moved it on
     except Exception as exc:
         runs.fail_run(run_id, actor=FLOW_ACTOR,
                       error=f"{type(exc).__name__}: {stored_message(exc)}")

@@ -69,6 +69,8 @@ def _create(url: str) -> Engine:
         event.listen(engine, "begin", _sqlite_begin_immediate)
     else:
         engine = create_engine(url, pool_pre_ping=True)
+    from ehr_release.storage import pending  # noqa: F401  (its tables; it imports us)
+
     SQLModel.metadata.create_all(engine)
     return engine
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import task
 
+from ehr_release import bundle
 from ehr_release.certificate import ApprovalBlock, CertificateContext, render_certificate_pdf
 from ehr_release.datasheet import (
     DatasheetContext,
@@ -25,7 +26,7 @@ from ehr_release.files import sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
-from ehr_release.request import DataUse
+from ehr_release.request import DataUse, ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.engine import home
@@ -103,3 +104,16 @@ def certify_task(run_id: str, files: ReleaseFiles, verification: VerificationRep
                    f"`{sha256_bytes(pdf)}`; draft datasheet {len(sheet):,} bytes. "
                    f"Audit head `{ctx.audit_head[:16]}…`.")
     return str(path)
+
+
+@task(name="park", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
+      cache_policy=None, persist_result=False)
+def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
+              utility: UtilityReport, outcome: ReleaseOutcome,
+              request: ReleaseRequest) -> None:
+    """Persist what publishing needs, so the run can await its reviewer with no process."""
+    bundle.park(run_id, files, verification, utility, outcome, request.data_use,
+                request.approval_timeout_s)
+    stage_artifact("awaiting-approval", run_id,
+                   "Release parked for the reviewer: candidate files and reports persisted; "
+                   "no process waits. A recorded decision starts `publish_flow`.")

@@ -44,24 +44,34 @@ def ingest_task(request: ReleaseRequest) -> tuple[Dataset, str]:
     get_algorithm(request.algorithm).parse(request.params)
     dataset = load_request_dataset(request)
     fingerprint = dataset.fingerprint()
-    record = DatasetRecord(fingerprint=fingerprint, rows=dataset.n_patients,
-                           codes=len(dataset.diagnoses),
-                           columns_json=canonical_json(dataset.schema()),
-                           source=dataset.source)
-
     stage_artifact("ingest", request.run_id, md_table(
         [("patients", str(dataset.n_patients)), ("diagnosis rows", str(len(dataset.diagnoses))),
          ("distinct codes", str(dataset.diagnoses["code"].nunique())),
          ("longitudinal", str(dataset.is_longitudinal)), ("SHA-256", fingerprint)],
         ("dataset", "value")))
+    register_run(request, dataset, fingerprint)
+    return dataset, fingerprint
+
+
+def register_run(request: ReleaseRequest, dataset: Dataset, fingerprint: str) -> None:
+    """Create the run (``requested``) or check that an existing one matches this request.
+
+    The CLI registers the run before it starts the flow, so a flow killed while it reads the
+    input still leaves a run behind (shown as stalled, with the command that resumes it).
+    A run whose flow had already started is being resumed: that is an audit event.
+    """
     existing = runs.find_run(request.run_id)
     if existing is None:
+        record = DatasetRecord(fingerprint=fingerprint, rows=dataset.n_patients,
+                               codes=len(dataset.diagnoses),
+                               columns_json=canonical_json(dataset.schema()),
+                               source=dataset.source)
         runs.create_run(run_id=request.run_id, dataset=record, requester=request.requester,
                         algorithm=request.algorithm, parameters=dict(request.params),
                         out_dir=request.out_dir)
-    else:
-        runs.check_resumable(existing, fingerprint=fingerprint, algorithm=request.algorithm,
-                             parameters=dict(request.params))
+        return
+    runs.check_resumable(existing, fingerprint=fingerprint, algorithm=request.algorithm,
+                         parameters=dict(request.params))
+    if existing.flow_run_id is not None:
         record_event(actor=request.requester, action="run.resumed", run_id=request.run_id,
                      payload={"status": existing.status})
-    return dataset, fingerprint
