@@ -44,6 +44,8 @@ class ApprovalBlock:
     decision: str
     reason: str
     decided_at: datetime
+    channel: str = "cli"
+    role: str | None = None
 
 
 @dataclass(frozen=True)

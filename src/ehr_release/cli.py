@@ -33,6 +33,18 @@ RunnerOpt = Annotated[str, typer.Option(
     help="Prefect task runner: threads[:N], dask[:N] (local cluster) or tcp://HOST:PORT.")]
 
 
+def _hidden_prompt(text: str) -> str:
+    return str(typer.prompt(text, hide_input=True))
+
+
+def _identity(name: str, role: str, credential_env: str | None = None):  # type: ignore[no-untyped-def]
+    """``name`` authenticated for ``role`` when the site has users (see governance)."""
+    from ehr_release.governance import CREDENTIAL_ENV, cli_identity
+
+    return cli_identity(name, role, credential_env=credential_env or CREDENTIAL_ENV,
+                        prompt=_hidden_prompt)
+
+
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code=1)
@@ -87,9 +99,15 @@ def run(
     allow_low_utility: Annotated[bool, typer.Option(
         help="Let a release whose utility is below a trivial baseline through.")] = False,
 ) -> None:
-    """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as."""
+    """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as.
+
+    Once users are registered the requester must be a steward and give their credential
+    (EHR_RELEASE_CREDENTIAL, else a prompt); --approve-as needs a reviewer's
+    (EHR_RELEASE_REVIEWER_CREDENTIAL, else a prompt).
+    """
     from ehr_release import service
     from ehr_release.flows.server import ensure_api
+    from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
     from ehr_release.params import parse_assignments
     from ehr_release.storage import runs
     from ehr_release.storage.runs import Status
@@ -97,6 +115,9 @@ def run(
     try:
         if approve_as is not None and not (reason or "").strip():
             raise EhrReleaseError("--approve-as needs --reason")
+        requester = _identity(requester, "steward").name
+        reviewer = (_identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
+                    if approve_as is not None else None)
         algorithm, params, fingerprint = _chosen_algorithm(
             algorithm, parse_assignments(param or []), from_comparison, row)
         request = service.request_from_cli(
@@ -117,9 +138,10 @@ def run(
             status = service.wait_for_status(request.run_id, service.SETTLED,
                                              timeout_s=wait_timeout, proc=proc)
             typer.echo(f"run {request.run_id}: {status}", err=True)
-            if status == Status.AWAITING_APPROVAL and approve_as is not None:
-                status = service.decide(request.run_id, reviewer=approve_as,
-                                        decision="approve", reason=reason or "")
+            if status == Status.AWAITING_APPROVAL and reviewer is not None:
+                status = service.decide(request.run_id, reviewer=reviewer.name,
+                                        decision="approve", reason=reason or "",
+                                        channel=reviewer.channel, role=reviewer.role)
                 typer.echo(f"run {request.run_id}: {status}", err=True)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
@@ -253,24 +275,26 @@ def approve(
     """Record a reviewer's decision; an approval publishes the release right away.
 
     No process waits for the decision: recording an approval starts the publishing flow
-    here. Exits 1 when an approved run does not end published.
+    here. Exits 1 when an approved run does not end published. Once users are registered
+    the reviewer's credential is needed (EHR_RELEASE_CREDENTIAL, else a prompt).
     """
     from ehr_release import service
     from ehr_release.storage import runs
     from ehr_release.storage.runs import Status
 
     try:
+        who = _identity(reviewer, "reviewer")
+        decided = {"reviewer": who.name, "decision": decision, "reason": reason,
+                   "channel": who.channel, "role": who.role}
         if decision == "approve":  # a rejection needs no Prefect server
             from prefect.settings import PREFECT_API_URL, temporary_settings
 
             from ehr_release.flows.server import ensure_api
 
             with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-                status = service.decide(run_id, reviewer=reviewer, decision=decision,
-                                        reason=reason)
+                status = service.decide(run_id, **decided)
         else:
-            status = service.decide(run_id, reviewer=reviewer, decision=decision,
-                                    reason=reason)
+            status = service.decide(run_id, **decided)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")

@@ -18,6 +18,7 @@ from ehr_release import bundle
 from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
 from ehr_release.files import write_durably
 from ehr_release.flows.runners import check_runner_spec
+from ehr_release.governance import same_person
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ReleaseRequest
 from ehr_release.storage import pending, runs
@@ -54,7 +55,7 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
 
 def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
     """A requester may never approve their own release (four-eyes principle)."""
-    if reviewer.strip().casefold() == request.requester.strip().casefold():
+    if same_person(request.requester, reviewer):
         message = f"reviewer {reviewer!r} requested this release and may not approve it"
         record_event(actor=reviewer, action="approval.refused",
                      payload={"request": request.run_id, "reason": message})
@@ -113,7 +114,8 @@ def _last_log_line(run_id: str) -> str:
 
 
 def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
-           publisher: Callable[[str], Status] | None = None) -> Status:
+           publisher: Callable[[str], Status] | None = None, channel: str = "cli",
+           role: str | None = None) -> Status:
     """Record a decision; an approval starts the publishing flow right here.
 
     The decision is authoritative and race-safe in the database
@@ -123,7 +125,8 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     ``published``, ``rejected``, or ``failed`` when publishing failed.
     """
     expire_overdue(run_id)
-    runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason)
+    runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
+                role=role)
     if decision != "approve":
         bundle.discard(run_id)
         return Status.REJECTED

@@ -32,6 +32,7 @@ from ehr_release.dashboard.security import (
 )
 from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound
 from ehr_release.files import check_safe_name
+from ehr_release.governance import same_person
 from ehr_release.storage import runs, users
 from ehr_release.storage.audit import iter_events, record_event
 from ehr_release.storage.runs import Status
@@ -133,7 +134,7 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         events = [{"seq": e.seq, "at": e.created_at, "actor": e.actor, "action": e.action,
                    "payload": e.payload_json} for e in iter_events(run_id)]
         can_decide = (who.role == "reviewer" and run.status == Status.AWAITING_APPROVAL
-                      and who.name.casefold() != run.requester.casefold())
+                      and not same_person(run.requester, who.name))
         return page(request, "run.html.j2", who, run=run,
                     parameters=json.loads(run.parameters_json),
                     verification=runs.latest_verification(run_id),
@@ -164,7 +165,8 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
 
         try:
             status = service.decide(run_id, reviewer=who.name, decision=decision,
-                                    reason=reason, publisher=publisher)
+                                    reason=reason, publisher=publisher, channel="dashboard",
+                                    role=who.role)
         except ApprovalError as exc:
             return RedirectResponse(f"/runs/{run_id}?notice=refused:+{exc}", status_code=303)
         except (EhrReleaseError, TimeoutError, RuntimeError) as exc:

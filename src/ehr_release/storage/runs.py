@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
+from ehr_release.governance import same_person
 from ehr_release.storage.anchors import anchor_status
 from ehr_release.storage.audit import canonical_json, record_event
 from ehr_release.storage.engine import get_engine
@@ -244,6 +245,7 @@ def latest_utility(run_id: str, engine: Engine | None = None) -> dict[str, Any] 
 
 
 def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
+           channel: str = "cli", role: str | None = None,
            engine: Engine | None = None) -> Approval:
     """Record the reviewer's decision and move the run to approved or rejected.
 
@@ -260,7 +262,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     if not reviewer.strip():
         _refuse(run_id, reviewer, "a reviewer name is required", engine)
     run = get_run(run_id, engine)
-    if reviewer.strip().casefold() == run.requester.strip().casefold():
+    if same_person(run.requester, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
     target = Status.APPROVED if decision == "approve" else Status.REJECTED
@@ -271,7 +273,8 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
                 raise ApprovalError(f"run {run_id} was already decided ({existing.decision} by "
                                     f"{existing.reviewer})")
             transition(run_id, target, actor=reviewer, session=s,
-                       payload={"decision": decision, "reason": reason})
+                       payload={"decision": decision, "reason": reason, "channel": channel,
+                                "role": role})
             approval = Approval(run_id=run_id, reviewer=reviewer, decision=decision,
                                 reason=reason)
             s.add(approval)
@@ -286,6 +289,18 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
                else f"run {run_id} is {current}, not awaiting approval")
         _refuse(run_id, reviewer, msg, engine)
     raise AssertionError("unreachable")
+
+
+def decision_channel(run_id: str, engine: Engine | None = None) -> tuple[str, str | None]:
+    """(channel, role) of the run's recorded decision, read from the audit chain itself."""
+    from ehr_release.storage.audit import iter_events
+
+    found: tuple[str, str | None] = ("unknown", None)
+    for ev in iter_events(run_id, engine=_engine(engine)):
+        if ev.action in (f"run.{Status.APPROVED}", f"run.{Status.REJECTED}"):
+            payload = json.loads(ev.payload_json)
+            found = (str(payload.get("channel", "cli")), payload.get("role"))
+    return found
 
 
 def _refuse(run_id: str, actor: str, message: str, engine: Engine) -> None:

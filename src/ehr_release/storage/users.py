@@ -78,10 +78,32 @@ def add_user(name: str, role: str, *, engine: Engine | None = None) -> str:
     return credential
 
 
+def any_users(engine: Engine | None = None) -> bool:
+    """Whether the site has registered users (then every decision needs a credential)."""
+    with Session(_engine(engine)) as s:
+        return s.exec(select(User).limit(1)).first() is not None
+
+
 def sign_in(name: str, credential: str, *, client: str = "unknown",
             policy: throttle.ThrottlePolicy | None = None,
             engine: Engine | None = None) -> tuple[str, SignedIn]:
-    """Check the credential; return a new session token and who signed in.
+    """Check the credential; return a new session token and who signed in (dashboard)."""
+    who = authenticate(name, credential, client=client, policy=policy, engine=engine,
+                       channel="dashboard")
+    token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    expires = (datetime.now(UTC) + timedelta(hours=SESSION_HOURS)).isoformat(
+        timespec="microseconds")
+    with Session(_engine(engine)) as s:
+        s.add(UserSession(token_sha256=_sha256(token), user_id=who.user_id, csrf_token=csrf,
+                          expires_at=expires))
+        s.commit()
+    return token, replace(who, csrf_token=csrf)
+
+
+def authenticate(name: str, credential: str, *, client: str = "unknown",
+                 policy: throttle.ThrottlePolicy | None = None,
+                 engine: Engine | None = None, channel: str = "dashboard") -> SignedIn:
+    """Check a user's credential, throttled and audited the same way on every channel.
 
     Failures are audited and all read the same ("unknown user or wrong credential") so the
     page does not tell an attacker which names exist; an unknown name costs the same Argon2
@@ -121,16 +143,10 @@ def sign_in(name: str, credential: str, *, client: str = "unknown",
             s.commit()
             raise AuthError("unknown user or wrong credential")
         throttle.succeeded(s, keys, policy)
-        token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        expires = (datetime.now(UTC) + timedelta(hours=SESSION_HOURS)).isoformat(
-            timespec="microseconds")
-        s.add(UserSession(token_sha256=_sha256(token), user_id=found.user_id, csrf_token=csrf,
-                          expires_at=expires))
         s.commit()
-    who = replace(found, csrf_token=csrf)
-    record_event(actor=who.name, action="auth.signed_in", payload={"role": who.role},
-                 engine=engine)
-    return token, who
+    record_event(actor=found.name, action="auth.signed_in",
+                 payload={"role": found.role, "channel": channel}, engine=engine)
+    return found
 
 
 def session_user(token: str | None, *, engine: Engine | None = None) -> SignedIn | None:

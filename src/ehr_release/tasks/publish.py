@@ -71,9 +71,11 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     staging.mkdir()
     try:
         contents = {check_safe_name(n): d for n, d in files.items()}
+        channel, role = runs.decision_channel(run_id)
         block = ApprovalBlock(reviewer=approval.reviewer, decision=approval.decision,
                               reason=approval.reason,
-                              decided_at=datetime.fromisoformat(approval.decided_at))
+                              decided_at=datetime.fromisoformat(approval.decided_at),
+                              channel=channel, role=role)
         ctx = build_context(run_id, files, verification, utility, approval=block,
                             outcome=outcome, data_use=data_use,
                             status="approved — published")

@@ -1,0 +1,62 @@
+"""Who may do what: the four-eyes rule and the identity behind a command-line decision.
+
+One function holds the four-eyes rule, so the command line, the dashboard and the database's
+own refusal cannot drift apart. On a site with registered users, every decision and request
+made on the command line needs that user's credential and role, exactly as in the dashboard;
+a site with no users keeps single-user behaviour (names are taken as given), and the
+certificate says which channel and role decided.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ehr_release.storage import users
+from ehr_release.storage.audit import record_event
+
+CREDENTIAL_ENV = "EHR_RELEASE_CREDENTIAL"
+REVIEWER_CREDENTIAL_ENV = "EHR_RELEASE_REVIEWER_CREDENTIAL"
+SINGLE_USER = "cli (single-user site: no users registered, name not authenticated)"
+
+
+def same_person(requester: str, reviewer: str) -> bool:
+    """The four-eyes rule's test: names compared without case or surrounding space."""
+    return requester.strip().casefold() == reviewer.strip().casefold()
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A person acting on the command line: name, checked role (None on a single-user
+    site) and the channel, as the certificate prints it."""
+
+    name: str
+    role: str | None
+    channel: str
+
+
+def cli_identity(name: str, role: str, *, credential_env: str = CREDENTIAL_ENV,
+                 prompt: Callable[[str], str] | None = None) -> Identity:
+    """Authenticate ``name`` for an action that needs ``role``.
+
+    The credential comes from ``credential_env`` or, when unset, ``prompt`` (hidden input).
+    Wrong credential, lock-out and wrong role are refused and audited like a dashboard
+    sign-in. Without registered users, nobody can be authenticated: the name is taken as
+    given and the channel says so.
+    """
+    if not users.any_users():
+        return Identity(name, None, SINGLE_USER)
+    credential = os.environ.get(credential_env)
+    if credential is None:
+        if prompt is None:
+            raise users.AuthError(f"users are registered: set {credential_env} to {name}'s "
+                                  "credential")
+        credential = prompt(f"credential of {name}")
+    who = users.authenticate(name, credential, client="cli", channel="cli")
+    if who.role != role:
+        record_event(actor=who.name, action="auth.refused",
+                     payload={"why": f"role {who.role} may not act as {role}",
+                              "channel": "cli"})
+        raise users.AuthError(f"user {who.name!r} is a {who.role}; this needs a {role}")
+    return Identity(who.name, who.role, "cli")

@@ -1,0 +1,88 @@
+"""Issue 15 item 5: once users exist, command-line decisions need the user's credential and
+role, as in the dashboard; a site without users keeps single-user behaviour.
+
+Rejections are used to exercise ``approve`` (they need no Prefect server); the identity check
+runs before the decision either way.
+"""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from ehr_release.cli import app
+from ehr_release.governance import same_person
+from ehr_release.storage import runs
+from ehr_release.storage.audit import export_events
+from ehr_release.storage.engine import get_engine
+from ehr_release.storage.runs import Status
+from ehr_release.storage.users import add_user
+from tests.test_storage import make_run, to_awaiting
+
+
+def _awaiting() -> str:
+    engine = get_engine()
+    run = make_run(engine, requester="steward.sam")
+    to_awaiting(run.id, engine)
+    return run.id
+
+
+def _reject(run_id: str, reviewer: str, env: dict[str, str] | None = None,
+            stdin: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, ["approve", run_id, "--reviewer", reviewer, "--decision",
+                                    "reject", "--reason", "too coarse"], env=env, input=stdin)
+
+
+def _decision_payload(run_id: str) -> dict:
+    events = [json.loads(x) for x in export_events(run_id, "jsonl").splitlines()]
+    return next(e["payload"] for e in events if e["action"] == "run.rejected")
+
+
+def test_single_user_site_takes_the_name_and_says_so(ehr_home) -> None:
+    run_id = _awaiting()
+    done = _reject(run_id, "anyone")
+    assert done.exit_code == 0, done.output
+    payload = _decision_payload(run_id)
+    assert payload["channel"].startswith("cli (single-user site") and payload["role"] is None
+
+
+def test_with_users_a_decision_needs_the_reviewers_credential(ehr_home, monkeypatch) -> None:
+    monkeypatch.delenv("EHR_RELEASE_CREDENTIAL", raising=False)
+    rita = add_user("rita", "reviewer")
+    sam = add_user("steward.sam", "steward")
+    run_id = _awaiting()
+
+    assert _reject(run_id, "mallory", env={"EHR_RELEASE_CREDENTIAL": "guess"}).exit_code == 1
+    assert _reject(run_id, "rita", env={"EHR_RELEASE_CREDENTIAL": "guess"}).exit_code == 1
+    wrong_role = _reject(run_id, "steward.sam", env={"EHR_RELEASE_CREDENTIAL": sam})
+    assert wrong_role.exit_code == 1 and "needs a reviewer" in wrong_role.output
+    no_input = _reject(run_id, "rita", stdin="")  # no credential and nothing typed
+    assert no_input.exit_code != 0
+    assert runs.get_run(run_id).status == Status.AWAITING_APPROVAL
+
+    trail = export_events(None, "jsonl")
+    assert trail.count('"action":"auth.refused"') >= 3
+    assert rita not in trail and sam not in trail  # credentials never reach the trail
+
+    typed = _reject(run_id, "rita", stdin=f"{rita}\n")  # the prompt, hidden input
+    assert typed.exit_code == 0, typed.output
+    assert runs.get_run(run_id).status == Status.REJECTED
+    payload = _decision_payload(run_id)
+    assert payload["channel"] == "cli" and payload["role"] == "reviewer"
+
+
+def test_with_users_a_request_needs_a_stewards_credential(ehr_home, tmp_path) -> None:
+    add_user("rita", "reviewer")
+    data = tmp_path / "x.csv"
+    data.write_text("patient_id,codes\nA,401.9\n")
+    done = CliRunner().invoke(app, ["run", "--input", str(data), "--algorithm",
+                                    "disassociation", "--param", "k=2", "--requester",
+                                    "nobody", "--out", str(tmp_path / "out")],
+                              env={"EHR_RELEASE_CREDENTIAL": "guess"})
+    assert done.exit_code == 1 and "unknown user or wrong credential" in done.output
+    assert runs.list_runs() == []
+
+
+def test_one_four_eyes_rule() -> None:
+    assert same_person("Sam ", "sam") and not same_person("sam", "rita")
