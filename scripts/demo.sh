@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 CLI=.venv/bin/ehr-release
 SAMPLE=examples/demo/patients.csv
 OUT=out/demo
+# Releases may only land under the releases root (default: .ehr_release/releases).
+export EHR_RELEASE_RELEASES_ROOT="${EHR_RELEASE_RELEASES_ROOT:-$PWD/out}"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

@@ -18,6 +18,8 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="ehr-prefect-home-
 # developer's environment.
 os.environ["EHR_RELEASE_HOME"] = tempfile.mkdtemp(prefix="ehr-home-")
 os.environ.pop("EHR_RELEASE_DATABASE_URL", None)
+# Tests publish under their tmp_path folders: the releases root is the temp folder.
+os.environ["EHR_RELEASE_RELEASES_ROOT"] = tempfile.gettempdir()
 
 
 

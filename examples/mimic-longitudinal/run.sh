@@ -9,6 +9,9 @@ cd "$(dirname "$0")"
 CLI=${CLI:-../../.venv/bin/ehr-release}
 DATA=${DATA:-../../../shared/data/mimic3-demo}
 OUT=${OUT:-out}
+mkdir -p "$OUT"
+# Releases may only land under the releases root: here, this example's output folder.
+export EHR_RELEASE_RELEASES_ROOT="${EHR_RELEASE_RELEASES_ROOT:-$(cd "$OUT" && pwd)}"
 CAPS="401.9:2,428.0:2,427.31:2,584.9:2,*:0"  # the thesis' setting: a few common codes, cap 2
 
 step() { printf '\n== %s\n' "$*"; }

@@ -72,6 +72,7 @@ class CertificateContext:
     status: str
     outcome: ReleaseOutcome | None = None
     data_use: DataUse = DataUse()
+    destination: str = ""
     software_version: str = __version__
 
     @property

@@ -69,7 +69,10 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version,
 def run(
     input: Annotated[Path, typer.Option(help="Patients file (CSV/Parquet) or MIMIC folder.")],
     requester: Annotated[str, typer.Option(help="Who requests this release.")],
-    out: Annotated[Path, typer.Option(help="Folder under which releases/<run_id>/ appears.")],
+    out: Annotated[Path | None, typer.Option(
+        help="Folder under which releases/<run_id>/ appears; it must lie under the releases "
+             "root (EHR_RELEASE_RELEASES_ROOT, default <home>/releases), which is the "
+             "default.")] = None,
     algorithm: Annotated[str | None, typer.Option(help="Algorithm name (see `algorithms`).")]
     = None,
     param: ParamOpt = None,
@@ -555,5 +558,45 @@ def dashboard(
     uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
+def database_problem(exc: BaseException) -> str | None:
+    """One line for a database that is down, refuses us, or is named by a bad URL.
+
+    Names the host, port and database of ``EHR_RELEASE_DATABASE_URL`` with the password
+    hidden, and the driver's first line — never SQL with parameters, which may hold data.
+    """
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.engine import make_url
+
+    if not isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError
+                      | sa_exc.ArgumentError | sa_exc.NoSuchModuleError):
+        return None
+    from ehr_release.storage.engine import database_url
+
+    try:
+        url = make_url(database_url())
+        backend = url.get_backend_name()
+        where = (f"{backend} at {url.host}:{url.port or 'default'}/{url.database}" if url.host
+                 else f"{backend} {url.database or ''}".strip())
+    except sa_exc.ArgumentError:
+        return "EHR_RELEASE_DATABASE_URL is not a valid database URL"
+    orig = getattr(exc, "orig", None) or exc
+    reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0][:200]
+    if isinstance(exc, sa_exc.ArgumentError | sa_exc.NoSuchModuleError):
+        return f"EHR_RELEASE_DATABASE_URL is not usable ({where}): {reason}"
+    return f"cannot use the database ({where}): {reason}"
+
+
+def run_cli() -> None:
+    """The ``ehr-release`` entry point: the app, with database failures as one line."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - only database failures are turned into a line
+        line = database_problem(exc)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    run_cli()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ehr_release import bundle
+from ehr_release.destinations import resolve_destination
 from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
 from ehr_release.files import write_durably
 from ehr_release.flows.runners import check_runner_spec
@@ -218,7 +219,7 @@ def saved_request(run_id: str) -> ReleaseRequest:
 
 def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Path | None,
                      class_column: str | None, algorithm: str, params: dict[str, str],
-                     requester: str, out_dir: Path, approval_timeout_s: int,
+                     requester: str, out_dir: Path | None, approval_timeout_s: int,
                      expected_fingerprint: str | None = None,
                      task_runner: str = "threads", recipient: str | None = None,
                      purpose: str | None = None, terms: str | None = None,
@@ -228,7 +229,7 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
                           class_column=class_column, algorithm=algorithm, params=params,
-                          requester=requester, out_dir=str(out_dir.resolve()),
+                          requester=requester, out_dir=str(resolve_destination(out_dir)),
                           approval_timeout_s=approval_timeout_s,
                           expected_fingerprint=expected_fingerprint,
                           task_runner=check_runner_spec(task_runner), recipient=recipient,

@@ -53,7 +53,8 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         parameters=params, verification=verification, utility=utility,
         manifest=[(name, sha256_bytes(data), len(data)) for name, data in sorted(files.items())],
         approval=approval, audit_head=head, audit_events=count, status=status,
-        outcome=outcome, data_use=data_use or DataUse())
+        outcome=outcome, data_use=data_use or DataUse(),
+        destination=f"{run.out_dir}/releases/{run_id}")
 
 
 def build_datasheet(run_id: str, files: ReleaseFiles, verification: VerificationReport,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from ehr_release.dataset import Dataset
+from ehr_release.destinations import resolve_destination
 from ehr_release.errors import EhrReleaseError
 from ehr_release.ingest import read_dataset
 from ehr_release.registry import get as get_algorithm
@@ -62,13 +63,15 @@ def register_run(request: ReleaseRequest, dataset: Dataset, fingerprint: str) ->
     """
     existing = runs.find_run(request.run_id)
     if existing is None:
+        # However the run was started (CLI, deployment): the checked, resolved destination.
+        destination = str(resolve_destination(request.out_dir))
         record = DatasetRecord(fingerprint=fingerprint, rows=dataset.n_patients,
                                codes=len(dataset.diagnoses),
                                columns_json=canonical_json(dataset.schema()),
                                source=dataset.source)
         runs.create_run(run_id=request.run_id, dataset=record, requester=request.requester,
                         algorithm=request.algorithm, parameters=dict(request.params),
-                        out_dir=request.out_dir)
+                        out_dir=destination)
         return
     runs.check_resumable(existing, fingerprint=fingerprint, algorithm=request.algorithm,
                          parameters=dict(request.params))

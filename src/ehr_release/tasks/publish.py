@@ -26,6 +26,7 @@ from sqlmodel import Session
 
 from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
 from ehr_release.datasheet import DATASHEET, render_datasheet_pdf
+from ehr_release.destinations import check_still_there
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
@@ -64,7 +65,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     if digests != runs.pinned_candidate(run_id):
         raise IllegalTransition(f"run {run_id}: these files are not the release that was "
                                 "verified and shown to the reviewer")
-    final = release_dir(run.out_dir, run_id)
+    final = release_dir(str(check_still_there(run.out_dir)), run_id)
     _clear_crash_leftovers(run_id, final)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".staging-{run_id}-{secrets.token_hex(4)}"

@@ -1,0 +1,54 @@
+"""Where a release may land: only under the site's releases root.
+
+A steward names ``--out``; approval later writes patient data there. Left unchecked, an
+``--out`` that leads through a symlink to ``/etc`` (or a share outside the trust boundary)
+would be stored and written to by the publishing flow. So the destination is resolved
+(symlinks followed) and must lie under the releases root — ``EHR_RELEASE_RELEASES_ROOT``,
+default ``<home>/releases`` — when the run is requested, and again right before publishing,
+where it must also still resolve to the same place (a symlink swapped in between is refused).
+The resolved destination is shown to the reviewer and printed on the certificate.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ehr_release.errors import EhrReleaseError
+
+ROOT_ENV = "EHR_RELEASE_RELEASES_ROOT"
+
+
+class DestinationError(EhrReleaseError):
+    """A release destination outside the releases root, or one that moved."""
+
+
+def releases_root() -> Path:
+    """The configured releases root, resolved (created on first use)."""
+    from ehr_release.storage.engine import home
+
+    raw = os.environ.get(ROOT_ENV)
+    root = Path(raw).expanduser() if raw else home() / "releases"
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+def resolve_destination(out_dir: str | Path | None) -> Path:
+    """``out_dir`` resolved and checked to lie under the releases root (default: the root)."""
+    root = releases_root()
+    if out_dir is None:
+        return root
+    resolved = Path(out_dir).expanduser().resolve()
+    if not resolved.is_relative_to(root):
+        raise DestinationError(f"release destination {resolved} is outside the releases root "
+                               f"{root} (set {ROOT_ENV} to change the root)")
+    return resolved
+
+
+def check_still_there(recorded: str) -> Path:
+    """Before publishing: the recorded destination still resolves to itself, under the root."""
+    now = resolve_destination(recorded)
+    if now != Path(recorded):
+        raise DestinationError(f"release destination {recorded} now resolves to {now}; "
+                               "refusing to publish through a changed path")
+    return now
