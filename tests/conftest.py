@@ -97,6 +97,17 @@ def db_url(request: pytest.FixtureRequest, ehr_home: Path) -> str:
 
 
 @pytest.fixture
+def any_db(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The default database of the code under test is SQLite, then PostgreSQL."""
+    from ehr_release.storage.engine import reset_engines
+
+    monkeypatch.setenv("EHR_RELEASE_DATABASE_URL", db_url)
+    reset_engines()
+    yield db_url
+    reset_engines()
+
+
+@pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip(f"shared data not found at {SHARED_DATA}")

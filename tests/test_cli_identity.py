@@ -39,7 +39,7 @@ def _decision_payload(run_id: str) -> dict:
     return next(e["payload"] for e in events if e["action"] == "run.rejected")
 
 
-def test_single_user_site_takes_the_name_and_says_so(ehr_home) -> None:
+def test_single_user_site_takes_the_name_and_says_so(any_db) -> None:
     run_id = _awaiting()
     done = _reject(run_id, "anyone")
     assert done.exit_code == 0, done.output
@@ -47,7 +47,7 @@ def test_single_user_site_takes_the_name_and_says_so(ehr_home) -> None:
     assert payload["channel"].startswith("cli (single-user site") and payload["role"] is None
 
 
-def test_with_users_a_decision_needs_the_reviewers_credential(ehr_home, monkeypatch) -> None:
+def test_with_users_a_decision_needs_the_reviewers_credential(any_db, monkeypatch) -> None:
     monkeypatch.delenv("EHR_RELEASE_CREDENTIAL", raising=False)
     rita = add_user("rita", "reviewer")
     sam = add_user("steward.sam", "steward")
@@ -72,7 +72,7 @@ def test_with_users_a_decision_needs_the_reviewers_credential(ehr_home, monkeypa
     assert payload["channel"] == "cli" and payload["role"] == "reviewer"
 
 
-def test_with_users_a_request_needs_a_stewards_credential(ehr_home, tmp_path) -> None:
+def test_with_users_a_request_needs_a_stewards_credential(any_db, tmp_path) -> None:
     add_user("rita", "reviewer")
     data = tmp_path / "x.csv"
     data.write_text("patient_id,codes\nA,401.9\n")

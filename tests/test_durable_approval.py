@@ -40,7 +40,7 @@ def _park(run_id: str, timeout_s: int = 3600) -> None:
                 DataUse("Dr. A", "study", "no linkage"), timeout_s)
 
 
-def test_the_bundle_round_trips_everything_publishing_needs(ehr_home) -> None:
+def test_the_bundle_round_trips_everything_publishing_needs(any_db) -> None:
     run = make_run(get_engine())
     _park(run.id)
     back = bundle.load(run.id, {"counts.json": ("x", 0)})
@@ -56,7 +56,7 @@ def test_the_bundle_round_trips_everything_publishing_needs(ehr_home) -> None:
 
 
 def test_a_run_without_a_live_flow_is_stalled_with_the_command_that_continues(
-        ehr_home) -> None:
+        any_db) -> None:
     engine = get_engine()
     run = make_run(engine)
     assert run_state(run.id).stalled  # requested, nobody working on it
@@ -71,7 +71,7 @@ def test_a_run_without_a_live_flow_is_stalled_with_the_command_that_continues(
     assert f"ehr-release publish {run.id}" in run_state(run.id).next_step
 
 
-def test_a_lease_whose_process_died_is_lost_at_once(ehr_home) -> None:
+def test_a_lease_whose_process_died_is_lost_at_once(any_db) -> None:
     run = make_run(get_engine())
     code = ("import sys; from ehr_release.storage.pending import _renew; "
             "from ehr_release.storage.engine import get_engine; "
@@ -82,7 +82,7 @@ def test_a_lease_whose_process_died_is_lost_at_once(ehr_home) -> None:
     assert run_state(run.id).stalled
 
 
-def test_the_approval_window_is_enforced_whenever_someone_looks(ehr_home) -> None:
+def test_the_approval_window_is_enforced_whenever_someone_looks(any_db) -> None:
     engine = get_engine()
     late, fresh = make_run(engine), make_run(engine)
     for run, timeout in ((late, 1), (fresh, 3600)):

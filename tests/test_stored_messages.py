@@ -43,7 +43,7 @@ def _precheck_events(tmp_path: Path, text: str | bytes) -> tuple[str, str]:
     ("patient_id,age,codes\nP1,47,V99.ZZ9\n", "V99.ZZ9"),               # a bad code
     ("q7xk,zztop,zztop\nP1,1,2\n", "zztop"),                          # header made of data
 ])
-def test_ingest_refusal_names_where_not_what(ehr_home, tmp_path, text, secret) -> None:
+def test_ingest_refusal_names_where_not_what(any_db, tmp_path, text, secret) -> None:
     terminal, trail = _precheck_events(tmp_path, text)
     assert "ingest.rejected" in trail
     assert secret not in trail, trail
@@ -57,7 +57,7 @@ def test_stored_message_of_a_bug_keeps_only_its_type() -> None:
         "No space left on device"
 
 
-def test_audit_payload_strings_are_capped(ehr_home) -> None:
+def test_audit_payload_strings_are_capped(any_db) -> None:
     record_event(actor="x", action="test.big", payload={"error": "v" * 1_000_000})
     line = export_events(None, "jsonl").splitlines()[-1]
     assert len(line) < 5_000 and "more characters cut" in json.loads(line)["payload"]["error"]
