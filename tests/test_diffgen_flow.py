@@ -24,7 +24,8 @@ def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_pat
         run_id=runs.new_run_id(), input_path=str(data), class_column=CLASS_COLUMN,
         algorithm="diffgen", requester="steward", out_dir=str(out), approval_timeout_s=300,
         # 400 patients at ε = 1 classify worse than the majority class: refused unless waived
-        allow_low_utility=True, params={"epsilon": "1", "h": "4", "taxonomies": "mimic-demo", "eval_runs": "1",
+        allow_low_utility=True,
+        params={"epsilon": "1", "h": "4", "taxonomies": "mimic-demo", "eval_runs": "1",
                 "predictors": "age,gender,ethnicity,marital_status,insurance,codes"})
     thread, box = start(req)
     status = wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}, timeout=300)
