@@ -14,10 +14,11 @@ its peak memory (max RSS) is its own; ``worker MB`` is the peak of the largest G
 worker process (``--workers``, default: every usable CPU; 1 runs GenDiag in the main
 process), each worker holding its own copy of the code table. Prints one
 table row per case; ``--scale 0.1`` runs a tenth of the records while developing. Target
-(issue 4): EHRD-like ArtUC in ≤ 120 s.
+(issue 4): EHRD-like ArtUC in ≤ 120 s. ``--attack`` times the attack audit of the release
+(issue 14; goal: ``attack s`` ≤ ``verify s``) and reports its smallest candidate set.
 
     .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N]
-                                    [--delta D] [--verify]
+                                    [--delta D] [--verify] [--attack]
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ def _peak_mb() -> dict:
     return {"peak MB": round(own / 1024), "worker MB": round(worker / 1024) or "–"}
 
 
-def run_case(name: str, scale: float, verify: bool, workers: int, delta: float) -> dict:
+def run_case(name: str, scale: float, verify: bool, workers: int, delta: float,
+             attack: bool = False) -> dict:
     make, full = CASES[name]
     dataset, raw = make(max(int(full * scale), 100))
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, Path()))
@@ -211,6 +213,16 @@ def run_case(name: str, scale: float, verify: bool, workers: int, delta: float) 
         failed = ", ".join(r.name for r in report.failures)
         row["verified"] = "yes" if report.holds else f"no: {failed}"
         row["verify s"] = round(time.perf_counter() - start, 1)
+    if attack:
+        from ehr_release.algorithms.artuc import release_files
+        from ehr_release.privacy.attacks.kkm import attack_kkm
+
+        start = time.perf_counter()
+        audit = attack_kkm(release_files(anon), dataset, config, k=K, m=M)
+        row["attack s"] = round(time.perf_counter() - start, 1)
+        row["attack"] = (f"{'passed' if audit.passed else 'FAILED'}: smallest "
+                         f"{audit.smallest_candidate_set} over {audit.knowledge_sets_tried:,} "
+                         f"sets{'' if audit.exhaustive else ' (sampled + rare)'}")
     row.update(_peak_mb())
     return row
 
@@ -220,19 +232,21 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--cases", default="ehrd,informs")
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--attack", action="store_true", help="time the attack audit too")
     ap.add_argument("--workers", type=int, default=usable_cpus())
     ap.add_argument("--delta", type=float, default=DELTA)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers, args.delta)))
+        print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers, args.delta,
+                                  args.attack)))
         return
     rows = []
     for case in args.cases.split(","):
         cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale),
                "--workers", str(args.workers), "--delta", str(args.delta)]
-        out = subprocess.run(cmd + (["--verify"] if args.verify else []), check=True,
-                             capture_output=True, text=True)
+        flags = (["--verify"] if args.verify else []) + (["--attack"] if args.attack else [])
+        out = subprocess.run(cmd + flags, check=True, capture_output=True, text=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     cols = list(dict.fromkeys(c for r in rows for c in r))
     print(" | ".join(cols))

@@ -17,7 +17,7 @@ from ehr_release.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
 from ehr_release.utility.artuc import Release, record_ul
 
 CODES = ["001.0", "001.1", "003.0", "250.00", "250.01", "272.4", "401.9", "410.01", "428.0",
@@ -72,8 +72,10 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
         if name != "artuc-baseline":
             assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)
             assert anon.ncp <= delta + 1e-9
-        gen, sup = record_ul(Release.parse(files["records.jsonl"]))
-        released_ul = float((gen + sup).mean()) if len(gen) else 0.0
+        gen = record_ul(Release.parse(files["records.jsonl"]))
+        lost = suppressed_occurrences(files["records.jsonl"], data, cfg)
+        assert lost == sum(round(g.ul_suppression) for g in anon.codes)  # Σ s(r), unpublished
+        released_ul = float(gen.mean()) + lost / len(gen) if len(gen) else 0.0
         assert released_ul == pytest.approx(anon.ul)
         assert anon.released + len(anon.suppressed_rows) == len(rows)
 

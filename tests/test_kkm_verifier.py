@@ -92,13 +92,14 @@ def test_bounds_delta_epsilon_and_the_constraints(case) -> None:
 
 @pytest.mark.parametrize("line, problem", [
     ("{not json", "line 1"),
-    (json.dumps({"cluster": "A", "demographics": {}, "codes": [], "suppressed": 0}),
+    (json.dumps({"cluster": "A", "demographics": {}, "codes": []}),
      "demographics must list age, origin, gender"),
     (release_line("A", [10, 30], "Europe", "All", []), "inside [19, 51]"),
     (release_line("A", [19, 30], "Asia", "All", []), "'Asia' is not a node"),
     (release_line("A", [19, 30], "Europe", "All", [["494.1"], ["494.1", "493.2"]]),
      "appears twice"),
-    (release_line("A", [19, 30], "Europe", "All", [], suppressed=-1), "suppressed"),
+    (release_line("A", [19, 30], "Europe", "All", [])[:-1] + ', "suppressed": 0}',
+     "expected the keys cluster, demographics, codes"),  # issue 14: no per-record count
 ])
 def test_malformed_lines_are_named(case, line, problem) -> None:
     reqs, report = check(case, [line])
@@ -118,7 +119,9 @@ def test_a_cluster_must_share_demographics_and_one_generalization(case) -> None:
 
 
 def test_a_partial_release_is_truthful_but_a_lone_record_is_exposed(case) -> None:
-    reqs, _ = check(case, case[2][:3])  # two records of one cluster, one of the next
+    two = [r for r in case[2] if r["demographics"]["age"] == [44, 47]]
+    one = [r for r in case[2] if r["demographics"]["age"] == [51, 51]][:1]
+    reqs, _ = check(case, two + one)  # two records of one cluster, one of another
     assert reqs["truthfulness"].passed
     assert reqs["truthfulness"].evidence["records_suppressed"] == 5
     assert not reqs["(k, k^m)-anonymity"].passed

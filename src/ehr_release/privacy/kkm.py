@@ -11,8 +11,8 @@ input. It re-derives:
 * **truthfulness** — an injective assignment of released records to original records exists
   such that each released record is the cluster-wide generalization (Def. 2) of its
   original: demographics inside the box, generalized codes = the cluster's generalized
-  codes meeting the original's codes, ``suppressed`` = the original's codes left out. Found
-  as a bipartite b-matching (greedy, then augmenting paths);
+  codes meeting the original's codes (the codes left out are not published per record:
+  issue 14). Found as a bipartite b-matching (greedy, then augmenting paths);
 * **utility constraints** (Def. 9), **NCP ≤ δ** and **suppressed codes ≤ ε**.
 """
 
@@ -57,7 +57,6 @@ class Released:
     cluster: str
     demo: DemoKey
     items: Items
-    suppressed: int
 
 
 # --------------------------------------------------------------------------- parsing
@@ -85,10 +84,13 @@ def _record(obj: Any, number: int, config: RTConfig,
     """One line, type-checked. ``shared`` holds one object per distinct generalized code:
     a cluster repeats its generalized codes on every record (hundreds of codes each), and a
     fresh set per record took 7 GB for 62,516 records."""
-    if not isinstance(obj, dict) or set(obj) != {"cluster", "demographics", "codes",
-                                                 "suppressed"}:
-        raise Malformed("expected the keys cluster, demographics, codes, suppressed")
+    if not isinstance(obj, dict) or set(obj) != {"cluster", "demographics", "codes"}:
+        raise Malformed("expected the keys cluster, demographics, codes")
     demo = obj["demographics"]
+    extra = [key for key in demo if key not in config.names] if isinstance(demo, dict) else []
+    if extra:  # named only when it looks like a key, not a value
+        raise Malformed(f"undeclared demographic {extra[0]!r}" if extra[0].isidentifier()
+                        and len(extra[0]) <= 40 else "an undeclared demographic")
     if not isinstance(demo, dict) or list(demo) != config.names:
         raise Malformed(f"demographics must list {', '.join(config.names)} in this order")
     key: list[Hashable] = []
@@ -113,12 +115,9 @@ def _record(obj: Any, number: int, config: RTConfig,
         raise Malformed("a code appears twice in the record's generalized codes")
     items = frozenset(shared.get(tuple(g)) or shared.setdefault(tuple(g), frozenset(g))
                       for g in codes)
-    sup = obj["suppressed"]
-    if not isinstance(sup, int) or isinstance(sup, bool) or sup < 0:
-        raise Malformed("suppressed must be an integer ≥ 0")
     if not isinstance(obj["cluster"], str):
         raise Malformed("cluster must be a string")
-    return Released(number, obj["cluster"], tuple(key), items, sup)
+    return Released(number, obj["cluster"], tuple(key), items)
 
 
 # --------------------------------------------------------------------------- anonymity
@@ -216,7 +215,7 @@ def _show_demo(key: Hashable) -> str:
 class _ClusterView:
     demo: DemoKey
     item_of: dict[str, frozenset[str]]
-    wanted: Counter[tuple[Items, int]]
+    wanted: Counter[Items]
     checked: set[frozenset[str]] = field(default_factory=set)
 
 
@@ -240,7 +239,7 @@ def _clusters(records: list[Released]) -> dict[str, _ClusterView]:
                 if view.item_of.setdefault(code, item) != item:
                     raise Malformed(f"line {r.line}: cluster {r.cluster} generalizes {code} "
                                     "in two different ways")
-        view.wanted[(r.items, r.suppressed)] += 1
+        view.wanted[r.items] += 1
     return out
 
 
@@ -264,9 +263,9 @@ def _inside_mask(demo: DemoKey, config: RTConfig, data: RTData, cache: dict) -> 
 def _match(records: list[Released], views: dict[str, _ClusterView], config: RTConfig,
            data: RTData) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int]]]:
     """Assign original rows to released records; returns (row → (cluster, slot)), deficits."""
-    slots: list[tuple[str, tuple[Items, int]]] = []
+    slots: list[tuple[str, Items]] = []
     capacity: list[int] = []
-    slot_of: dict[tuple[str, tuple[Items, int]], int] = {}
+    slot_of: dict[tuple[str, Items], int] = {}
     for name, view in views.items():
         for key, count in view.wanted.items():
             slot_of[(name, key)] = len(slots)
@@ -278,8 +277,7 @@ def _match(records: list[Released], views: dict[str, _ClusterView], config: RTCo
         for row in np.flatnonzero(_inside_mask(view.demo, config, data, cache)).tolist():
             codes = data.codes[row]
             items = frozenset(view.item_of[c] for c in codes if c in view.item_of)
-            lost = len(codes) - sum(1 for c in codes if c in view.item_of)
-            slot = slot_of.get((name, (items, lost)))
+            slot = slot_of.get((name, items))
             if slot is not None:
                 adj[row].append(slot)
     owner = _b_matching(adj, capacity)
@@ -436,6 +434,25 @@ def _suppressed_codes(views: dict[str, _ClusterView], owner: dict[int, tuple[str
         kept = views[cluster].item_of
         lost[cluster].update(c for c in data.codes[row] if c not in kept)
     return sum(len(v) for v in lost.values())
+
+
+def suppressed_occurrences(data: bytes, original: RTData, config: RTConfig) -> int | None:
+    """Codes the released records lost, summed over records (UL's suppression part).
+
+    Not published per record (issue 14): recovered here from the same assignment of
+    original to released records that truthfulness finds. None when the release cannot be
+    read or no complete assignment exists.
+    """
+    try:
+        records = parse_release(data, config)
+        views = _clusters(records)
+    except Malformed:
+        return None
+    owner, deficits = _match(records, views, config, original)
+    if deficits:
+        return None
+    return sum(sum(1 for c in original.codes[row] if c not in views[cluster].item_of)
+               for row, (cluster, _) in owner.items())
 
 
 # --------------------------------------------------------------------------- entry point

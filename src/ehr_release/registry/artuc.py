@@ -20,6 +20,8 @@ from ehr_release.constraints import RTConfig, load_config, rt_data, with_weights
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.params import BOOL_WORDS, Param
+from ehr_release.privacy.attacks.kkm import attack
+from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.privacy.kkm import verify_kkm
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -178,4 +180,7 @@ ENTRY = AlgorithmEntry(
     evaluate=lambda files, original, params, rng: evaluate("artuc", files, original, params,
                                                            rng),
     headline_loss="ARE W3",
+    schema=SCHEMA,
+    attack=attack,
+    count_records=count_records,
 )

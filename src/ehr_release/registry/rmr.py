@@ -15,6 +15,8 @@ import numpy as np
 
 from ehr_release.algorithms.artuc import RECORDS_FILE
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.attacks.kkm import attack
+from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import PARAMS, evaluate, run, verify
 
@@ -37,4 +39,7 @@ ENTRY = AlgorithmEntry(
     verify=lambda files, original, params: verify(NAME, files, original, params),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params, rng),
     headline_loss="ARE W3",
+    schema=SCHEMA,
+    attack=attack,
+    count_records=count_records,
 )

@@ -3,7 +3,10 @@
 Everything is measured from the published bytes, as a researcher would:
 
 * **NCP** of the generalized demographics and **UL** of the generalized codes (Def. 3–6), UL
-  split into its generalization part and its suppression part (the paper's ULgen/ULsup);
+  split into its generalization part and its suppression part (the paper's ULgen/ULsup). The
+  release does not publish how many codes each record lost (issue 14: a side channel), so
+  the suppression part is the release's total — recovered by matching the original records
+  to the released ones, as the verifier does — divided by the number of records;
 * **ARE** of COUNT queries (Def. 7) on three workloads of random queries built from real
   records: W1 two demographics, W2 one demographic and one code, W3 two codes. Generalized
   data answers under the uniform assumption (spec Decision): a range or node matches in
@@ -34,6 +37,7 @@ from ehr_release.constraints import (
     rt_data,
 )
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.kkm import suppressed_occurrences
 from ehr_release.reports import Chart, UtilityReport
 
 RELEASE_FILE = "records.jsonl"
@@ -53,11 +57,12 @@ class Release:
 
     demographics: list[dict[str, object]]
     codes: list[list[list[str]]]
-    suppressed: np.ndarray
+    #: The published bytes (the suppression total is recovered from them and the original).
+    data: bytes = b""
 
     @classmethod
     def parse(cls, data: bytes) -> Release:
-        demographics, codes, suppressed = [], [], []
+        demographics, codes = [], []
         shared: dict[tuple[str, ...], list[str]] = {}
         for line in data.decode("utf-8").splitlines():
             if not line.strip():
@@ -65,8 +70,7 @@ class Release:
             row = json.loads(line)
             demographics.append(row["demographics"])
             codes.append([shared.setdefault(tuple(g), g) for g in row["codes"]])
-            suppressed.append(row["suppressed"])
-        return cls(demographics, codes, np.array(suppressed, dtype=float))
+        return cls(demographics, codes, data)
 
     @cached_property
     def distinct_items(self) -> dict[int, tuple[list[str], list[int]]]:
@@ -102,8 +106,9 @@ def record_ncp(release: Release, config: RTConfig) -> np.ndarray:
     return out
 
 
-def record_ul(release: Release) -> tuple[np.ndarray, np.ndarray]:
-    """(generalization part, suppression part) of UL(r) for every record (Def. 6)."""
+def record_ul(release: Release) -> np.ndarray:
+    """The generalization part of UL(r) for every record (Def. 6); the suppression part,
+    Σ s(r), is a release total (:func:`suppressed_occurrences`)."""
     gen = np.zeros(len(release.codes))
     for i, items in enumerate(release.codes):
         sizes = np.array([len(g) for g in items], dtype=float)
@@ -112,7 +117,7 @@ def record_ul(release: Release) -> tuple[np.ndarray, np.ndarray]:
             big = sizes[sizes >= 2]
             gen[i] = float(np.sum(np.exp2(big - sigma) * (1 - np.exp2(-big)))
                            / (1 - np.exp2(-sigma)))
-    return gen, release.suppressed.copy()
+    return gen
 
 
 # --------------------------------------------------------------------------- ARE
@@ -251,22 +256,24 @@ def are(release: Release, config: RTConfig, data: RTData,
 
 # --------------------------------------------------------------------------- report
 def measure(release: Release, config: RTConfig, data: RTData,
-            queries: Mapping[str, list[Query]], truth: Mapping[str, list[int]]
-            ) -> dict[str, float]:
-    """The figures of one release (one row of the comparison table)."""
+            queries: Mapping[str, list[Query]], truth: Mapping[str, list[int]],
+            lost: int) -> dict[str, float]:
+    """The figures of one release (one row of the comparison table); ``lost`` is the
+    number of code occurrences its records lost (Σ s(r))."""
     n = len(release.codes)
     ncp = record_ncp(release, config)
-    gen, sup = record_ul(release)
+    gen = record_ul(release)
+    sup = lost / n if n else 0.0
     released_codes = {c for g, _ in release.distinct_items.values() for c in g}
     original_codes = {c for r in data.codes for c in r}
     out = {
         "NCP": float(ncp.mean()) if n else 0.0,
-        "UL": float((gen + sup).mean()) if n else 0.0,
+        "UL": float(gen.mean()) + sup if n else 0.0,
         "UL generalization": float(gen.mean()) if n else 0.0,
-        "UL suppression": float(sup.mean()) if n else 0.0,
+        "UL suppression": sup,
         "records released": float(n),
         "records suppressed": float(len(data.patient_ids) - n),
-        "code occurrences suppressed": float(sup.sum()),
+        "code occurrences suppressed": float(lost),
         "distinct codes absent from release": float(len(original_codes - released_codes)),
     }
     out.update({f"ARE {w}": v for w, v in are(release, config, data, queries, truth).items()})
@@ -329,6 +336,17 @@ def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
                  "and one code, W3 two codes (lower is better)", buf.getvalue())
 
 
+def _lost(release: Release, data: RTData, config: RTConfig, name: str,
+          notes: list[str]) -> int:
+    """Σ s(r) of a release; 0 with a note when no original-to-release matching exists."""
+    lost = suppressed_occurrences(release.data, data, config)
+    if lost is None:
+        notes.append(f"{name}: suppressed codes cannot be counted (the records do not match "
+                     "the original); UL leaves them out")
+        return 0
+    return lost
+
+
 def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Dataset,
                      config: RTConfig, rng: np.random.Generator, *,
                      comparators: Mapping[str, Callable[[], bytes]] | None = None,
@@ -339,8 +357,10 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
     queries = workloads(data, config, rng)
     truth = {w: [true_count(q, data) for q in qs] for w, qs in queries.items()}
     release = Release.parse(files[RELEASE_FILE])
-    metrics = measure(release, config, data, queries, truth)
-    notes = [f"{len(original.demographic_columns) - len(config.attributes)} demographic "
+    notes: list[str] = []
+    metrics = measure(release, config, data, queries, truth,
+                      _lost(release, data, config, algorithm, notes))
+    notes += [f"{len(original.demographic_columns) - len(config.attributes)} demographic "
              "columns of the input are not configured and were not released"]
     if original.is_longitudinal:
         notes.append("ages at diagnosis and repeated codes are not released (set-valued codes)")
@@ -354,7 +374,8 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
         except Exception as exc:  # noqa: BLE001 - a comparator failing is a finding, not a crash
             notes.append(f"{name} produced no release: {exc}")
             continue
-        rows[name] = measure(other, config, data, queries, truth)
+        rows[name] = measure(other, config, data, queries, truth,
+                             _lost(other, data, config, name, notes))
         if config.constraints:
             rows[name]["records satisfying the utility constraints"] = constraint_share(
                 other, config)
