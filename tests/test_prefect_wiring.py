@@ -15,16 +15,20 @@ from ehr_release.tasks.retry import is_transient
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_prefect_yaml_deploys_the_release_flow():
+def test_prefect_yaml_deploys_the_release_and_publish_flows():
+    """A server deployment can run a release and, once a decision is recorded, publish it."""
     config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
-    (deployment,) = config["deployments"]
-    path, func = deployment["entrypoint"].split(":")
-    spec = importlib.util.spec_from_file_location("entry", ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    flow = getattr(module, func)
-    assert flow.name == "governed_release"
-    assert "request" in flow.parameters.properties
+    flows = {}
+    for deployment in config["deployments"]:
+        path, func = deployment["entrypoint"].split(":")
+        spec = importlib.util.spec_from_file_location(f"entry_{func}", ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        flows[deployment["name"]] = getattr(module, func)
+    assert flows["governed-release"].name == "governed_release"
+    assert "request" in flows["governed-release"].parameters.properties
+    assert flows["publish-release"].name == "publish_flow"
+    assert "run_id" in flows["publish-release"].parameters.properties
 
 
 def _state(exc: BaseException):

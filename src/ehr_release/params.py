@@ -102,3 +102,23 @@ def parse_params(spec: Iterable[Param], given: Mapping[str, Any]) -> dict[str, A
                                  "(shuffles, picks, noise)", raw)
         out[p.name] = value
     return out
+
+
+def allowed_values(p: Param) -> str:
+    """What ``p`` accepts, in words for a person (``ehr-release algorithms``).
+
+    Its choices, else its declared rule without the "must be" lead-in, else its type; a
+    seed says that it is refused outside test mode.
+    """
+    kind = getattr(p.kind, "__name__", "value")
+    if p.choices is not None:
+        allowed = "one of " + ", ".join(p.choices)
+    elif p.rule:
+        allowed = (p.rule.removeprefix("must look like ").removeprefix("must be ")
+                   .removeprefix("is "))
+    else:
+        allowed = {"int": "an integer", "float": "a number", "bool": "true or false",
+                   "str": "text"}.get(kind, kind)
+    if p.name == SEED and "test mode" not in allowed:
+        allowed += f" (test mode only: {TEST_MODE_ENV}=1)"
+    return allowed

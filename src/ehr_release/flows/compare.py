@@ -4,19 +4,27 @@ Each candidate (algorithm × grid point) is one Prefect task submitted to the fl
 runner, so candidates run in parallel. Candidates are never published and never become
 release runs: the flow writes only the comparison report (JSON for machines, HTML + PDF for
 people) and one audit event. A steward then requests a release from one row of it.
+
+Each finished candidate is logged (INFO, to the Prefect UI) and handed to the listeners
+registered with :func:`candidate_listener` — the CLI's progress display — as it finishes,
+not when the last one does.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
+from prefect.futures import as_completed
 
 from ehr_release.compare import Candidate, Outcome, loss_of, parse_requirement, plan, recommend
+from ehr_release.comparison_file import load_comparison_row
 from ehr_release.comparison_report import (
     ComparisonContext,
     render_comparison_html,
@@ -30,10 +38,48 @@ from ehr_release.randomness import check_random_state
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
 from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.tasks.naming import candidate_run_name
+
+__all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_comparison_row"]
+
+#: Called with (outcome, done, total) as each candidate finishes (see candidate_listener).
+CandidateListener = Callable[[Outcome, int, int], None]
+_LISTENERS: list[CandidateListener] = []
+_LISTENERS_LOCK = threading.Lock()
+
+
+@contextmanager
+def candidate_listener(listener: CandidateListener) -> Iterator[None]:
+    """Call ``listener`` for each candidate a comparison in this process finishes.
+
+    A flow parameter cannot carry a callback (Prefect records its parameters), so the
+    listener is registered beside the flow for as long as the ``with`` block lasts.
+    """
+    with _LISTENERS_LOCK:
+        _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        with _LISTENERS_LOCK:
+            _LISTENERS.remove(listener)
+
+
+def _announce(outcome: Outcome, done: int, total: int) -> None:
+    """Log one finished candidate to Prefect and tell the listeners (labels and losses only)."""
+    verdict = ("verified" if outcome.verified
+               else "failed to run" if outcome.error else "not verified")
+    loss = "" if outcome.loss is None else f", {outcome.loss_metric} {outcome.loss:.4g}"
+    get_run_logger().info("candidate %d/%d %s: %s%s", done, total, outcome.candidate.label,
+                          verdict, loss)
+    with _LISTENERS_LOCK:
+        listeners = list(_LISTENERS)
+    for listener in listeners:
+        listener(outcome, done, total)
 
 
 # Patient data passes through but is never cached or persisted by Prefect.
-@task(name="compare-candidate", persist_result=False, cache_policy=None)
+@task(name="compare-candidate", task_run_name=candidate_run_name, persist_result=False,
+      cache_policy=None)
 def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None) -> Outcome:
     """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes."""
     entry = get_algorithm(candidate.algorithm)
@@ -53,7 +99,7 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None) -
                    metrics=dict(utility.metrics))
 
 
-@flow(name="compare_flow", persist_result=False)
+@flow(name="compare_flow", flow_run_name="compare-{request.comparison_id}", persist_result=False)
 def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     """Run every candidate, recommend one, write the report; returns the report's JSON."""
     requirements = [parse_requirement(r) for r in request.requirements]
@@ -69,6 +115,8 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
                               "error": stored_message(exc)})
         raise
     futures = [candidate_task.submit(c, dataset, request.metric) for c in candidates]
+    for done, future in enumerate(as_completed(futures), start=1):
+        _announce(future.result(), done, len(futures))
     outcomes = [f.result() for f in futures]
     best, reasons = recommend(outcomes, requirements, request.max_loss)
     fingerprint = dataset.fingerprint()
@@ -109,21 +157,3 @@ def _write_report(request: ComparisonRequest, report: dict[str, Any],
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str]:
-    """(algorithm, params, dataset fingerprint) of one row of a written comparison."""
-    path = os.path.join(folder, "comparison.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            report = json.load(fh)
-        rows = report["rows"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise EhrReleaseError(f"cannot read comparison {path}: {exc}") from None
-    if not 0 <= row < len(rows):
-        raise EhrReleaseError(f"comparison {path} has rows 0–{len(rows) - 1}; got {row}")
-    chosen = rows[row]
-    if not chosen.get("verified"):
-        raise EhrReleaseError(f"row {row} of {path} did not verify; it cannot be released")
-    cand = chosen["candidate"]
-    return cand["algorithm"], dict(cand["params"]), report["dataset_fingerprint"]

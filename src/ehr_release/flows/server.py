@@ -1,37 +1,49 @@
-"""One local Prefect server that every ehr-release process shares.
+"""One local Prefect server that every ehr-release process of a home shares.
 
 Pausing a flow in one process and resuming it from another needs an API both can reach.
 Two ephemeral servers on one SQLite file lock each other out, so the CLI starts a single
 ``prefect server start`` on loopback the first time it is needed and reuses it afterwards
-(its address is kept in ``.ehr_release/prefect-server.json``). An explicit
-``PREFECT_API_URL`` (a real server, or the test harness) always wins.
+(its address and process id are kept in ``<home>/prefect-server.json``; ``server stop``
+stops exactly that process). An explicit ``PREFECT_API_URL`` (a real server, or the test
+harness) always wins.
+
+The server is started with its real address in its settings: Prefect's UI learns where its
+API is from ``PREFECT_UI_API_URL`` (else ``PREFECT_SERVER_API_HOST``/``PORT``, default
+port 4200), not from the ``--port`` option, so without them the UI calls a port nobody
+listens on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
-
-import httpx
 
 from ehr_release.storage.engine import home
 
 STARTUP_TIMEOUT_S = 90
+STOP_TIMEOUT_S = 10
+HOST = "127.0.0.1"
 
 
 def configure_prefect_home() -> None:
-    """Keep Prefect's local state (results, settings) under our working folder.
+    """Point Prefect at this home and send the flows' INFO logs to its API.
 
     Must run before :mod:`prefect` is imported, which is why the CLI imports flows lazily.
+    Flow and task logs go to the Prefect API (the UI shows them) from INFO up; the
+    terminal (or a background flow's ``flow.log``) only gets warnings, so progress output
+    stays readable.
     """
     os.environ.setdefault("PREFECT_HOME", str(home() / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 def _state_file() -> Path:
@@ -39,6 +51,8 @@ def _state_file() -> Path:
 
 
 def _healthy(url: str) -> bool:
+    import httpx  # here, not at the top: every CLI command imports this module
+
     try:
         return httpx.get(f"{url}/health", timeout=2).status_code == 200
     except httpx.HTTPError:
@@ -47,8 +61,27 @@ def _healthy(url: str) -> bool:
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return int(s.getsockname()[1])
+
+
+def server_env(port: int) -> dict[str, str]:
+    """The environment of a local server on ``port``: its UI is told that very address."""
+    url = f"http://{HOST}:{port}/api"
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_API_HOST": HOST, "PREFECT_SERVER_API_PORT": str(port),
+           "PREFECT_UI_API_URL": url, "PREFECT_UI_URL": f"http://{HOST}:{port}"}
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def running_server() -> str | None:
+    """The API URL of this home's local server if it answers, else None."""
+    state = _state_file()
+    if not state.exists():
+        return None
+    url = str(json.loads(state.read_text())["url"])
+    return url if _healthy(url) else None
 
 
 def ensure_api() -> str:
@@ -58,42 +91,65 @@ def ensure_api() -> str:
     configured = PREFECT_API_URL.value()
     if configured:
         return str(configured)
-    state = _state_file()
-    if state.exists():
-        url = json.loads(state.read_text())["url"]
-        if _healthy(url):
-            return url
+    url = running_server()
+    if url is not None:
+        return url
     port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
+    url = f"http://{HOST}:{port}/api"
     log = (home() / "prefect-server.log").open("ab")
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+        [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
          "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(port),
         start_new_session=True)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
         if _healthy(url):
-            state.write_text(json.dumps({"url": url, "pid": proc.pid}))
+            _state_file().write_text(json.dumps({"url": url, "pid": proc.pid}))
             return url
         time.sleep(0.5)
     proc.terminate()
     raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
 
 
+def _is_our_server(pid: int) -> bool:
+    """Whether ``pid`` still is a ``prefect server start`` (not a reused process id).
+
+    Where ``/proc`` is missing the recorded id is trusted.
+    """
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not Path("/proc").is_dir():
+        return True
+    try:
+        args = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"prefect" in args and b"server" in args and b"start" in args
+
+
 def stop_local_server() -> bool:
-    """Stop the shared server if this folder started one; True if one was stopped."""
+    """Stop the server this home started, and wait until it is gone; True if one was stopped.
+
+    Only the recorded process group is signalled, after checking that it still is a Prefect
+    server, so a stale state file never stops an unrelated process.
+    """
     state = _state_file()
     if not state.exists():
         return False
-    pid = json.loads(state.read_text())["pid"]
+    pid = int(json.loads(state.read_text())["pid"])
     state.unlink()
+    if not _is_our_server(pid):
+        return False
     try:
-        os.killpg(pid, 15)
+        os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and _is_our_server(pid):
+        time.sleep(0.2)
+    if _is_our_server(pid):
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
     return True

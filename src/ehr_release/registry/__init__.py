@@ -85,7 +85,18 @@ def names() -> list[str]:
 
 
 def get(name: str) -> AlgorithmEntry:
-    """The entry for ``name``; a clear error listing the known names otherwise."""
+    """The entry for ``name``; a clear error listing the known names otherwise.
+
+    The module named like the algorithm is tried first, so one algorithm is found without
+    importing every other one (the CLI refuses bad input before they would have loaded).
+    """
+    module_name = name.replace("-", "_")
+    built = getattr(_entries, "cache_info", None)  # absent when a test replaced the table
+    if (built is not None and built().currsize == 0 and module_name.isidentifier()
+            and module_name in {m.name for m in pkgutil.iter_modules(__path__)}):
+        entry = getattr(importlib.import_module(f"{__name__}.{module_name}"), "ENTRY", None)
+        if isinstance(entry, AlgorithmEntry) and entry.name == name:
+            return entry
     try:
         return _entries()[name]
     except KeyError:

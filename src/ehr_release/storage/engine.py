@@ -1,7 +1,8 @@
-"""The database engine: SQLite under ``.ehr_release/`` by default, any URL by environment.
+"""The database engine: SQLite in the per-user home by default, any URL by environment.
 
 ``EHR_RELEASE_DATABASE_URL`` selects the database (e.g. ``postgresql+psycopg://…``);
-``EHR_RELEASE_HOME`` moves the default working folder (database, Prefect home, logs).
+``EHR_RELEASE_HOME`` moves the working folder (database, Prefect home, logs), which is
+otherwise the user's platform data directory (see :func:`home`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,30 @@ DATABASE_URL_ENV = "EHR_RELEASE_DATABASE_URL"
 HOME_ENV = "EHR_RELEASE_HOME"
 
 
+#: The application's folder name inside the platform's per-user data directory.
+APP_NAME = "ehr-release"
+
+
+def default_home() -> Path:
+    """The per-user data directory (``~/.local/share/ehr-release`` on Linux).
+
+    One place per user, not per current folder: every command, example and the dashboard
+    then see the same runs, database and Prefect server, wherever they are started.
+    """
+    from platformdirs import user_data_path
+
+    return user_data_path(APP_NAME, appauthor=False)
+
+
 def home() -> Path:
     """The working folder for local state; created on first use, private to its owner.
 
-    It holds the database, request files naming inputs, draft certificates with figures
-    measured on patient data and the pseudonym key: mode 0700, tightened if it was looser.
+    ``EHR_RELEASE_HOME`` if set, else :func:`default_home`. It holds the database, request
+    files naming inputs, draft certificates with figures measured on patient data and the
+    pseudonym key: mode 0700, tightened if it was looser.
     """
-    path = Path(os.environ.get(HOME_ENV, ".ehr_release")).resolve()
+    raw = os.environ.get(HOME_ENV)
+    path = (Path(raw).expanduser() if raw else default_home()).resolve()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     if path.stat().st_mode & 0o077 and path.owner() == _user():
         path.chmod(0o700)

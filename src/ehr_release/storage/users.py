@@ -12,6 +12,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -28,9 +29,18 @@ from ehr_release.storage.models import User, UserSession, utc_now
 ROLES = ("steward", "reviewer", "auditor")
 SESSION_HOURS = 8
 _HASHER = PasswordHasher()
-# Checked when the name is unknown or disabled, so such a sign-in costs one Argon2
-# verification like any other and its timing does not tell which names exist.
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(24))
+
+
+@cache
+def _dummy_hash() -> str:
+    """Checked when the name is unknown or disabled, so such a sign-in costs one Argon2
+    verification like any other and its timing does not tell which names exist.
+
+    Made on first sign-in, not at import: every CLI command imports this module, and a
+    0.4 s hash would delay even the refusal of a bad input file. Every sign-in calls it,
+    found or not, so the one-off cost does not tell names apart either.
+    """
+    return _HASHER.hash(secrets.token_urlsafe(24))
 
 
 class AuthError(EhrReleaseError):
@@ -113,6 +123,7 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
     policy = policy or throttle.ThrottlePolicy.from_env()
     actor = name[:120] or "(blank)"
     keys = throttle.subjects(name, client)
+    dummy = _dummy_hash()  # before the transaction: the first call hashes (see there)
     with Session(_engine(engine)) as s:
         locked = throttle.reserve(s, keys, policy)
         if locked is not None:
@@ -121,7 +132,7 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
         user = None if locked else s.exec(select(User).where(User.name == name.strip())).first()
         found = (SignedIn(user.id, user.name, user.role, "")
                  if user and not user.disabled and user.id is not None else None)
-        stored = user.credential_hash if user and found else _DUMMY_HASH
+        stored = user.credential_hash if user and found else dummy
         s.commit()
     if locked is not None:
         raise Throttled("too many failed sign-ins; try again later")

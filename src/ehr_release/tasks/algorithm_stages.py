@@ -23,6 +23,7 @@ from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.caching import release_stage_key
+from ehr_release.tasks.naming import stage_run_name
 from ehr_release.verification import as_released, attack_release, verify_release, with_attack
 
 
@@ -33,7 +34,8 @@ def _seed(params: dict[str, Any]) -> int | None:
 
 # Keyed to the release id: a resumed run reuses its anonymization (and any privacy budget it
 # spent) instead of drawing a second, different release from the same data.
-@task(name="anonymize", cache_key_fn=release_stage_key, persist_result=True)
+@task(name="anonymize", task_run_name=stage_run_name("anonymize"),
+      cache_key_fn=release_stage_key, persist_result=True)
 def anonymize_task(run_id: str, dataset: Dataset, fingerprint: str, algorithm: str,
                    params: dict[str, Any]) -> ReleaseFiles:
     entry = get_algorithm(algorithm)
@@ -56,7 +58,8 @@ def pin_candidate_task(run_id: str, files: ReleaseFiles) -> None:
     runs.pin_candidate(run_id, {n: (sha256_bytes(d), len(d)) for n, d in files.items()})
 
 
-@task(name="verify", persist_result=False, cache_policy=None)
+@task(name="verify", task_run_name=stage_run_name("verify"), persist_result=False,
+      cache_policy=None)
 def verify_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: str,
                 params: dict[str, Any]) -> VerificationReport:
     """Re-check the guarantee with the independent verifier; record the verdict either way.
@@ -74,7 +77,8 @@ def verify_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: s
     return report
 
 
-@task(name="attack", persist_result=False, cache_policy=None)
+@task(name="attack", task_run_name=stage_run_name("attack"), persist_result=False,
+      cache_policy=None)
 def attack_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: str,
                 params: dict[str, Any], verification: VerificationReport
                 ) -> tuple[VerificationReport, AttackReport]:
@@ -100,7 +104,8 @@ def attack_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: s
     return report, attack
 
 
-@task(name="evaluate", persist_result=False, cache_policy=None)
+@task(name="evaluate", task_run_name=stage_run_name("evaluate"), persist_result=False,
+      cache_policy=None)
 def evaluate_task(run_id: str, files: ReleaseFiles, dataset: Dataset, algorithm: str,
                   params: dict[str, Any]) -> UtilityReport:
     entry = get_algorithm(algorithm)
