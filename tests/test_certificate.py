@@ -17,7 +17,9 @@ from ehr_release.certificate import (
     render_certificate_html,
     render_certificate_pdf,
 )
+from ehr_release.plain import format_number
 from ehr_release.reports import Chart, Requirement, UtilityReport, VerificationReport
+from ehr_release.request import DataUse
 
 matplotlib.use("Agg")
 
@@ -102,3 +104,40 @@ def test_a_chart_is_drawn_when_the_algorithm_gives_none(ctx: CertificateContext)
     html = render_certificate_html(bare)
     assert "Utility figures reported for demo" in html
     assert "data:image/png;base64," in html
+
+
+def test_first_page_states_recipient_terms_expiry_and_provenance(
+        ctx: CertificateContext) -> None:
+    use = DataUse(recipient="Dr. <i>Ada</i>", purpose="diabetes study", terms="no linkage",
+                  expires="2027-12-31", comparison_id="cmp-" + "7" * 32, comparison_row=2)
+    html = render_certificate_html(dataclasses.replace(ctx, data_use=use))
+    first = html.split("</section>")[0]
+    for fact in ("Dr. &lt;i&gt;Ada&lt;/i&gt;", "diabetes study", "no linkage", "2027-12-31",
+                 "Chosen from comparison cmp-" + "7" * 32 + ", row 2", "commit "):
+        assert fact in first, fact
+    bare = render_certificate_html(ctx).split("</section>")[0]
+    assert "no expiry stated in the request" in bare and "Requested directly" in bare
+
+
+def test_long_terms_are_cut_on_the_first_page_and_whole_in_section_1(
+        ctx: CertificateContext) -> None:
+    terms = "clause " * 200 + "LAST-WORD"
+    html = render_certificate_html(dataclasses.replace(ctx, data_use=DataUse(terms=terms)))
+    first, rest = html.split("</section>", 1)
+    assert "LAST-WORD" not in first and "full text in section 1" in first
+    assert "LAST-WORD" in rest
+
+
+def test_below_baseline_is_a_red_flag_on_the_first_page(ctx: CertificateContext) -> None:
+    reason = "Classification accuracy (CA 53.9 %) is below always predicting the majority."
+    poor = dataclasses.replace(ctx, utility=dataclasses.replace(ctx.utility,
+                                                                below_baseline=[reason]))
+    first = render_certificate_html(poor).split("</section>")[0]
+    assert 'class="flag"' in first and reason in first and "POOR" in first
+    assert 'class="flag"' not in render_certificate_html(ctx).split("</section>")[0]
+
+
+def test_large_and_tiny_figures_are_written_without_exponents() -> None:
+    assert format_number(174700.3) == "174,700"
+    assert format_number(1.009e-8) == "1.009 × 10⁻⁸"
+    assert format_number(0.99712) == "0.9971"

@@ -111,7 +111,8 @@ def test_no_attack_registered_fails_closed(env, monkeypatch) -> None:
 def test_datasheet_goes_out_and_says_so_certificate_stays_in(env) -> None:
     data, out = env
     req = request_for(data, out, recipient="Dr. Ada Lovelace, Cohort Study 12",
-                      purpose="diabetes comorbidity", terms="no linkage; delete by 2027-12")
+                      purpose="diabetes comorbidity", terms="no linkage; delete by 2027-12",
+                      expires="2099-12-31")
     assert run_approved(req).get("result") == "published"
     folder = out / "releases" / req.run_id
     sheet = _pdf_text(folder / "datasheet.pdf")
@@ -119,6 +120,13 @@ def test_datasheet_goes_out_and_says_so_certificate_stays_in(env) -> None:
     for public in ("Dr. Ada Lovelace", "diabetes comorbidity", "no linkage", "counts.json",
                    "closed world", "attack audit"):
         assert public in sheet, public
+    # Its first page says what it is, the guarantee in words, the terms and the expiry, and
+    # the software that made it (issue 16).
+    first = sheet.split("\f")[0]
+    for plain in ("In plain words", "What you receive", "Guarantee", "Delete the data by",
+                  "2099-12-31", "delete every copy by 2099-12-31", "no linkage",
+                  "ehr_release", "commit"):
+        assert plain in first, plain
     # Figures measured on the original data stay on the internal certificate.
     for internal in ("smallest count", "codes kept", "codes total", "candidate set"):
         assert internal not in sheet, internal
@@ -127,4 +135,5 @@ def test_datasheet_goes_out_and_says_so_certificate_stays_in(env) -> None:
     assert "does not leave with the data" in certificate
     assert "smallest count" in certificate and "Dr. Ada Lovelace" in certificate
     assert "Attack audit" in certificate
+    assert "2099-12-31" in certificate.split("\f")[0]  # the parked bundle kept the expiry
 

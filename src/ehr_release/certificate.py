@@ -6,34 +6,59 @@ which are outside the privacy model. It never leaves with the data; the recipien
 datasheet (:mod:`ehr_release.datasheet`), which carries only data-independent facts and
 facts readable from the released bytes themselves.
 
-The certificate states only recorded facts — the dataset fingerprint, the parameters as
-validated, the verifier's requirements with what it measured, the utility figures, the
-SHA-256 of every released file, the reviewer's decision and the head of the audit chain at
-the time of rendering. It is rendered twice: a *draft* for the reviewer before the decision
-(watermarked, no approval block), and the final one published next to the data.
+Its first page is a plain-language summary for someone who will not read the rest: what is
+released (files, fields, records), to whom, for what, on what terms and until when, the
+guarantee in one sentence, the verification and attack results, utility in words — flagged
+in red when the evaluation found it below a trivial baseline — and where the request came
+from. The pages after it state the recorded facts in full — the dataset fingerprint, the
+parameters as validated, the verifier's requirements with what it measured, the utility
+figures with what each means, the SHA-256 of every released file, the reviewer's decision
+and the head of the audit chain. It is rendered twice: a *draft* for the reviewer before the
+decision (watermarked, no approval block), and the final one filed with the run.
 
-HTML comes from a Jinja2 template with autoescaping on (parameters and reasons are user
-text), and WeasyPrint turns it into PDF; charts are embedded as ``data:`` URIs so the
-renderer never fetches anything.
+Every table fits the page: tables wider than :data:`MAX_COLUMNS` columns are turned on their
+side (one row per measure), and the stylesheet wraps long cells instead of letting them run
+past the margin (``tests/test_certificate_layout.py`` renders every algorithm's certificate
+and measures each table against the page).
 """
 
 from __future__ import annotations
 
-import base64
 import io
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-
-from ehr_release import __version__
+from ehr_release.datasheet import DatasheetFile
+from ehr_release.plain import (
+    baseline_words,
+    explain_metric,
+    format_number,
+    guarantee_sentence,
+    human_type,
+    no_better_than_nothing,
+)
+from ehr_release.rendering import data_uri, environment, html_to_pdf, stylesheet
 from ehr_release.reports import Chart, ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse
+from ehr_release.version import software_version
+
+__all__ = ["ApprovalBlock", "CertificateContext", "environment", "html_to_pdf",
+           "render_certificate_html", "render_certificate_pdf", "short", "summary"]
 
 #: Rows of a utility table shown in the certificate; the full table is in the database.
 MAX_TABLE_ROWS = 25
+#: A table with more columns than this is shown on its side (columns become rows): ArtUC's
+#: comparison has 15 figures per algorithm, which no A4 page holds side by side.
+MAX_COLUMNS = 6
+#: Field names listed per released file on the first page; the datasheet lists them all.
+MAX_SUMMARY_FIELDS = 6
+#: The dataset's diagnosis-code column (see :meth:`ehr_release.dataset.Dataset.schema`).
+CODES_COLUMN = "codes"
+
+_data_uri = data_uri  # kept for importers of the old name (comparison report)
+_format_number = format_number
 
 
 @dataclass(frozen=True)
@@ -50,7 +75,14 @@ class ApprovalBlock:
 
 @dataclass(frozen=True)
 class CertificateContext:
-    """Everything a certificate shows; built by the certify stage from the database."""
+    """Everything a certificate shows; built by the certify stage from the database.
+
+    ``released`` describes each released file as the datasheet does (declared format and
+    fields); ``released_columns`` maps each file to the source columns that appear in it
+    by name (header or key), so the certificate can say which input columns left.
+    ``parameter_help`` is each parameter's declared meaning; ``headline_loss`` the utility
+    figure a comparison ranks by, read out on the first page.
+    """
 
     run_id: str
     created_at: datetime
@@ -73,44 +105,225 @@ class CertificateContext:
     outcome: ReleaseOutcome | None = None
     data_use: DataUse = DataUse()
     destination: str = ""
-    software_version: str = __version__
+    software_version: str = field(default_factory=software_version)
+    released: list[DatasheetFile] = field(default_factory=list)
+    released_columns: dict[str, list[str]] = field(default_factory=dict)
+    parameter_help: dict[str, str] = field(default_factory=dict)
+    headline_loss: str | None = None
 
     @property
     def is_draft(self) -> bool:
         return self.approval is None
 
 
-def _format_number(value: Any) -> str:
-    """Figures as a reviewer reads them: integers plain, reals with 4 significant digits."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e15:
-            return f"{int(value):,}"
-        return f"{value:.4g}"
-    return str(value)
+# --------------------------------------------------------------------------- tables
+@dataclass(frozen=True)
+class DisplayTable:
+    """A utility table as printed: header, cells already in words, rows left out."""
+
+    name: str
+    header: list[str]
+    rows: list[list[str]]
+    total: int
+    turned: bool = False
 
 
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+def fit_table(name: str, rows: Sequence[Mapping[str, Any]]) -> DisplayTable:
+    """Shape a utility table for the page: too many columns and few rows → turn it.
+
+    Turned, the first column's values become the header (e.g. the algorithms of ArtUC's
+    comparison) and every other column becomes one row (one measure per line).
+    """
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    if len(columns) > MAX_COLUMNS and len(rows) < MAX_COLUMNS:
+        first, rest = columns[0], columns[1:]
+        header = ["measure", *(format_number(r.get(first, "")) for r in rows)]
+        body = [[col, *(format_number(r[col]) if col in r else "—" for r in rows)]
+                for col in rest]
+        return DisplayTable(name, header, body[:MAX_TABLE_ROWS], len(body), turned=True)
+    shown = rows[:MAX_TABLE_ROWS]
+    return DisplayTable(name, columns,
+                        [[format_number(r[c]) if c in r else "—" for c in columns]
+                         for r in shown], len(rows))
 
 
-@cache
-def environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("ehr_release", "templates"),
-        autoescape=select_autoescape(["html", "j2"]),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _format_number
-    env.filters["data_uri"] = _data_uri
-    return env
+# --------------------------------------------------------------------------- first page
+@dataclass(frozen=True)
+class ReleasedLine:
+    """One released file on the first page: what it is, its fields, source columns in it
+    that its field names do not already show (e.g. the demographics a map holds)."""
+
+    name: str
+    what: str
+    fields: str
+    columns: str
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A check's outcome as the first page prints it: the word, then what it rests on."""
+
+    passed: bool
+    detail: str
+
+    @property
+    def word(self) -> str:
+        return "PASSED" if self.passed else "FAILED"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The first page in plain words (see the module docstring).
+
+    ``below_baseline`` are the evaluation's own sentences, shown in a red box; when the
+    request waived them, ``low_utility_waived`` says so there, and ``waivers`` keeps only
+    the other waivers (an empty release), so no sentence is printed twice.
+    """
+
+    released: list[ReleasedLine]
+    records: str
+    guarantee: str
+    verification: Verdict
+    attack: Verdict | None
+    utility: str
+    below_baseline: list[str]
+    low_utility_waived: bool
+    waivers: list[str]
+    provenance: str
+
+
+#: Free text (recipient, purpose, terms) longer than this is cut on the first page; the
+#: full text is in section 1.
+MAX_SUMMARY_TEXT = 240
+
+
+def short(text: str | None, missing: str = "not stated in the request") -> str:
+    """User text for the first page: whole when short, else cut at a word with a pointer."""
+    if not text:
+        return missing
+    if len(text) <= MAX_SUMMARY_TEXT:
+        return text
+    cut = text[:MAX_SUMMARY_TEXT].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"{cut} … (full text in section 1)"
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].strip().rstrip(".")
+    return head[:1].upper() + head[1:] + "." if head else ""
+
+
+def _field_names(f: DatasheetFile) -> list[str]:
+    return [r.path for r in f.fields
+            if r.kind != "–" and "." not in r.path and "[" not in r.path
+            and not r.path.startswith("(")]
+
+
+def _released_line(f: DatasheetFile, columns: list[str]) -> ReleasedLine:
+    names = _field_names(f)
+    more = len(names) - MAX_SUMMARY_FIELDS
+    fields = ", ".join(names[:MAX_SUMMARY_FIELDS]) + (f" and {more} more" if more > 0 else "")
+    hidden = [c for c in columns if c not in names]
+    return ReleasedLine(f.name, _first_sentence(f.doc), fields, ", ".join(hidden))
+
+
+def _attack_verdict(outcome: ReleaseOutcome | None) -> Verdict | None:
+    attack = outcome.attack if outcome else None
+    if attack is None:
+        return None
+    tried = (f"{format_number(attack.knowledge_sets_tried)} background-knowledge sets "
+             f"({'every one' if attack.exhaustive else 'a seeded sample plus every rare one'})")
+    if attack.smallest_candidate_set is not None:
+        found = (f"the smallest group a patient could be narrowed to was "
+                 f"{format_number(attack.smallest_candidate_set)} records (at least "
+                 f"{format_number(attack.threshold)} required)")
+    else:
+        found = attack.measured or "no patient was singled out"
+    return Verdict(attack.passed, f"an independent re-identification attack "
+                                  f"({attack.attacker_model}) tried {tried}; {found}.")
+
+
+def _utility_words(ctx: CertificateContext) -> str:
+    metrics = ctx.utility.metrics
+    parts = []
+    if ctx.headline_loss and ctx.headline_loss in metrics:
+        meaning = explain_metric(ctx.algorithm, ctx.headline_loss)
+        parts.append(f"Headline figure {ctx.headline_loss} = "
+                     f"{format_number(metrics[ctx.headline_loss])}"
+                     + (f" ({meaning})." if meaning else "."))
+    baseline = baseline_words(ctx.algorithm)
+    if ctx.utility.below_baseline:
+        parts.append("POOR: below a trivial baseline the evaluation computed (red box above).")
+    elif baseline:
+        parts.append(f"Not below the trivial baseline the evaluation computes ({baseline}).")
+    else:
+        parts.append("The evaluation computes no trivial baseline for this algorithm; judge "
+                     "the figures in section 5.")
+    if not ctx.utility.below_baseline and (useless := no_better_than_nothing(metrics)):
+        parts.append("Caution: " + ", ".join(
+            f"{name} = {format_number(metrics[name])}" for name in useless)
+            + " — at or above 1, those queries are answered no better than by publishing "
+              "nothing.")
+    return " ".join(parts)
+
+
+def _provenance(data_use: DataUse) -> str:
+    if data_use.comparison_id is None:
+        return "Requested directly (algorithm and parameters given by the requester)."
+    row = "" if data_use.comparison_row is None else f", row {data_use.comparison_row}"
+    return (f"Chosen from comparison {data_use.comparison_id}{row}; the data was checked to "
+            "be the data that comparison was run on.")
+
+
+def summary(ctx: CertificateContext) -> Summary:
+    """The first page's facts in words (also what a dashboard can show for a run)."""
+    released = [_released_line(f, ctx.released_columns.get(f.name, [])) for f in ctx.released]
+    records = ctx.outcome.records if ctx.outcome else None
+    n = len(ctx.verification.requirements)
+    failed = len(ctx.verification.failures)
+    checked = "re-checked on the released bytes by code independent of the anonymizer"
+    verification = Verdict(ctx.verification.holds, (
+        f"all {n} requirement{'s' if n != 1 else ''} hold, {checked}." if
+        ctx.verification.holds else f"{failed} of {n} requirements do not hold, {checked}."))
+    below = list(ctx.utility.below_baseline)
+    waivers = list(ctx.outcome.waivers) if ctx.outcome else []
+    others = [w for w in waivers if not any(w.startswith(r) for r in below)]
+    return Summary(
+        released=released,
+        records=("not stated by the algorithm" if records is None else
+                 f"{format_number(records)} patient record{'s' if records != 1 else ''}"),
+        guarantee=guarantee_sentence(ctx.algorithm, ctx.privacy_model, ctx.parameters),
+        verification=verification, attack=_attack_verdict(ctx.outcome),
+        utility=_utility_words(ctx), below_baseline=below,
+        low_utility_waived=len(others) < len(waivers), waivers=others,
+        provenance=_provenance(ctx.data_use))
+
+
+def source_columns(ctx: CertificateContext) -> list[tuple[str, str, str]]:
+    """(column, type in words, whether it is in the release) for the source's columns.
+
+    A column found by name in a released file is released (generalized as the algorithm
+    does); a tabular release lists every column it has, so a column not among them is not
+    released; the diagnosis codes of a document release are in the algorithm's own
+    structure (page 1 says which).
+    """
+    where: dict[str, list[str]] = {}
+    for file, columns in ctx.released_columns.items():
+        for column in columns:
+            where.setdefault(column, []).append(file)
+    tabular = any(f.name.endswith((".csv", ".parquet")) for f in ctx.released)
+    out = []
+    for name, kind in ctx.dataset_schema.items():
+        if name in where:
+            released = "yes, in " + ", ".join(where[name])
+        elif name == CODES_COLUMN and not tabular and ctx.released:
+            released = "yes, in the release's own structure (page 1)"
+        else:
+            released = "no"
+        out.append((name, human_type(kind), released))
+    return out
+
+
+# --------------------------------------------------------------------------- rendering
 def metrics_chart(utility: UtilityReport) -> Chart | None:
     """A bar chart of the utility figures, for algorithms that draw no chart of their own.
 
@@ -145,10 +358,12 @@ def _template_vars(ctx: CertificateContext) -> dict[str, Any]:
     charts = list(ctx.utility.charts)
     if not charts and (fallback := metrics_chart(ctx.utility)) is not None:
         charts.append(fallback)
-    tables = {name: (rows[:MAX_TABLE_ROWS], len(rows))
-              for name, rows in ctx.utility.tables.items() if rows}
-    return {"c": ctx, "tables": tables, "charts": charts, "max_rows": MAX_TABLE_ROWS,
-            "css": environment().loader.get_source(environment(), "certificate.css")[0]}
+    tables = [fit_table(name, rows) for name, rows in ctx.utility.tables.items() if rows]
+    metrics = [(name, value, explain_metric(ctx.algorithm, name))
+               for name, value in ctx.utility.metrics.items()]
+    return {"c": ctx, "s": summary(ctx), "tables": tables, "metrics": metrics,
+            "charts": charts, "max_rows": MAX_TABLE_ROWS, "columns": source_columns(ctx),
+            "short": short, "css": stylesheet()}
 
 
 def render_certificate_html(ctx: CertificateContext) -> str:
@@ -159,18 +374,3 @@ def render_certificate_html(ctx: CertificateContext) -> str:
 def render_certificate_pdf(ctx: CertificateContext) -> bytes:
     """Render the certificate to PDF bytes with WeasyPrint."""
     return html_to_pdf(render_certificate_html(ctx))
-
-
-def html_to_pdf(html: str) -> bytes:
-    """One self-contained HTML page to PDF bytes, never fetching anything.
-
-    WeasyPrint is imported here, not at module level: it loads Pango, which costs a second
-    and is only needed by the stages that actually render.
-    """
-    from weasyprint import HTML
-    from weasyprint.urls import URLFetcher
-
-    # Only embedded data: URIs may load: user text is escaped, but the renderer must not
-    # reach the network or the file system even if a template change let a URL through.
-    fetcher = URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
-    return HTML(string=html, url_fetcher=fetcher).write_pdf()

@@ -1,21 +1,29 @@
 """``ehr-release``: the data steward's and reviewer's command line.
 
 Commands call service functions and turn the project's own errors into one line on stderr
-and exit code 1. Prefect is imported lazily so its home can be pointed at ``.ehr_release/``
-first and so quick commands (status, audit) stay quick.
+and exit code 1. Prefect is imported lazily so its home can be pointed at ``<home>/prefect``
+first, so quick commands (status, audit) stay quick, and so ``run`` and ``compare`` refuse a
+bad file or parameter before Prefect is imported or a server started (about a second, most
+of it importing pandas and SQLAlchemy). Progress goes to stderr; stdout's last line is what
+scripts read.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ehr_release import __version__
 from ehr_release.errors import EhrReleaseError
+
+if TYPE_CHECKING:
+    from ehr_release.progress import CompareProgress
+    from ehr_release.request import ComparisonRequest
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
                        "approve, publish.", no_args_is_help=True, add_completion=False)
@@ -97,6 +105,8 @@ def run(
     purpose: Annotated[str | None, typer.Option(help="What the data is for.")] = None,
     terms: Annotated[str | None, typer.Option(help="Data-use terms the recipient accepts.")]
     = None,
+    expires: Annotated[str | None, typer.Option(
+        help="ISO date YYYY-MM-DD by which the recipient must delete the data.")] = None,
     allow_empty: Annotated[bool, typer.Option(
         help="Let a release with no patient records through (else it is refused).")] = False,
     allow_low_utility: Annotated[bool, typer.Option(
@@ -109,9 +119,9 @@ def run(
     (EHR_RELEASE_REVIEWER_CREDENTIAL, else a prompt).
     """
     from ehr_release import service
-    from ehr_release.flows.server import ensure_api
     from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
     from ehr_release.params import parse_assignments
+    from ehr_release.request import check_data_use_policy
     from ehr_release.storage import runs
     from ehr_release.storage.runs import Status
 
@@ -128,24 +138,36 @@ def run(
             class_column=class_column, algorithm=algorithm, params=params,
             requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
             expected_fingerprint=fingerprint, task_runner=task_runner,
-            recipient=recipient, purpose=purpose, terms=terms, allow_empty=allow_empty,
-            allow_low_utility=allow_low_utility)
+            recipient=recipient, purpose=purpose, terms=terms, expires=expires,
+            allow_empty=allow_empty, allow_low_utility=allow_low_utility,
+        ).with_comparison(from_comparison, row)
+        check_data_use_policy(request)  # the site may require recipient, terms, expiry
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
-        service.precheck(request, register=True)
+        started = time.monotonic()
+        service.precheck(request, register=True)  # before Prefect: bad input is refused fast
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        api_url = ensure_api()
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            proc = service.launch_background(request, api_url)
-            status = service.wait_for_status(request.run_id, service.SETTLED,
-                                             timeout_s=wait_timeout, proc=proc)
-            typer.echo(f"run {request.run_id}: {status}", err=True)
-            if status == Status.AWAITING_APPROVAL and reviewer is not None:
+        from ehr_release.flows.server import ensure_api
+        from ehr_release.progress import StageProgress
+
+        with StageProgress(request.run_id, records=_records_of(request.run_id),
+                           started=started) as shown:
+            shown(Status.REQUESTED)
+            with shown.step("Prefect server"):
+                api_url = ensure_api()
+            with temporary_settings(updates={PREFECT_API_URL: api_url}):
+                proc = service.launch_background(request, api_url)
+                status = service.wait_for_status(request.run_id, service.SETTLED,
+                                                 timeout_s=wait_timeout, proc=proc,
+                                                 on_status=shown)
+        typer.echo(f"run {request.run_id}: {status}", err=True)
+        if status == Status.AWAITING_APPROVAL and reviewer is not None:
+            with temporary_settings(updates={PREFECT_API_URL: api_url}):
                 status = service.decide(request.run_id, reviewer=reviewer.name,
                                         decision="approve", reason=reason or "",
                                         channel=reviewer.channel, role=reviewer.role)
-                typer.echo(f"run {request.run_id}: {status}", err=True)
+            typer.echo(f"run {request.run_id}: {status}", err=True)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     if status == Status.FAILED:
@@ -170,9 +192,19 @@ def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
                               "do not also give --algorithm or --param")
     if row is None:
         raise EhrReleaseError("--from-comparison needs --row N")
-    from ehr_release.flows.compare import load_comparison_row
+    from ehr_release.comparison_file import load_comparison_row  # no Prefect import
 
     return load_comparison_row(str(comparison), row)
+
+
+def _records_of(run_id: str) -> int | None:
+    """How many patient records the registered run's dataset holds (for the progress)."""
+    from ehr_release.storage import runs
+
+    try:
+        return runs.get_dataset(runs.get_run(run_id).dataset_id).rows
+    except EhrReleaseError:
+        return None
 
 
 @app.command()
@@ -203,8 +235,7 @@ def compare(
     from pydantic import ValidationError
 
     from ehr_release.compare import parse_grid, parse_requirement, plan
-    from ehr_release.flows.runners import check_runner_spec, make_task_runner
-    from ehr_release.flows.server import ensure_api
+    from ehr_release.flows.runners import check_runner_spec
     from ehr_release.params import parse_assignments
     from ehr_release.registry import get as get_algorithm
     from ehr_release.request import ComparisonRequest
@@ -221,14 +252,13 @@ def compare(
             task_runner=check_runner_spec(task_runner))
         for spec in request.requirements:
             parse_requirement(spec)
-        plan([get_algorithm(a) for a in request.algorithms], request.params, request.grid)
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+        candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
+                          request.grid)
+        _check_comparison_input(request)  # before Prefect: bad input is refused fast
+        from ehr_release.progress import CompareProgress
 
-        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-            from ehr_release.flows.compare import compare_flow
-
-            runner = make_task_runner(request.task_runner)
-            report = compare_flow.with_options(task_runner=runner)(request)
+        with CompareProgress(len(candidates)) as shown:
+            report = _run_comparison(request, shown)
     except ValidationError as exc:
         raise _fail(f"invalid comparison request: {exc.errors()[0]['loc']}: "
                     f"{exc.errors()[0]['msg']}") from None
@@ -238,6 +268,42 @@ def compare(
     typer.echo(f"recommended row: {best}" if best is not None
                else "no candidate verified and met the requirements", err=True)
     typer.echo(str(request.folder))
+
+
+def _check_comparison_input(request: ComparisonRequest) -> None:
+    """Read the input once before Prefect starts; a refusal is an audit event.
+
+    The flow reads it again (it must not trust its caller); this read only makes a bad file
+    fail in a moment instead of after the server's start-up.
+    """
+    from ehr_release.errors import stored_message
+    from ehr_release.ingest import read_dataset
+    from ehr_release.storage.audit import record_event
+
+    try:
+        read_dataset(request.input_path, request.diagnoses_path,
+                     admissions_path=request.admissions_path,
+                     class_column=request.class_column)
+    except EhrReleaseError as exc:
+        record_event(actor=request.requester, action="ingest.rejected",
+                     payload={"request": request.comparison_id, "input": request.input_path,
+                              "error": stored_message(exc)})
+        raise
+
+
+def _run_comparison(request: ComparisonRequest, shown: CompareProgress) -> dict[str, object]:
+    """Start (or reuse) the Prefect server and run the comparison flow here, with progress."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release.flows.runners import make_task_runner
+    from ehr_release.flows.server import ensure_api
+
+    with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
+        from ehr_release.flows.compare import candidate_listener, compare_flow
+
+        runner = make_task_runner(request.task_runner)
+        with candidate_listener(shown):
+            return compare_flow.with_options(task_runner=runner)(request)
 
 
 @app.command()
@@ -373,14 +439,32 @@ def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -
 
 @app.command()
 def algorithms() -> None:
-    """Registered algorithms and their parameters."""
-    from ehr_release import registry
+    """Registered algorithms and their parameters: required or default, allowed values.
 
-    for name in registry.names():
+    Give parameters as --param NAME=VALUE; a parameter with a default may be left out.
+    """
+    from ehr_release import registry
+    from ehr_release.params import REQUIRED, allowed_values
+
+    for i, name in enumerate(registry.names()):
         entry = registry.get(name)
-        typer.echo(f"{name}: {entry.summary}")
+        typer.echo(("\n" if i else "") + f"{name}: {entry.summary}")
+        typer.echo(f"  {'PARAMETER':<14} {'REQUIRED':<9} {'DEFAULT':<18} ALLOWED")
         for p in entry.params:
-            typer.echo(f"    {p.name}: {p.help}")
+            required = p.default is REQUIRED
+            typer.echo(f"  {p.name:<14} {'yes' if required else 'no':<9} "
+                       f"{'-' if required else _shown_default(p.default):<18} "
+                       f"{allowed_values(p)}")
+            typer.echo(f"  {'':<14} {p.help}")
+
+
+def _shown_default(value: object) -> str:
+    """A default as a person types it: unset and empty say so instead of None and ''."""
+    if value is None:
+        return "(unset)"
+    if value == "":
+        return "(empty)"
+    return str(value)
 
 
 @app.command()
@@ -505,10 +589,46 @@ def server_start() -> None:
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the local Prefect server started by this folder's CLI."""
+    """Stop the local Prefect server this home started (see `ehr-release home`)."""
     from ehr_release.flows.server import stop_local_server
 
     typer.echo("stopped" if stop_local_server() else "no local server was running")
+
+
+@app.command("home")
+def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False
+             ) -> None:
+    """Where this installation keeps its state: home, database, releases, Prefect.
+
+    The home is EHR_RELEASE_HOME, else the per-user data directory, wherever a command is
+    started; the database password is never shown.
+    """
+    import os
+
+    from sqlalchemy.engine import make_url
+
+    from ehr_release.destinations import releases_root
+    from ehr_release.flows.server import running_server
+    from ehr_release.storage.engine import HOME_ENV, database_url, home
+
+    api = running_server()
+    info = {"home": str(home()),
+            "home_from": HOME_ENV if os.environ.get(HOME_ENV) else "per-user default",
+            "database": make_url(database_url()).render_as_string(hide_password=True),
+            "releases_root": str(releases_root()),
+            "prefect_home": os.environ.get("PREFECT_HOME"),
+            "prefect_api": api,
+            "prefect_ui": api.removesuffix("/api") if api else None}
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    for key, value in info.items():
+        typer.echo(f"{key:>13}: {value if value is not None else 'not running'}")
+    legacy = Path(".ehr_release")
+    if not os.environ.get(HOME_ENV) and (legacy / "ehr_release.db").exists():
+        typer.echo(f"note: {legacy.resolve()} holds state from an older version (one home "
+                   f"per folder); set {HOME_ENV}={legacy.resolve()} to keep using it",
+                   err=True)
 
 
 @users_app.command("add")

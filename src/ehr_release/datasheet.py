@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ehr_release import __version__
-from ehr_release.certificate import environment, html_to_pdf
 from ehr_release.files import sha256_bytes
 from ehr_release.formats_doc import FieldRow, field_rows, how_to_load
+from ehr_release.plain import guarantee_sentence
 from ehr_release.privacy.closed_world import ReleaseSchema
+from ehr_release.rendering import environment, html_to_pdf, stylesheet
 from ehr_release.request import DataUse
+from ehr_release.version import software_version
 
 DATASHEET = "datasheet.pdf"
 
@@ -54,11 +55,21 @@ class DatasheetContext:
     data_use: DataUse
     approved_at: datetime | None
     audit_head: str
-    software_version: str = __version__
+    software_version: str = field(default_factory=software_version)
+    parameter_help: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_draft(self) -> bool:
         return self.approved_at is None
+
+    @property
+    def guarantee(self) -> str:
+        """The guarantee in one plain sentence, with this release's parameters."""
+        return guarantee_sentence(self.algorithm, self.privacy_model, self.parameters)
+
+    @property
+    def file_names(self) -> str:
+        return ", ".join(f.name for f in self.files)
 
 
 def describe_files(files: Mapping[str, bytes],
@@ -89,10 +100,10 @@ def public_parameters(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_datasheet_html(ctx: DatasheetContext) -> str:
-    env = environment()
-    css = env.loader.get_source(env, "certificate.css")[0]  # type: ignore[union-attr]
-    return env.get_template("datasheet.html.j2").render(c=ctx, css=css)
+    """The datasheet as a self-contained HTML page (also what the PDF is made from)."""
+    return environment().get_template("datasheet.html.j2").render(c=ctx, css=stylesheet())
 
 
 def render_datasheet_pdf(ctx: DatasheetContext) -> bytes:
+    """Render the datasheet to PDF bytes with WeasyPrint."""
     return html_to_pdf(render_datasheet_html(ctx))

@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from ehr_release.errors import EhrReleaseError
 from ehr_release.flows.runners import RUNNER_PATTERN
 
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
+#: Site policy: when set to 1, a release request must name its recipient, purpose, data-use
+#: terms and expiry (a privacy office that files every release against a data-use agreement).
+REQUIRE_DATA_USE_ENV = "EHR_RELEASE_REQUIRE_DATA_USE"
+#: The request fields the policy requires, with the CLI option that sets each.
+DATA_USE_OPTIONS = {"recipient": "--recipient", "purpose": "--purpose", "terms": "--terms",
+                    "expires": "--expires"}
 
 
 @dataclass(frozen=True)
 class DataUse:
-    """To whom a release goes and on what terms (free text from the steward; may be unset)."""
+    """What the request says about the release beyond algorithm and parameters.
+
+    To whom it goes, for what, on what terms and until when (``expires``: the ISO date by
+    which the recipient must delete the data) — free text from the steward, each may be
+    unset unless the site policy requires it — and, for a run started from a comparison
+    row, which comparison and row chose it. It travels unchanged from the request to the
+    parked bundle, so the final certificate states what the request said, days later.
+    """
 
     recipient: str | None = None
     purpose: str | None = None
     terms: str | None = None
+    expires: str | None = None
+    comparison_id: str | None = None
+    comparison_row: int | None = None
+
+
+def require_data_use() -> bool:
+    """Whether the site policy (``EHR_RELEASE_REQUIRE_DATA_USE=1``) is on."""
+    return os.environ.get(REQUIRE_DATA_USE_ENV, "").strip().lower() in {"1", "true", "yes"}
 
 
 class ReleaseRequest(BaseModel):
@@ -52,6 +76,11 @@ class ReleaseRequest(BaseModel):
     recipient: str | None = Field(default=None, max_length=500)
     purpose: str | None = Field(default=None, max_length=2000)
     terms: str | None = Field(default=None, max_length=4000)
+    # When the recipient must delete the data: an ISO date (YYYY-MM-DD).
+    expires: str | None = Field(default=None, max_length=10)
+    # Provenance of a request made from a comparison row (see with_comparison).
+    comparison_id: str | None = Field(default=None, max_length=200)
+    comparison_row: int | None = Field(default=None, ge=0)
 
     @field_validator("requester")
     @classmethod
@@ -60,15 +89,73 @@ class ReleaseRequest(BaseModel):
             raise ValueError("requester must not be blank")
         return v.strip()
 
+    @field_validator("recipient", "purpose", "terms", "expires")
+    @classmethod
+    def _blank_is_unset(cls, v: str | None) -> str | None:
+        """A blank answer is no answer: the policy must not be met by ``--terms ' '``."""
+        return v.strip() or None if v is not None else None
+
+    @field_validator("expires")
+    @classmethod
+    def _iso_date(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        try:
+            return date.fromisoformat(v).isoformat()
+        except ValueError:
+            raise ValueError(f"expires must be an ISO date YYYY-MM-DD (got {v!r})") from None
+
     @property
     def data_use(self) -> DataUse:
-        """The request's recipient, purpose and terms, as the certificates print them."""
-        return DataUse(recipient=self.recipient, purpose=self.purpose, terms=self.terms)
+        """Recipient, purpose, terms, expiry and provenance, as the certificates print them."""
+        return DataUse(recipient=self.recipient, purpose=self.purpose, terms=self.terms,
+                       expires=self.expires, comparison_id=self.comparison_id,
+                       comparison_row=self.comparison_row)
+
+    def with_comparison(self, folder: str | Path | None, row: int | None) -> ReleaseRequest:
+        """This request, marked as chosen from ``row`` of the comparison in ``folder``.
+
+        The comparison's id is its folder's name (``<out>/comparisons/<id>/``); without a
+        folder the request is returned unchanged, so the CLI can call it unconditionally.
+        """
+        if folder is None:
+            return self
+        comparison = Path(folder).resolve().name
+        return ReleaseRequest.model_validate(
+            {**self.model_dump(), "comparison_id": comparison, "comparison_row": row})
 
     @property
     def releases_dir(self) -> Path:
         """Where approved releases appear: ``<out_dir>/releases/<run_id>/``."""
         return Path(self.out_dir) / "releases"
+
+
+def check_data_use_policy(request: ReleaseRequest, today: date | None = None) -> None:
+    """Refuse a request the site's data-use policy does not allow, in one message.
+
+    With ``EHR_RELEASE_REQUIRE_DATA_USE=1`` the recipient, purpose, terms and expiry are
+    required (the privacy office files each release against a data-use agreement). Whatever
+    the policy, an expiry already past is refused: the recipient would have to delete the
+    data before receiving it. Checked when a run is created, never when it is resumed.
+
+    Raises
+    ------
+    EhrReleaseError
+        Naming every missing option, or the past expiry.
+    """
+    if require_data_use():
+        missing = [option for name, option in DATA_USE_OPTIONS.items()
+                   if getattr(request, name) is None]
+        if missing:
+            raise EhrReleaseError(
+                f"site policy {REQUIRE_DATA_USE_ENV}=1 requires the recipient, purpose, "
+                f"data-use terms and expiry of every release; missing: {', '.join(missing)}")
+    if request.expires is not None:
+        day = today or date.today()
+        if date.fromisoformat(request.expires) <= day:
+            raise EhrReleaseError(f"--expires {request.expires} is not after today "
+                                  f"({day.isoformat()}): give the date by which the "
+                                  "recipient must delete the data")
 
 
 class ComparisonRequest(BaseModel):

@@ -40,7 +40,7 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
     With ``register`` the run is created (``requested``) once the input is known good, so a
     flow that dies while it starts still leaves a run that ``status`` reports as stalled.
     """
-    from ehr_release.tasks.ingest import load_request_dataset, register_run
+    from ehr_release.intake import load_request_dataset, register_run  # no Prefect
 
     try:
         get_algorithm(request.algorithm).parse(request.params)
@@ -79,17 +79,24 @@ def launch_background(request: ReleaseRequest, api_url: str) -> subprocess.Popen
 
 
 def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float,
-                    proc: subprocess.Popen[bytes] | None = None) -> Status:
+                    proc: subprocess.Popen[bytes] | None = None,
+                    on_status: Callable[[Status], None] | None = None) -> Status:
     """Poll the run's status until it is one of ``targets``.
 
-    If the flow process ends before the run even exists, its log explains why (bad input).
+    ``on_status`` is called once for each status seen, as the run moves (a progress display;
+    the caller decides how to show it). If the flow process ends before the run even exists,
+    its log explains why (bad input).
     """
     deadline = time.monotonic() + timeout_s
+    seen: Status | None = None
     while time.monotonic() < deadline:
         try:
             status = Status(runs.get_run(run_id).status)
         except NotFound:
             status = None
+        if on_status is not None and status is not None and status != seen:
+            seen = status
+            on_status(status)
         if status in targets:
             return status
         if proc is not None and proc.poll() is not None:
@@ -98,6 +105,8 @@ def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float
                 status = Status(runs.get_run(run_id).status)
             except NotFound:
                 raise EhrReleaseError(_last_log_line(run_id)) from None
+            if on_status is not None and status != seen:
+                on_status(status)
             if status in targets:
                 return status
             raise EhrReleaseError(f"the release flow stopped with the run {status}: "
@@ -223,7 +232,7 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      expected_fingerprint: str | None = None,
                      task_runner: str = "threads", recipient: str | None = None,
                      purpose: str | None = None, terms: str | None = None,
-                     allow_empty: bool = False,
+                     expires: str | None = None, allow_empty: bool = False,
                      allow_low_utility: bool = False) -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
@@ -233,5 +242,5 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           approval_timeout_s=approval_timeout_s,
                           expected_fingerprint=expected_fingerprint,
                           task_runner=check_runner_spec(task_runner), recipient=recipient,
-                          purpose=purpose, terms=terms, allow_empty=allow_empty,
-                          allow_low_utility=allow_low_utility)
+                          purpose=purpose, terms=terms, expires=expires,
+                          allow_empty=allow_empty, allow_low_utility=allow_low_utility)

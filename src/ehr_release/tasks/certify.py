@@ -7,7 +7,10 @@ before the decision, so the reviewer sees exactly what will leave.
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from ehr_release.datasheet import (
     render_datasheet_pdf,
 )
 from ehr_release.files import sha256_bytes, write_durably
-from ehr_release.registry import ReleaseFiles
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse, ReleaseRequest
@@ -32,6 +35,79 @@ from ehr_release.storage.audit import chain_head
 from ehr_release.storage.engine import home
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.retry import is_transient
+
+#: Records (JSON Lines) or list items scanned for field names: names repeat, values are
+#: never kept.
+SCAN_ITEMS = 200
+
+
+def _keys(node: Any, depth: int = 0) -> Iterator[str]:
+    """Every object key in a JSON document (bounded), to find source columns by name."""
+    if depth > 6:
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key)
+            yield from _keys(value, depth + 1)
+    elif isinstance(node, list):
+        for item in node[:SCAN_ITEMS]:
+            yield from _keys(item, depth + 1)
+
+
+def _names_in(name: str, data: bytes) -> set[str]:
+    """Column headers of a table, or object keys of a JSON / JSON Lines file."""
+    with suppress(Exception):
+        if name.endswith(".csv"):
+            import pandas as pd
+
+            return set(pd.read_csv(io.BytesIO(data), nrows=0).columns.astype(str))
+        if name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return set(pq.read_schema(io.BytesIO(data)).names)
+        if name.endswith(".jsonl"):
+            lines = data.splitlines()[:SCAN_ITEMS]
+            return {k for line in lines if line.strip() for k in _keys(json.loads(line))}
+        if name.endswith(".json"):
+            return set(_keys(json.loads(data)))
+    return set()
+
+
+def released_columns(files: Mapping[str, bytes], source: list[str]) -> dict[str, list[str]]:
+    """For each released file, the source columns that appear in it by name.
+
+    Only names of the source's own columns are returned (in the source's order); whatever
+    else the scan meets (a code used as a key, say) is dropped on the spot.
+    """
+    out = {}
+    for name, data in sorted(files.items()):
+        found = _names_in(name, data)
+        out[name] = [c for c in source if c in found]
+    return out
+
+
+def effective_parameters(params: dict[str, Any], files: Mapping[str, bytes]) -> dict[str, Any]:
+    """The parameters as validated, with a default the release itself resolved filled in.
+
+    DiffGen's ``class_column`` defaults to the configuration's class attribute (the one the
+    request's ``--class-column`` names for a shipped configuration); parsing leaves it None,
+    which the certificate used to print as "not set" although the run had one. The column
+    actually used is in the released ``cut.json`` (public: ``class.column``).
+    """
+    if "class_column" not in params or params["class_column"] is not None:
+        return params
+    for name, data in sorted(files.items()):
+        if name.endswith(".json"):
+            with suppress(Exception):
+                column = json.loads(data)["class"]["column"]
+                if isinstance(column, str) and column:
+                    return {**params, "class_column": f"{column} (the configuration's)"}
+    return params
+
+
+def parameter_help(entry: AlgorithmEntry) -> dict[str, str]:
+    """Each declared parameter's meaning, printed beside its value."""
+    return {p.name: p.help for p in entry.params}
 
 
 def build_context(run_id: str, files: ReleaseFiles, verification: VerificationReport,
@@ -42,19 +118,23 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
     run = runs.get_run(run_id)
     dataset = runs.get_dataset(run.dataset_id)
     entry = get_algorithm(run.algorithm)
-    params: dict[str, Any] = entry.parse(json.loads(run.parameters_json))
+    params = effective_parameters(entry.parse(json.loads(run.parameters_json)), files)
+    schema: dict[str, str] = json.loads(dataset.columns_json)
     head, count = chain_head()
     return CertificateContext(
         run_id=run_id, created_at=datetime.fromisoformat(run.created_at),
         requester=run.requester, dataset_source=Path(dataset.source).name or dataset.source,
         dataset_fingerprint=dataset.fingerprint, dataset_rows=dataset.rows,
-        dataset_schema=json.loads(dataset.columns_json), algorithm=entry.name,
+        dataset_schema=schema, algorithm=entry.name,
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
         parameters=params, verification=verification, utility=utility,
         manifest=[(name, sha256_bytes(data), len(data)) for name, data in sorted(files.items())],
         approval=approval, audit_head=head, audit_events=count, status=status,
         outcome=outcome, data_use=data_use or DataUse(),
-        destination=f"{run.out_dir}/releases/{run_id}")
+        destination=f"{run.out_dir}/releases/{run_id}",
+        released=describe_files(files, entry.schema),
+        released_columns=released_columns(files, list(schema)),
+        parameter_help=parameter_help(entry), headline_loss=entry.headline_loss)
 
 
 def build_datasheet(run_id: str, files: ReleaseFiles, verification: VerificationReport,
@@ -65,14 +145,16 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
     entry = get_algorithm(run.algorithm)
     head, _ = chain_head()
     attack = outcome.attack if outcome else None
+    params = effective_parameters(entry.parse(json.loads(run.parameters_json)), files)
     return DatasheetContext(
         run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
-        parameters=public_parameters(entry.parse(json.loads(run.parameters_json))),
+        parameters=public_parameters(params),
         files=describe_files(files, entry.schema),
         records=outcome.records if outcome else None,
         checks_passed=[r.name for r in verification.requirements if r.passed],
         attacker_model=attack.attacker_model if attack and attack.passed else None,
-        data_use=data_use or DataUse(), approved_at=approved_at, audit_head=head)
+        data_use=data_use or DataUse(), approved_at=approved_at, audit_head=head,
+        parameter_help=parameter_help(entry))
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:

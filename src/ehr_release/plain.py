@@ -1,0 +1,180 @@
+"""Plain words for the certificate and the datasheet: types, guarantees, figures.
+
+A privacy officer reads "age: whole number", not ``Int64``; "someone who knows up to 2 of a
+patient's codes still finds at least 5 matching records", not ``k^m-anonymity``; "0.12 —
+average relative error of count queries, 0 is exact, 1 is no better than publishing
+nothing", not ``ARE W1``. The readings are keyed by the registered algorithm's name (its
+family); an algorithm this module does not know falls back to its own declared wording,
+never to nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: Registered names of each family (the baselines and comparators share the model).
+KKM = frozenset({"artuc", "artuc-baseline", "rmr"})
+LDA = frozenset({"lda", "lda-baseline"})
+
+_DTYPES = (
+    (re.compile(r"^multiset\[icd9\]\+age$"), "diagnosis codes (ICD-9) with age at diagnosis"),
+    (re.compile(r"^multiset\[icd9\]$"), "diagnosis codes (ICD-9)"),
+    (re.compile(r"^u?int\d*$", re.I), "whole number"),
+    (re.compile(r"^float\d*$", re.I), "decimal number"),
+    (re.compile(r"^(object|string|str)(\[.*\])?$"), "text"),
+    (re.compile(r"^bool(ean)?$"), "yes/no"),
+    (re.compile(r"^category$"), "category"),
+    (re.compile(r"^datetime64.*"), "date and time"),
+)
+
+
+def human_type(dtype: str) -> str:
+    """A pandas dtype (or the dataset's own code type) as a reader names it."""
+    for pattern, words in _DTYPES:
+        if pattern.match(dtype):
+            return words
+    return dtype
+
+
+def format_number(value: Any) -> str:
+    """Figures as a reviewer reads them: never an exponent, thousands separated.
+
+    Integers plain (``10,000``), large reals rounded to whole units (``174,700``), others to
+    4 significant digits (``0.1235``, ``0.001235``); below 0.0001 as a power of ten written
+    out (``1.009 × 10⁻⁸``), never ``1.009e-08``.
+    """
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "not defined" if math.isnan(value) else ("∞" if value > 0 else "−∞")
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if value == 0:
+            return "0"
+        if abs(value) < 1e-4:
+            mantissa, exponent = f"{value:.3e}".split("e")
+            return f"{mantissa.rstrip('0').rstrip('.')} × 10{str(int(exponent)).translate(_SUP)}"
+        decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+        return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _param(params: Mapping[str, Any], name: str, fallback: str) -> str:
+    value = params.get(name)
+    return fallback if value is None else format_number(value)
+
+
+def guarantee_sentence(algorithm: str, privacy_model: str, params: Mapping[str, Any]) -> str:
+    """The privacy guarantee in one sentence, with this release's parameter values."""
+    k, m = _param(params, "k", "k"), _param(params, "m", "m")
+    if algorithm in KKM:
+        return (f"Someone who knows all of a patient's released demographics and up to {m} "
+                f"of their diagnosis codes still finds at least {k} records that could be "
+                "theirs.")
+    if algorithm == "disassociation":
+        return (f"Someone who knows up to {m} of a patient's diagnosis codes finds at least "
+                f"{k} records holding them, however the release's shuffled chunks are put "
+                "back together.")
+    if algorithm == "gccens":
+        return (f"Every released set of codes is also held by at least {k} people of the "
+                "population the patients were drawn from, so whoever holds that population's "
+                f"records cannot narrow a released record to fewer than {k} people.")
+    if algorithm in LDA:
+        return (f"Every published trajectory (diagnoses with age blocks, in order) is shared "
+                f"by at least {k} patients, so someone who knows a patient's diagnoses and "
+                f"ages cannot narrow them to fewer than {k} records.")
+    if algorithm == "diffgen" and isinstance(params.get("epsilon"), int | float):
+        eps = float(params["epsilon"])
+        return (f"Differential privacy with ε = {format_number(eps)}: whether or not any one "
+                "patient is in the data changes the chance of any released result by at "
+                f"most a factor of {format_number(math.exp(eps))}, so the release says almost "
+                "nothing about any one person.")
+    return privacy_model[:1].upper() + privacy_model[1:].rstrip(".") + "."
+
+
+_ARE = ("average relative error of COUNT queries{w}: 0 = exact answers, 1 = no better than "
+        "publishing nothing (every count answered 0)")
+_ARTUC_WORKLOADS = {"1": " on two demographics", "2": " on one demographic and one code",
+                    "3": " on two codes"}
+_DIS_WORKLOADS = {"1": " on frequent code sets", "2": " on random code sets of real records"}
+
+_GLOSSARY: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), t) for p, t in (
+    (r"^NCP$", "information lost from the demographics: 0 = published as given, 1 = nothing "
+               "left (every value fully generalized)"),
+    (r"^UL$", "information lost from the diagnosis codes (generalization plus suppression): "
+              "0 = codes as given; higher = vaguer or missing codes"),
+    (r"^UL generalization$", "the part of UL due to codes replaced by groups of codes"),
+    (r"^UL suppression$", "the part of UL due to deleted codes (per record)"),
+    (r"^AvgRE$", "average relative error of the workload's COUNT queries: 0 = exact, 1 = no "
+                 "better than publishing nothing"),
+    (r"^ILM$", "information lost from the diagnosis codes: 0 = as given, 1 = fully "
+               "generalized"),
+    (r"^ALM$", "information lost from the ages: 0 = as given, 1 = fully generalized"),
+    (r"^CUL mean$", "share of a record's repeated code instances removed, on average: 0 = "
+                    "none, 1 = all"),
+    (r"^CUL ", "share of a record's repeated code instances removed (its spread)"),
+    (r"^CA \(%\) mean", "accuracy of a classifier trained on the release and tested on "
+                        "held-out records (higher is better)"),
+    (r"^BA \(%\) mean", "the same classifier trained on the original records: the best to "
+                        "hope for"),
+    (r"^LA \(%\) mean", "always predicting the most common class: the trivial baseline CA "
+                        "must beat"),
+    (r"^in-release accuracy", "accuracy of the released groups on the records they were "
+                              "built from (optimistic)"),
+    (r"^count error", "how far the released counts are from the true ones"),
+    (r"^MRE within", "share of the utility constraints whose matching record counts stay "
+                     "this close to the original (1 = all)"),
+    (r"^additional utility loss", "how much more information this algorithm loses than "
+                                  "ArtUC, in % of ArtUC's own loss (½·(ΔNCP/NCP + ΔUL/UL)); "
+                                  "positive = ArtUC keeps more"),
+    (r"^share ", "a proportion between 0 and 1"),
+    (r"^records satisfying", "share of records whose generalization meets the data owner's "
+                             "utility constraints (1 = all)"),
+    (r"^baseline ", "the same figure for the generalization baseline, for comparison"),
+))
+
+
+def explain_metric(algorithm: str, name: str) -> str:
+    """What a utility figure means and which way is better, or "" when not known."""
+    if match := re.match(r"^ARE W(\d)", name):
+        workloads = _ARTUC_WORKLOADS if algorithm in KKM else (
+            _DIS_WORKLOADS if algorithm == "disassociation" else {})
+        return _ARE.format(w=workloads.get(match.group(1), f" (workload W{match.group(1)})"))
+    return next((text for pattern, text in _GLOSSARY if pattern.search(name)), "")
+
+
+#: The trivial release each family's evaluation measures itself against.
+_BASELINES = {
+    "diffgen": "always predicting the most common class",
+    "disassociation": "publishing nothing (answering 0 to every count)",
+    "gccens": "publishing every record empty",
+    "lda": "publishing nothing (answering 0 to every count)",
+    "lda-baseline": "publishing nothing (answering 0 to every count)",
+}
+
+
+#: Error measures for which answering 0 to every query (publishing nothing) scores exactly 1:
+#: their workloads are built from real records, so every true count is ≥ 1.
+_VS_NOTHING = re.compile(r"^(ARE W\d( \(estimator\))?|AvgRE)$")
+
+
+def no_better_than_nothing(metrics: Mapping[str, float]) -> list[str]:
+    """Error figures of the release at or above 1: no better than publishing nothing."""
+    return [name for name, value in metrics.items()
+            if _VS_NOTHING.match(name) and isinstance(value, int | float) and value >= 1]
+
+
+def baseline_words(algorithm: str) -> str | None:
+    """The trivial baseline the evaluation compares against, or None when it computes none."""
+    return _BASELINES.get(algorithm)
