@@ -6,6 +6,7 @@ Each test starts from the worked example's correct ArtUC release and breaks one 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,3 +127,23 @@ def test_a_partial_release_is_truthful_but_a_lone_record_is_exposed(case) -> Non
     assert reqs["truthfulness"].evidence["records_suppressed"] == 5
     assert not reqs["(k, k^m)-anonymity"].passed
     assert not reqs["k-anonymity of the demographics alone"].passed
+
+
+def test_suppression_is_judged_on_the_least_suppressing_truthful_assignment(shared_data):
+    """Clusters may share generalized demographics and records carry no origin, so several
+    assignments of originals to released records are truthful. An arbitrary one overcounted
+    suppression and refused 8 of these 60 honest ArtUC releases of the MIMIC demo."""
+    from ehr_release.ingest import read_dataset
+    from ehr_release.registry import get
+    from ehr_release.verification import verify_release
+
+    dataset = read_dataset(shared_data / "mimic3-demo")
+    entry = get("artuc")
+    root = Path(__file__).resolve().parents[1]
+    params = entry.parse({"k": "5", "m": "2", "delta": "0.3", "epsilon": "6%",
+                          "config": str(root / "examples/artuc-mimic/config.yaml")})
+    refused = [seed for seed in range(60)
+               if not verify_release(entry, entry.anonymize(dataset, params,
+                                                            np.random.default_rng(seed)),
+                                     dataset, params, None).holds]
+    assert refused == []
