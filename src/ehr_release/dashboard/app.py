@@ -8,12 +8,16 @@ HTML pages (:mod:`ehr_release.dashboard.errors`). A decision goes through exactl
 path as ``ehr-release approve`` (:func:`ehr_release.service.decide`): recorded by
 :func:`ehr_release.storage.runs.decide` (which refuses self-approval, blank reasons and second
 decisions, with an audit event); an approval then starts the publishing flow in this process.
-No flow waits for the decision.
+No flow waits for the decision. A refused decision re-renders the run page with the reason
+(403/400/409); a recorded one whose publishing failed does too (502: the decision stands, the
+step behind it did not finish, and the page shows the run as stalled with the command that
+continues it); otherwise the browser is redirected to the run page, which says the status the
+run ended in, read from the database (never words carried in the URL).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +26,9 @@ from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from ehr_release.dashboard import errors
+from ehr_release.dashboard.documents import certificate_file, datasheet_file
 from ehr_release.dashboard.pages import render
+from ehr_release.dashboard.runview import NEEDS_OTHER, decision_notice, index_rows, run_view
 from ehr_release.dashboard.security import (
     COOKIE,
     Who,
@@ -30,11 +36,12 @@ from ehr_release.dashboard.security import (
     csrf_guard,
     secure_cookies_from_env,
 )
-from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound
+from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound, stored_message
 from ehr_release.files import check_safe_name
 from ehr_release.governance import same_person
 from ehr_release.storage import runs, users
 from ehr_release.storage.audit import iter_events, record_event
+from ehr_release.storage.models import ReleaseRun
 from ehr_release.storage.runs import Status
 from ehr_release.storage.throttle import ThrottlePolicy
 from ehr_release.storage.users import SignedIn
@@ -42,6 +49,7 @@ from ehr_release.storage.users import SignedIn
 __all__ = ["COOKIE", "create_app"]
 Publisher = Callable[[str], Status]
 Csrf = Depends(csrf_guard)
+_LOG = logging.getLogger("ehr_release.dashboard")
 
 
 def _default_publisher(run_id: str) -> Status:
@@ -118,45 +126,38 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         from ehr_release.service import expire_overdue
 
         expire_overdue()
-        recent = runs.list_runs(limit=100)
-        pending = [r for r in recent if r.status == Status.AWAITING_APPROVAL]
-        return page(request, "index.html.j2", who, pending=pending, recent=recent)
+        pending, recent = index_rows(who)
+        return page(request, "index.html.j2", who, pending=pending, recent=recent,
+                    needs_other=NEEDS_OTHER)
 
-    def _run_or_404(run_id: str):  # type: ignore[no-untyped-def]
-        try:
-            return runs.get_run(run_id)
-        except NotFound:
-            raise HTTPException(status_code=404, detail="no such run") from None
+    def run_page_response(request: Request, who: SignedIn, run_id: str, *,
+                          status_code: int = 200, notice: str | None = None,
+                          error: str | None = None) -> HTMLResponse:
+        from ehr_release.service import expire_overdue
+
+        _run_or_404(run_id)
+        expire_overdue(run_id)  # a closed window shows as rejected, not as a live form
+        view = run_view(runs.get_run(run_id), who)
+        return page(request, "run.html.j2", who, status_code, notice=notice, error=error,
+                    needs_other=NEEDS_OTHER, **view)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
-    def run_page(request: Request, run_id: str, who: Who, notice: str = "") -> HTMLResponse:
-        run = _run_or_404(run_id)
-        events = [{"seq": e.seq, "at": e.created_at, "actor": e.actor, "action": e.action,
-                   "payload": e.payload_json} for e in iter_events(run_id)]
-        can_decide = (who.role == "reviewer" and run.status == Status.AWAITING_APPROVAL
-                      and not same_person(run.requester, who.name))
-        return page(request, "run.html.j2", who, run=run,
-                    parameters=json.loads(run.parameters_json),
-                    verification=runs.latest_verification(run_id),
-                    utility=runs.latest_utility(run_id), approval=runs.get_approval(run_id),
-                    events=events, can_decide=can_decide, certificate=_certificate(run_id),
-                    notice=notice)
+    def run_page(request: Request, run_id: str, who: Who, decided: bool = False) -> HTMLResponse:
+        return run_page_response(request, who, run_id,
+                                 notice=decision_notice(run_id) if decided else None)
 
     @app.get("/runs/{run_id}/certificate.pdf")
     def certificate(run_id: str, who: Who) -> FileResponse:
-        _run_or_404(run_id)
-        path = _certificate(run_id)
-        if path is None:
-            raise HTTPException(status_code=404, detail="no certificate yet")
-        record_event(actor=who.name, action="certificate.downloaded", run_id=run_id,
-                     payload={"file": path.name})
-        return FileResponse(path, media_type="application/pdf",
-                            filename=f"{check_safe_name(run_id)}-{path.name}")
+        return _download(run_id, who, certificate_file, "certificate")
+
+    @app.get("/runs/{run_id}/datasheet.pdf")
+    def datasheet(run_id: str, who: Who) -> FileResponse:
+        return _download(run_id, who, datasheet_file, "datasheet")
 
     @app.post("/runs/{run_id}/decision", dependencies=[Csrf])
     def decide(request: Request, run_id: str, who: Who, decision: Annotated[str, Form()],
                reason: Annotated[str, Form()]) -> Response:
-        _run_or_404(run_id)
+        run = _run_or_404(run_id)
         if who.role != "reviewer":
             record_event(actor=who.name, action="approval.refused", run_id=run_id,
                          payload={"why": f"role {who.role} may not decide releases"})
@@ -164,16 +165,19 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         from ehr_release import service
 
         try:
-            status = service.decide(run_id, reviewer=who.name, decision=decision,
-                                    reason=reason, publisher=publisher, channel="dashboard",
-                                    role=who.role)
+            service.decide(run_id, reviewer=who.name, decision=decision, reason=reason,
+                           publisher=publisher, channel="dashboard", role=who.role)
         except ApprovalError as exc:
-            return RedirectResponse(f"/runs/{run_id}?notice=refused:+{exc}", status_code=303)
+            return run_page_response(request, who, run_id, error=f"Refused: {exc}",
+                                     status_code=_refusal_status(run, who, decision, reason))
         except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
-            return RedirectResponse(f"/runs/{run_id}?notice=recorded,+but+{exc}",
-                                    status_code=303)
-        return RedirectResponse(f"/runs/{run_id}?notice=decision+recorded:+{status}",
-                                status_code=303)
+            _LOG.error("dashboard: publishing %s after its decision failed with %s", run_id,
+                       type(exc).__name__)
+            return run_page_response(
+                request, who, run_id, status_code=502,
+                error=f"Decision recorded, but publishing did not finish "
+                      f"({type(exc).__name__}: {stored_message(exc)}).")
+        return RedirectResponse(f"/runs/{run_id}?decided=1", status_code=303)
 
     @app.get("/audit", response_class=HTMLResponse)
     def audit(request: Request, who: Who) -> HTMLResponse:
@@ -189,13 +193,30 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
     return app
 
 
-def _certificate(run_id: str) -> Path | None:
-    """The filed final certificate if there is one, else the reviewer's draft."""
-    best: Path | None = None
-    for art in runs.list_artifacts(run_id):
-        path = Path(art.path)
-        if art.kind == "certificate" and path.exists():
-            return path
-        if art.kind == "certificate-draft" and path.exists():
-            best = path
-    return best
+def _run_or_404(run_id: str) -> ReleaseRun:
+    try:
+        return runs.get_run(run_id)
+    except NotFound:
+        raise HTTPException(status_code=404, detail="no such run") from None
+
+
+def _download(run_id: str, who: SignedIn, locate: Callable[[str], Path | None],
+              what: str) -> FileResponse:
+    """Serve the run's current ``what`` PDF; each download is an audit event."""
+    _run_or_404(run_id)
+    path = locate(run_id)
+    if path is None:
+        raise HTTPException(status_code=404, detail=f"no {what} yet")
+    record_event(actor=who.name, action=f"{what}.downloaded", run_id=run_id,
+                 payload={"file": path.name})
+    return FileResponse(path, media_type="application/pdf",
+                        filename=f"{check_safe_name(run_id)}-{path.name}")
+
+
+def _refusal_status(run: ReleaseRun, who: SignedIn, decision: str, reason: str) -> int:
+    """403 for the four-eyes rule, 400 for a malformed decision, 409 for a run's state."""
+    if same_person(run.requester, who.name):
+        return 403
+    if decision not in {"approve", "reject"} or not reason.strip():
+        return 400
+    return 409

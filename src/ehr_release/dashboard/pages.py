@@ -11,10 +11,14 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from ehr_release.dashboard.format import FILTERS
+
 # Autoescape every template: Starlette's default escapes only *.html, and ours end in .j2.
-TEMPLATES = Jinja2Templates(env=Environment(
+_ENV = Environment(
     loader=FileSystemLoader(Path(__file__).resolve().parents[1] / "templates" / "dashboard"),
-    autoescape=True, undefined=StrictUndefined))
+    autoescape=True, undefined=StrictUndefined)
+_ENV.filters.update(FILTERS)
+TEMPLATES = Jinja2Templates(env=_ENV)
 
 
 def render(request: Request, name: str, who: Any, status_code: int = 200,
