@@ -1,32 +1,22 @@
 #!/usr/bin/env bash
 # GCCens (repeated codes, k-map) and LDA (longitudinal trajectories, k-anonymity) on the
-# MIMIC-III demo, each through the whole governed flow: ingest → anonymize → independent
-# verification → utility → certificate → approval → publish → re-verify → audit check.
-# Overridable: CLI (ehr-release), DATA (MIMIC-III folder), OUT (release folder),
-# EHR_RELEASE_HOME (SQLite + Prefect state; default .ehr_release here).
+# MIMIC-III demo, each through the whole governed flow: request → independent verification
+# and attack audit → utility → certificate → approval publishes → re-verify → audit check.
+# Needs `make install` (or `make demo`) first. Overridable: DATA (MIMIC-III folder), OUT,
+# CLI, KEEP_SERVER=1; see ../common.sh.
 set -euo pipefail
 cd "$(dirname "$0")"
-CLI=${CLI:-../../.venv/bin/ehr-release}
-DATA=${DATA:-../../../shared/data/mimic3-demo}
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-# Releases may only land under the releases root: here, this example's output folder.
-export EHR_RELEASE_RELEASES_ROOT="${EHR_RELEASE_RELEASES_ROOT:-$(cd "$OUT" && pwd)}"
+source ../common.sh
+DATA=${DATA:-$SHARED_DATA/mimic3-demo}
 CAPS="401.9:2,428.0:2,427.31:2,584.9:2,*:0"  # the thesis' setting: a few common codes, cap 2
-
-step() { printf '\n== %s\n' "$*"; }
 
 release() {  # algorithm, then its --param options
   local algorithm=$1; shift
   step "$algorithm: the steward requests a release (stops at awaiting_approval)"
-  # shellcheck disable=SC2086  # RUN_FLAGS holds zero or more options
-  RUN=$($CLI run --input "$DATA" --algorithm "$algorithm" "$@" --requester steward.sam \
-        --out "$OUT" ${RUN_FLAGS:-})
+  RUN=$(request "$algorithm" "$DATA" "$@")
   $CLI status "$RUN"
   step "$algorithm: the privacy officer approves; the decision publishes it"
-  $CLI approve "$RUN" --reviewer privacy.officer --decision approve \
-       --reason "guarantee verified independently; utility acceptable"
-  ls "$OUT/releases/$RUN"
+  approve "$RUN"
   step "$algorithm: anyone re-verifies the published release"
   $CLI verify --algorithm "$algorithm" --release "$OUT/releases/$RUN" --original "$DATA" "$@" \
        > "$OUT/reverify-$algorithm.json" && echo "holds (report: $OUT/reverify-$algorithm.json)"

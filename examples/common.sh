@@ -1,0 +1,46 @@
+# Sourced by every examples/*/run.sh after it has changed into its own folder: finds the CLI,
+# sends releases to the example's output folder, and stops the local Prefect server on exit.
+#
+# Overridable: CLI (default <repo>/.venv/bin/ehr-release, made by `make install` or
+# `make demo`), OUT (default out/ in the example's folder), SHARED_DATA (default
+# <repo>/../shared/data), KEEP_SERVER=1 (leave the local Prefect server running).
+# EHR_RELEASE_HOME is not set here: the examples' runs live in the same home as every other
+# command and the dashboard. Set it yourself to keep an example's runs apart.
+
+REPO=$(cd ../.. && pwd)
+CLI=${CLI:-$REPO/.venv/bin/ehr-release}
+SHARED_DATA=${SHARED_DATA:-$REPO/../shared/data}
+OUT=${OUT:-out}
+if ! command -v "${CLI%% *}" >/dev/null 2>&1; then
+  echo "no CLI at ${CLI%% *}: run 'make install' (or 'make demo') in $REPO first" >&2
+  exit 1
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# Releases may only land under the releases root: here, this example's output folder.
+export EHR_RELEASE_RELEASES_ROOT=$OUT
+
+stop_server() {  # the first `run` starts a local Prefect server; do not leave it behind
+  if [ "${KEEP_SERVER:-0}" != 1 ]; then
+    $CLI server stop >/dev/null 2>&1 || true
+  fi
+}
+trap stop_server EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+
+# request ALGORITHM DATA [run options...]: the steward's request; prints the run id only.
+# RUN_FLAGS (e.g. --allow-low-utility) is added to every request.
+request() {
+  local algorithm=$1 data=$2; shift 2
+  # shellcheck disable=SC2086  # RUN_FLAGS holds zero or more options
+  $CLI run --input "$data" --algorithm "$algorithm" "$@" --requester steward.sam \
+       --out "$OUT" ${RUN_FLAGS:-}
+}
+
+# approve RUN: the privacy officer's decision, which publishes the release.
+approve() {
+  $CLI approve "$1" --reviewer privacy.officer --decision approve \
+       --reason "guarantee verified independently; utility acceptable for the study"
+  ls "$OUT/releases/$1"
+}
