@@ -271,24 +271,10 @@ def compare(
 
 
 def _check_comparison_input(request: ComparisonRequest) -> None:
-    """Read the input once before Prefect starts; a refusal is an audit event.
+    """Read the input once before Prefect starts, so a bad file fails in a moment."""
+    from ehr_release.intake import load_comparison_dataset
 
-    The flow reads it again (it must not trust its caller); this read only makes a bad file
-    fail in a moment instead of after the server's start-up.
-    """
-    from ehr_release.errors import stored_message
-    from ehr_release.ingest import read_dataset
-    from ehr_release.storage.audit import record_event
-
-    try:
-        read_dataset(request.input_path, request.diagnoses_path,
-                     admissions_path=request.admissions_path,
-                     class_column=request.class_column)
-    except EhrReleaseError as exc:
-        record_event(actor=request.requester, action="ingest.rejected",
-                     payload={"request": request.comparison_id, "input": request.input_path,
-                              "error": stored_message(exc)})
-        raise
+    load_comparison_dataset(request)
 
 
 def _run_comparison(request: ComparisonRequest, shown: CompareProgress) -> dict[str, object]:

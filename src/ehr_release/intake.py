@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ehr_release.dataset import Dataset
 from ehr_release.destinations import resolve_destination
-from ehr_release.errors import EhrReleaseError
+from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.ingest import read_dataset
-from ehr_release.request import ReleaseRequest
+from ehr_release.request import ComparisonRequest, ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.audit import canonical_json, record_event
 from ehr_release.storage.models import DatasetRecord
@@ -57,3 +57,20 @@ def register_run(request: ReleaseRequest, dataset: Dataset, fingerprint: str) ->
     if existing.flow_run_id is not None:
         record_event(actor=request.requester, action="run.resumed", run_id=request.run_id,
                      payload={"status": existing.status})
+
+
+def load_comparison_dataset(request: ComparisonRequest) -> Dataset:
+    """Read a comparison's input; a refusal is an ``ingest.rejected`` event (no value in it).
+
+    The CLI calls it before Prefect starts, so a bad file fails at once; the comparison flow
+    calls it again, since it must not trust its caller.
+    """
+    try:
+        return read_dataset(request.input_path, request.diagnoses_path,
+                            admissions_path=request.admissions_path,
+                            class_column=request.class_column)
+    except EhrReleaseError as exc:
+        record_event(actor=request.requester, action="ingest.rejected",
+                     payload={"request": request.comparison_id, "input": request.input_path,
+                              "error": stored_message(exc)})
+        raise

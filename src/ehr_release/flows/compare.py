@@ -33,7 +33,7 @@ from ehr_release.comparison_report import (
 from ehr_release.dataset import Dataset
 from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
-from ehr_release.ingest import read_dataset
+from ehr_release.intake import load_comparison_dataset
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
@@ -105,15 +105,7 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     requirements = [parse_requirement(r) for r in request.requirements]
     candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
                       request.grid)
-    try:
-        dataset = read_dataset(request.input_path, request.diagnoses_path,
-                               admissions_path=request.admissions_path,
-                               class_column=request.class_column)
-    except EhrReleaseError as exc:
-        record_event(actor=request.requester, action="ingest.rejected",
-                     payload={"request": request.comparison_id, "input": request.input_path,
-                              "error": stored_message(exc)})
-        raise
+    dataset = load_comparison_dataset(request)
     futures = [candidate_task.submit(c, dataset, request.metric) for c in candidates]
     for done, future in enumerate(as_completed(futures), start=1):
         _announce(future.result(), done, len(futures))
