@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # `make demo`: one governed release of the bundled sample, end to end, with the embedded
-# defaults (SQLite and Prefect state under .ehr_release/, releases under out/demo/).
+# defaults (SQLite and Prefect state in the per-user home — `ehr-release home` prints it —
+# and releases under out/demo/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLI=.venv/bin/ehr-release
 SAMPLE=examples/demo/patients.csv
 OUT=out/demo
-# Releases may only land under the releases root (default: .ehr_release/releases).
+# Releases may only land under the releases root (default: <home>/releases); here ./out.
 export EHR_RELEASE_RELEASES_ROOT="${EHR_RELEASE_RELEASES_ROOT:-$PWD/out}"
+HOME_DIR=$($CLI home --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["home"])')
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -20,15 +22,15 @@ RUN=$($CLI run --input "$SAMPLE" --algorithm disassociation --param k=5 --param 
       --purpose "demonstration of a governed release" \
       --terms "no re-identification, no linkage, delete after the demo")
 $CLI status "$RUN"
-echo "for the reviewer: draft certificate (internal) .ehr_release/runs/$RUN/certificate-draft.pdf"
-echo "                  draft datasheet (goes with the data) .ehr_release/runs/$RUN/datasheet-draft.pdf"
+echo "for the reviewer: draft certificate (internal) $HOME_DIR/runs/$RUN/certificate-draft.pdf"
+echo "                  draft datasheet (goes with the data) $HOME_DIR/runs/$RUN/datasheet-draft.pdf"
 
 step "3. The steward may not approve their own request"
 if $CLI approve "$RUN" --reviewer steward.sam --decision approve --reason "mine"; then
   echo "BUG: self-approval was accepted" >&2; exit 1
 fi
 
-step "4. The privacy officer approves; the paused flow resumes and publishes"
+step "4. The privacy officer approves; recording the decision publishes the release"
 $CLI approve "$RUN" --reviewer privacy.officer --decision approve \
      --reason "k^m-anonymity verified independently; utility acceptable for the study"
 ls -l "$OUT/releases/$RUN"
@@ -42,5 +44,5 @@ $CLI audit verify
 $CLI audit export --run "$RUN" --format csv | cut -d, -f1,3,4 | column -t -s,
 
 printf '\nRelease %s published in %s/releases/%s (release files, datasheet.pdf, manifest.json);\n' "$RUN" "$OUT" "$RUN"
-printf 'the internal certificate is filed at .ehr_release/runs/%s/certificate.pdf.\n' "$RUN"
+printf 'the internal certificate is filed at %s/runs/%s/certificate.pdf.\n' "$HOME_DIR" "$RUN"
 echo "The local Prefect server keeps running for later commands; stop it with: $CLI server stop"
