@@ -135,3 +135,21 @@ def test_weights_from_config_and_parameter() -> None:
     for bad in ("age=0.5", "age=0.5,sex=0.6", "age=x,sex=1", "age=0.5,height=0.5"):
         with pytest.raises(ParameterError, match="weights"):
             with_weights(config, bad)
+
+
+def test_a_configuration_carries_the_parameters_it_was_written_for(tmp_path) -> None:
+    """The MIMIC example's config publishes with its own defaults; --param still wins."""
+    from pathlib import Path
+
+    from ehr_release.errors import ConfigError
+    from ehr_release.registry import get
+
+    config = Path(__file__).resolve().parents[1] / "examples/artuc-mimic/config.yaml"
+    for name in ("artuc", "rmr", "artuc-baseline"):
+        parsed = get(name).parse({"config": str(config)})
+        assert (parsed["k"], parsed["delta"], parsed["epsilon"]) == (5, 0.3, "6%"), name
+    assert get("artuc").parse({"config": str(config), "k": "7"})["k"] == 7
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(config.read_text().replace("  k: 5\n", "  seed: 5\n"))
+    with pytest.raises(ConfigError, match="'defaults' must map some of k, m, delta"):
+        get("artuc").parse({"config": str(bad)})

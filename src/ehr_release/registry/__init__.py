@@ -62,9 +62,17 @@ class AlgorithmEntry:
     schema: ReleaseSchema | None = None
     attack: Callable[[ReleaseFiles, Dataset, dict[str, Any]], AttackReport] | None = None
     count_records: Callable[[ReleaseFiles], int] | None = None
+    defaults_from: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate raw parameters (strings from the CLI or typed values)."""
+        """Validate raw parameters (strings from the CLI or typed values).
+
+        ``defaults_from(given)`` may supply defaults read from a file the parameters name
+        (ArtUC's configuration carries the parameters it was written for); a parameter
+        given explicitly always wins.
+        """
+        if self.defaults_from is not None:
+            given = {**self.defaults_from(given), **given}
         return parse_params(self.params, given)
 
 

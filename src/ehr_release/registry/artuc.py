@@ -9,16 +9,18 @@ comparators ``artuc-baseline`` and ``rmr`` reuse these parameters and helpers.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from ehr_release.algorithms.artuc import artuc, baseline, release_files, rmr, to_jsonl
 from ehr_release.constraints import RTConfig, load_config, rt_data, with_weights
 from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
+from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Param
 from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
@@ -41,6 +43,34 @@ def resolve_epsilon(text: str, distinct_codes: int) -> float:
         raise ParameterError("epsilon", EPSILON_RULE, text)
     value = float(match[1])
     return value * distinct_codes / 100.0 if match[2] else value
+
+
+#: Parameters a configuration file may set defaults for (it describes the data they suit).
+CONFIG_DEFAULTS = ("k", "m", "delta", "epsilon")
+
+
+def config_defaults(given: Mapping[str, Any]) -> dict[str, str]:
+    """The ``defaults:`` mapping of the configuration file ``given`` names, if any.
+
+    A configuration is written for one kind of extract; its author knows which k, δ and ε
+    suit it (the registry's own defaults are the paper's, for extracts of thousands of
+    patients). An unreadable file is left to the ``config`` parameter's own check; a
+    ``defaults:`` that is not a mapping of known parameters is refused.
+    """
+    path = given.get("config")
+    if not path or not Path(str(path)).is_file():
+        return {}
+    try:
+        raw = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    defaults = raw.get("defaults") if isinstance(raw, dict) else None
+    if defaults is None:
+        return {}
+    if not isinstance(defaults, dict) or not set(defaults) <= set(CONFIG_DEFAULTS):
+        raise ConfigError(f"configuration {path}: 'defaults' must map some of "
+                          f"{', '.join(CONFIG_DEFAULTS)} to values")
+    return {str(k): str(v) for k, v in defaults.items()}
 
 
 def _file_or_empty(value: str) -> bool:
@@ -183,4 +213,5 @@ ENTRY = AlgorithmEntry(
     schema=SCHEMA,
     attack=attack,
     count_records=count_records,
+    defaults_from=config_defaults,
 )

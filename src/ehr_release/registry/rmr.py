@@ -18,7 +18,7 @@ from ehr_release.dataset import Dataset
 from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.registry.artuc import PARAMS, evaluate, run, verify
+from ehr_release.registry.artuc import PARAMS, config_defaults, evaluate, run, verify
 
 NAME = "rmr"
 
@@ -42,4 +42,5 @@ ENTRY = AlgorithmEntry(
     schema=SCHEMA,
     attack=attack,
     count_records=count_records,
+    defaults_from=config_defaults,
 )
