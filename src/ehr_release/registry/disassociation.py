@@ -16,11 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ehr_release.algorithms.disassociation import (
-    RELEASE_FILE,
-    DisassociatedRelease,
-    disassociate_dataset,
-)
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import Param
@@ -31,12 +26,9 @@ from ehr_release.policies import (
     build_policy,
     parse_policy_spec,
 )
-from ehr_release.privacy.attacks.disassociation import attack
-from ehr_release.privacy.disassociation import verify_release
 from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import UtilityReport, VerificationReport
-from ehr_release.utility.disassociation import evaluate_release
+from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
 #: Below this many VerPart batches the task runner's overhead is not worth it.
 MIN_PARALLEL_BATCHES = 2
@@ -156,8 +148,12 @@ _reconstructions_map: Any = _through_runner("disassociation-reconstruction")
 _verify_counts_map: Any = _through_runner("disassociation-verify-counts")
 
 
+# The anonymizer, verifier, attack and evaluation are imported where they are used: a
+# refused request needs none of them, and the CLI answers it before they would load.
 def anonymize(dataset: Dataset, params: dict[str, Any],
               rng: np.random.Generator) -> ReleaseFiles:
+    from ehr_release.algorithms.disassociation import RELEASE_FILE, disassociate_dataset
+
     policy = resolve_policy(params["policy"], dataset)
     result = disassociate_dataset(dataset, params["k"], params["m"], policy, rng,
                                   map_batches=_task_runner_map)
@@ -165,14 +161,25 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
 
 
 def verify(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> VerificationReport:
+    from ehr_release.privacy.disassociation import verify_release
+
     return verify_release(files, original, params["k"], params["m"], map_fn=_verify_counts_map)
 
 
 def evaluate(files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
+    from ehr_release.algorithms.disassociation import RELEASE_FILE, DisassociatedRelease
+    from ehr_release.utility.disassociation import evaluate_release
+
     release = DisassociatedRelease.from_bytes(files[RELEASE_FILE])
     policy = resolve_policy(params["policy"], original)
     return evaluate_release(release, original, policy, rng, map_fn=_reconstructions_map)
+
+
+def attack(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> AttackReport:
+    from ehr_release.privacy.attacks.disassociation import attack as run_attack
+
+    return run_attack(files, original, params)
 
 
 ENTRY = AlgorithmEntry(
