@@ -25,13 +25,11 @@ from ehr_release.algorithms.diffgen.release import FORMATS, release_files
 from ehr_release.algorithms.diffgen.scores import SCORES
 from ehr_release.dataset import Dataset
 from ehr_release.params import Param
-from ehr_release.privacy.attacks.diffgen import attack
-from ehr_release.privacy.diffgen import verify
 from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
 from ehr_release.registry import AlgorithmEntry
+from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.taxonomies import load_config, shipped_names
-from ehr_release.utility.diffgen import config_for, diffgen_params, evaluate
 
 
 def _loads(spec: str) -> bool:
@@ -65,14 +63,38 @@ PARAMS = (
 )
 
 
+# The verifier, attack and evaluation load SciPy and scikit-learn (seconds): they are
+# imported where used, so a refused request does not wait for them.
 def anonymize(dataset: Dataset, params: dict[str, Any],
               rng: np.random.Generator) -> dict[str, bytes]:
     """Check the data against the public configuration, run DiffGen, serialize."""
+    from ehr_release.utility.diffgen import config_for, diffgen_params
+
     config = config_for(params)
     enc = encode_dataset(dataset, config)
     run_params = diffgen_params(params)
     result = run_diffgen(enc, run_params, noise_source(params.get("seed"), rng))
     return release_files(result, config, run_params, params.get("format", "csv"))
+
+
+def verify(files: dict[str, bytes], original: Dataset,
+           params: dict[str, Any]) -> VerificationReport:
+    from ehr_release.privacy.diffgen import verify as verify_diffgen
+
+    return verify_diffgen(files, original, params)
+
+
+def evaluate(files: dict[str, bytes], original: Dataset, params: dict[str, Any],
+             rng: np.random.Generator) -> UtilityReport:
+    from ehr_release.utility.diffgen import evaluate as evaluate_diffgen
+
+    return evaluate_diffgen(files, original, params, rng)
+
+
+def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -> AttackReport:
+    from ehr_release.privacy.attacks.diffgen import attack as run_attack
+
+    return run_attack(files, original, params)
 
 
 def count_records(files: dict[str, bytes]) -> int:
