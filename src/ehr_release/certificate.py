@@ -39,7 +39,7 @@ from ehr_release.plain import (
     human_type,
     no_better_than_nothing,
 )
-from ehr_release.rendering import data_uri, environment, html_to_pdf, stylesheet
+from ehr_release.rendering import environment, html_to_pdf, stylesheet
 from ehr_release.reports import Chart, ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse
 from ehr_release.version import software_version
@@ -57,8 +57,6 @@ MAX_SUMMARY_FIELDS = 6
 #: The dataset's diagnosis-code column (see :meth:`ehr_release.dataset.Dataset.schema`).
 CODES_COLUMN = "codes"
 
-_data_uri = data_uri  # kept for importers of the old name (comparison report)
-_format_number = format_number
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ehr_release.certificate import _data_uri, environment
 from ehr_release.compare import Outcome, Requirement
+from ehr_release.rendering import data_uri, environment
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | Non
 def _vars(ctx: ComparisonContext) -> dict[str, Any]:
     chart = frontier_chart(ctx.outcomes, ctx.axis)
     env = environment()
-    return {"c": ctx, "chart": _data_uri(chart) if chart else None,
+    return {"c": ctx, "chart": data_uri(chart) if chart else None,
             "css": env.loader.get_source(env, "certificate.css")[0]}
 
 

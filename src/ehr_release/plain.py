@@ -39,35 +39,45 @@ def human_type(dtype: str) -> str:
     return dtype
 
 
-def format_number(value: Any) -> str:
-    """Figures as a reviewer reads them: never an exponent, thousands separated.
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
-    Integers plain (``10,000``), large reals rounded to whole units (``174,700``), others to
-    4 significant digits (``0.1235``, ``0.001235``); below 0.0001 as a power of ten written
-    out (``1.009 × 10⁻⁸``), never ``1.009e-08``.
+
+def format_number(value: Any) -> str:
+    """A figure as a person reads it, the same on the certificate and the dashboard.
+
+    Integers (and integral reals) get thousands separators; other reals four significant
+    digits in plain notation; only magnitudes below 0.001 or from 10¹⁵ use "m × 10ⁿ",
+    never ``1.009e-08``. Booleans read yes/no, NaN "n/a"; text is returned unchanged.
+
+    Examples
+    --------
+    >>> format_number(10000.0), format_number(0.99712), format_number(174700.3)
+    ('10,000', '0.9971', '174,700')
+    >>> format_number(1.5e-06)
+    '1.5 × 10⁻⁶'
     """
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "not defined" if math.isnan(value) else ("∞" if value > 0 else "−∞")
-        if value.is_integer() and abs(value) < 1e15:
-            return f"{int(value):,}"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        if value == 0:
-            return "0"
-        if abs(value) < 1e-4:
-            mantissa, exponent = f"{value:.3e}".split("e")
-            return f"{mantissa.rstrip('0').rstrip('.')} × 10{str(int(exponent)).translate(_SUP)}"
-        decimals = max(0, 3 - math.floor(math.log10(abs(value))))
-        return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-    return str(value)
-
-
-_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    if not isinstance(value, float):
+        return str(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    magnitude = abs(value)
+    if value.is_integer() and magnitude < 1e15:
+        return f"{int(value):,}"
+    if magnitude >= 1e15 or 0 < magnitude < 1e-3:
+        mantissa, exponent = f"{value:.3e}".split("e")
+        power = str(int(exponent)).translate(_SUPERSCRIPT)
+        return f"{mantissa.rstrip('0').rstrip('.')} × 10{power}"
+    rounded = float(f"{value:.4g}")
+    if rounded.is_integer():
+        return f"{int(rounded):,}"
+    decimals = max(0, 3 - math.floor(math.log10(magnitude)))
+    return f"{rounded:,.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def _param(params: Mapping[str, Any], name: str, fallback: str) -> str:

@@ -9,47 +9,13 @@ range, timestamps a space and "UTC", and payloads one ``key: value`` line per fi
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 from typing import Any
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+from ehr_release.plain import format_number
 
-
-def number(value: Any) -> str:
-    """A figure as a person reads it.
-
-    Integers (and integral reals) get thousands separators; other reals four significant
-    digits in plain notation; only magnitudes below 0.001 or from 10¹⁵ use
-    "m × 10ⁿ". Booleans read yes/no, NaN "n/a"; text is returned unchanged.
-
-    Examples
-    --------
-    >>> number(10000.0), number(0.99712), number(174700.0), number(1.5e-06)
-    ('10,000', '0.9971', '174,700', '1.5 × 10⁻⁶')
-    """
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if not isinstance(value, float):
-        return str(value)
-    if math.isnan(value):
-        return "n/a"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    magnitude = abs(value)
-    if value.is_integer() and magnitude < 1e15:
-        return f"{int(value):,}"
-    if magnitude >= 1e15 or 0 < magnitude < 1e-3:
-        mantissa, exponent = f"{value:.3e}".split("e")
-        power = str(int(exponent)).translate(_SUPERSCRIPT)
-        return f"{mantissa.rstrip('0').rstrip('.')} × 10{power}"
-    rounded = float(f"{value:.4g}")
-    if rounded.is_integer():
-        return f"{int(rounded):,}"
-    decimals = max(0, 3 - math.floor(math.log10(magnitude)))
-    return f"{rounded:,.{decimals}f}".rstrip("0").rstrip(".")
+#: The one number formatter, shared with the certificate and the datasheet.
+number = format_number
 
 
 def when(stamp: str | None) -> str:
