@@ -72,17 +72,20 @@ class DatasheetContext:
         return ", ".join(f.name for f in self.files)
 
 
-def describe_files(files: Mapping[str, bytes],
-                   schema: ReleaseSchema | None) -> list[DatasheetFile]:
+def describe_files(files: Mapping[str, bytes], schema: ReleaseSchema | None,
+                   digests: Mapping[str, tuple[str, int]] | None = None
+                   ) -> list[DatasheetFile]:
     """Each released file with its declared format (the verifier enforced exactly this).
 
     A table whose columns the run's configuration names shows the columns this release
-    actually has (the verifier derived and checked the same list).
+    actually has (the verifier derived and checked the same list). ``digests`` (name →
+    SHA-256, size) are hashes already taken of exactly these files — the run's pinned
+    candidate — so a large release is not hashed again for each document.
     """
     declared = {f.name: f for f in (schema.files if schema else ())}
     out = []
     for name, data in sorted(files.items()):
-        digest, size = sha256_bytes(data), len(data)
+        digest, size = digests[name] if digests else (sha256_bytes(data), len(data))
         spec = declared.get(name)
         if spec is not None and spec.columns_from is not None:
             # A verified release derives them; otherwise the generic row stays.

@@ -110,6 +110,19 @@ def parameter_help(entry: AlgorithmEntry) -> dict[str, str]:
     return {p.name: p.help for p in entry.params}
 
 
+def _pinned_digests(run_id: str, files: ReleaseFiles) -> dict[str, tuple[str, int]] | None:
+    """The run's pinned hashes when they cover exactly these files (else None: hash them).
+
+    The candidate is pinned right after anonymization and publishing refuses any byte that
+    differs from it, so the certificate and datasheet can name these hashes without hashing
+    a release of gigabytes again for each document.
+    """
+    pinned = runs.pinned_candidate(run_id)
+    if set(pinned) != set(files) or any(pinned[n][1] != len(d) for n, d in files.items()):
+        return None
+    return pinned
+
+
 def build_context(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                   utility: UtilityReport, *, status: str, outcome: ReleaseOutcome | None = None,
                   data_use: DataUse | None = None,
@@ -121,6 +134,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
     params = effective_parameters(entry.parse(json.loads(run.parameters_json)), files)
     schema: dict[str, str] = json.loads(dataset.columns_json)
     head, count = chain_head()
+    released = describe_files(files, entry.schema, _pinned_digests(run_id, files))
     return CertificateContext(
         run_id=run_id, created_at=datetime.fromisoformat(run.created_at),
         requester=run.requester, dataset_source=Path(dataset.source).name or dataset.source,
@@ -128,11 +142,11 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         dataset_schema=schema, algorithm=entry.name,
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
         parameters=params, verification=verification, utility=utility,
-        manifest=[(name, sha256_bytes(data), len(data)) for name, data in sorted(files.items())],
+        manifest=[(f.name, f.sha256, f.size) for f in released],
         approval=approval, audit_head=head, audit_events=count, status=status,
         outcome=outcome, data_use=data_use or DataUse(),
         destination=f"{run.out_dir}/releases/{run_id}",
-        released=describe_files(files, entry.schema),
+        released=released,
         released_columns=released_columns(files, list(schema)),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss)
 
@@ -149,7 +163,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
     return DatasheetContext(
         run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
         parameters=public_parameters(params),
-        files=describe_files(files, entry.schema),
+        files=describe_files(files, entry.schema, _pinned_digests(run_id, files)),
         records=outcome.records if outcome else None,
         checks_passed=[r.name for r in verification.requirements if r.passed],
         attacker_model=attack.attacker_model if attack and attack.passed else None,
