@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ehr_release.errors import InputError, stored_message
 from ehr_release.ingest import read_dataset
@@ -122,3 +124,32 @@ def test_home_is_private_and_the_database_too(ehr_home, tmp_path, monkeypatch) -
     assert stat.S_IMODE((home() / "ehr_release.db").stat().st_mode) == 0o600
     os.chmod(home(), 0o755)
     assert stat.S_IMODE(home().stat().st_mode) == 0o700
+
+
+@given(lines=st.lists(st.integers(0, 40), min_size=1, max_size=30),
+       chunk=st.integers(1, 64), trailing_newline=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_the_streaming_scan_measures_lines_across_chunk_boundaries(
+        tmp_path_factory, monkeypatch_module, lines, chunk, trailing_newline) -> None:
+    """The NumPy scan finds the longest line and the first over-long one, wherever chunks
+    split the file; the longest line is what lets the per-cell check be skipped."""
+    from ehr_release.ingest import limits as lim
+
+    monkeypatch_module.setattr(lim, "_CHUNK", chunk)
+    body = "\n".join("x" * n for n in lines) + ("\n" if trailing_newline else "")
+    path = tmp_path_factory.mktemp("scan") / "f.csv"
+    path.write_text(body)
+    assert lim.check_text_file(path, ",", lim.InputLimits()) == max(lines)
+    cap = 20
+    too_long = [i for i, n in enumerate(lines, start=1) if n > cap]
+    if too_long:
+        with pytest.raises(InputError, match=f"line {too_long[0]} is longer than 20 bytes"):
+            lim.check_text_file(path, ",", lim.InputLimits(max_line_bytes=cap))
+    else:
+        assert lim.check_text_file(path, ",", lim.InputLimits(max_line_bytes=cap)) <= cap
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch

@@ -45,8 +45,9 @@ def read_table(path: Path) -> pd.DataFrame:
         raise InputError("is a directory, expected a CSV or Parquet file", file=str(path))
     suffix = path.suffix.lower()
     limits = InputLimits.from_env()
+    longest_line: int | None = None  # bytes; bounds every field of a text file
     if suffix in CSV_SUFFIXES | TSV_SUFFIXES:
-        check_text_file(path, "\t" if suffix in TSV_SUFFIXES else ",", limits)
+        longest_line = check_text_file(path, "\t" if suffix in TSV_SUFFIXES else ",", limits)
     elif suffix in PARQUET_SUFFIXES:
         check_column_count(path, _parquet_columns(path), limits)
     try:
@@ -74,7 +75,8 @@ def read_table(path: Path) -> pd.DataFrame:
             raise InputError("cannot be parsed as Parquet", file=str(path),
                              detail=str(exc)) from None
         raise
-    check_field_lengths(path, frame, limits)
+    if longest_line is None or longest_line > limits.max_field_chars:
+        check_field_lengths(path, frame, limits)
     frame.columns = [_canonical(str(c)) for c in frame.columns]
     dupes = frame.columns[frame.columns.duplicated()].tolist()
     if dupes:
