@@ -110,8 +110,8 @@ def stored_message(exc: BaseException) -> str:
     The project's own errors give their :meth:`~EhrReleaseError.public` text; an operating-
     system error its reason (``No space left on device``: no data, and what an operator must
     act on); anything else is a bug whose message could quote anything (``KeyError('MRN-…')``),
-    so nothing of it is kept — the traceback stays in the run's local flow log. Callers put
-    the exception's type in front.
+    so nothing of it is kept — the traceback stays in the run's local flow log.
+    :func:`stored_error` puts the exception's type in front.
     """
     if isinstance(exc, EhrReleaseError):
         text = exc.public()
@@ -120,6 +120,11 @@ def stored_message(exc: BaseException) -> str:
     else:
         text = "details in the run's flow log"
     return cap(text)
+
+
+def stored_error(exc: BaseException) -> str:
+    """``Type: message`` as a failed run, a retry or a refusal records it (no value)."""
+    return f"{type(exc).__name__}: {stored_message(exc)}"
 
 
 def cap(text: str, limit: int = MAX_STORED_MESSAGE) -> str:

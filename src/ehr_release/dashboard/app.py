@@ -36,7 +36,7 @@ from ehr_release.dashboard.security import (
     csrf_guard,
     secure_cookies_from_env,
 )
-from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound, stored_message
+from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound, stored_error
 from ehr_release.files import check_safe_name
 from ehr_release.governance import same_person
 from ehr_release.storage import runs, users
@@ -176,7 +176,7 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
             return run_page_response(
                 request, who, run_id, status_code=502,
                 error=f"Decision recorded, but publishing did not finish "
-                      f"({type(exc).__name__}: {stored_message(exc)}).")
+                      f"({stored_error(exc)}).")
         return RedirectResponse(f"/runs/{run_id}?decided=1", status_code=303)
 
     @app.get("/audit", response_class=HTMLResponse)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from prefect import flow
 
 from ehr_release import bundle
-from ehr_release.errors import stored_message
+from ehr_release.errors import stored_error
 from ehr_release.storage import runs
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
@@ -36,7 +36,7 @@ def publish_flow(run_id: str) -> str:
                          FLOW_ACTOR, parts.outcome, parts.data_use)
         except Exception as exc:
             runs.fail_run(run_id, actor=PUBLISH_ACTOR,
-                          error=f"{type(exc).__name__}: {stored_message(exc)}")
+                          error=stored_error(exc))
             raise
         bundle.discard(run_id)
         return Status.PUBLISHED.value

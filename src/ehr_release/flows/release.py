@@ -15,7 +15,7 @@ from __future__ import annotations
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ehr_release.errors import EhrReleaseError, stored_message
+from ehr_release.errors import EhrReleaseError, stored_error
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, VerificationReport
@@ -55,10 +55,10 @@ def _release(request: ReleaseRequest) -> str:
     except Exception as exc:
         record_event(actor=request.requester, action="ingest.rejected",
                      payload={"request": run_id, "input": request.input_path,
-                              "error": f"{type(exc).__name__}: {stored_message(exc)}"})
+                              "error": stored_error(exc)})
         if runs.find_run(run_id) is not None:  # registered before the flow started (CLI)
             runs.fail_run(run_id, actor=FLOW_ACTOR,
-                          error=f"{type(exc).__name__}: {stored_message(exc)}")
+                          error=stored_error(exc))
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
@@ -85,7 +85,7 @@ def _release(request: ReleaseRequest) -> str:
         return Status.AWAITING_APPROVAL.value  # a decision may already have moved it on
     except Exception as exc:
         runs.fail_run(run_id, actor=FLOW_ACTOR,
-                      error=f"{type(exc).__name__}: {stored_message(exc)}")
+                      error=stored_error(exc))
         raise
 
 

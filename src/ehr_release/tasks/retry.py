@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from ehr_release.errors import EhrReleaseError, stored_message
+from ehr_release.errors import EhrReleaseError, stored_error
 
 TRANSIENT = (OSError, OperationalError, TimeoutError, ConnectionError)
 
@@ -47,7 +47,7 @@ def _audit_retry(task: Any, task_run: Any, exc: BaseException) -> None:
 
     payload = {"task": getattr(task, "name", str(task)),
                "attempt": int(getattr(task_run, "run_count", 0) or 0),
-               "error": f"{type(exc).__name__}: {stored_message(exc)}"}
+               "error": stored_error(exc)}
     try:
         record_event(actor="system:retry", action="task.retrying", run_id=_current_run_id(),
                      payload=payload)
