@@ -75,6 +75,11 @@ def get_engine(url: str | None = None) -> Engine:
     return _ENGINES[url]
 
 
+def engine_or_default(engine: Engine | None) -> Engine:
+    """The engine a storage function was given, else the configured one."""
+    return engine or get_engine()
+
+
 def _create(url: str) -> Engine:
     if url.startswith("sqlite"):
         db_file = make_url(url).database

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, select
 
-from ehr_release.storage.engine import get_engine
+from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import utc_now
 
 #: How often a working flow renews its lease, and when a lease counts as lost.
@@ -56,10 +56,6 @@ class RunLease(SQLModel, table=True):
     host: str
     pid: int
     renewed_at: str
-
-
-def _engine(engine: Engine | None) -> Engine:
-    return engine or get_engine()
 
 
 def save_pending(row: PendingRelease, engine: Engine | None = None) -> None:

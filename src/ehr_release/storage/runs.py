@@ -19,7 +19,7 @@ from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.governance import same_person
 from ehr_release.storage.anchors import anchor_status
 from ehr_release.storage.audit import canonical_json, record_event
-from ehr_release.storage.engine import get_engine
+from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import (
     Approval,
     ArtifactRecord,
@@ -75,10 +75,6 @@ def reached(current: Status, target: Status) -> bool:
 def new_run_id() -> str:
     """An unguessable run id (128 bits from the OS CSPRNG), safe in paths and URLs."""
     return "rel-" + secrets.token_hex(16)
-
-
-def _engine(engine: Engine | None) -> Engine:
-    return engine or get_engine()
 
 
 def register_dataset(*, fingerprint: str, rows: int, codes: int, schema: dict[str, str],

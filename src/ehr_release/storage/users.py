@@ -23,7 +23,7 @@ from sqlmodel import Session, select
 from ehr_release.errors import EhrReleaseError, ParameterError
 from ehr_release.storage import throttle
 from ehr_release.storage.audit import record_event
-from ehr_release.storage.engine import get_engine
+from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import User, UserSession, utc_now
 
 ROLES = ("steward", "reviewer", "auditor")
@@ -59,10 +59,6 @@ class SignedIn:
     name: str
     role: str
     csrf_token: str
-
-
-def _engine(engine: Engine | None) -> Engine:
-    return engine or get_engine()
 
 
 def _sha256(token: str) -> str:
