@@ -469,3 +469,21 @@ def test_a_closed_approval_window_shows_the_run_rejected_without_a_form(world) -
     page = signed_in(app, "rita", creds["rita"]).get(f"/runs/{run_id}").text
     assert text_of(page, "run-status") == "rejected"
     assert "Approve and publish" not in page and 'id="expires"' not in page
+
+
+def test_the_guarantee_reads_as_on_the_certificate(ehr_home) -> None:
+    """One wording for the guarantee: the certificate's sentence, with the run's own k and m."""
+    from ehr_release.dashboard.summary import plain_summary
+    from ehr_release.plain import guarantee_sentence
+    from ehr_release.registry import get
+    from ehr_release.storage.models import DatasetRecord
+
+    ds = DatasetRecord(fingerprint="ab" * 32, rows=10, codes=30, columns_json="{}", source="x")
+    run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="sam",
+                          algorithm="disassociation", parameters={"k": "7", "m": "3"},
+                          out_dir="/tmp")
+    (line,) = [x for x in plain_summary(run, None, None, None) if x.label == "Guarantee"]
+    entry = get("disassociation")
+    assert line.text == guarantee_sentence(entry.name, entry.privacy_model,
+                                           entry.parse({"k": "7", "m": "3"}))
+    assert "up to 3 of a patient's diagnosis codes" in line.text and "at least 7" in line.text

@@ -14,6 +14,7 @@ from typing import Any
 
 from ehr_release.dashboard.format import number, size
 from ehr_release.errors import EhrReleaseError
+from ehr_release.plain import guarantee_sentence
 from ehr_release.registry import get as get_algorithm
 from ehr_release.storage import runs
 from ehr_release.storage.models import ReleaseRun
@@ -41,7 +42,7 @@ def plain_summary(run: ReleaseRun, verification: dict[str, Any] | None,
     outcome = json.loads(bundle.outcome_json) if bundle else {}
     data_use = json.loads(bundle.data_use_json) if bundle else {}
     lines = [_released(run.id, outcome.get("records")), _recipient(data_use),
-             Line("Guarantee", _guarantee(run.algorithm))]
+             Line("Guarantee", _guarantee(run))]
     lines.append(_verification(verification))
     if outcome.get("attack"):
         lines.append(_attack(outcome["attack"]))
@@ -75,11 +76,17 @@ def _recipient(data_use: dict[str, Any]) -> Line:
     return Line("For whom", "; ".join(parts))
 
 
-def _guarantee(algorithm: str) -> str:
+def _guarantee(run: ReleaseRun) -> str:
+    """The certificate's own sentence, with this run's parameters (one wording, not two)."""
     try:
-        return get_algorithm(algorithm).privacy_model
+        entry = get_algorithm(run.algorithm)
     except EhrReleaseError:
-        return f"{algorithm} (not a registered algorithm on this installation)"
+        return f"{run.algorithm} (not a registered algorithm on this installation)"
+    try:
+        params = entry.parse(json.loads(run.parameters_json))
+    except EhrReleaseError:  # e.g. a configuration file moved since the request
+        params = {}
+    return guarantee_sentence(entry.name, entry.privacy_model, params)
 
 
 def _verification(report: dict[str, Any] | None) -> Line:
