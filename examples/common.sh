@@ -1,5 +1,6 @@
 # Sourced by every examples/*/run.sh after it has changed into its own folder: finds the CLI,
-# sends releases to the example's output folder, and stops the local Prefect server on exit.
+# sends releases to the example's output folder, and stops the local Prefect server on exit
+# if this example started it (a server that was already running is left alone).
 #
 # Overridable: CLI (default <repo>/.venv/bin/ehr-release, made by `make install` or
 # `make demo`), OUT (default out/ in the example's folder), SHARED_DATA (default
@@ -20,8 +21,10 @@ OUT=$(cd "$OUT" && pwd)
 # Releases may only land under the releases root: here, this example's output folder.
 export EHR_RELEASE_RELEASES_ROOT=$OUT
 
-stop_server() {  # the first `run` starts a local Prefect server; do not leave it behind
-  if [ "${KEEP_SERVER:-0}" != 1 ]; then
+# The first `run` starts a local Prefect server unless one runs already: stop only ours.
+if $CLI server status >/dev/null 2>&1; then SERVER_WAS_RUNNING=1; else SERVER_WAS_RUNNING=0; fi
+stop_server() {
+  if [ "${KEEP_SERVER:-0}" != 1 ] && [ "$SERVER_WAS_RUNNING" = 0 ]; then
     $CLI server stop >/dev/null 2>&1 || true
   fi
 }

@@ -144,16 +144,22 @@ def test_readme_blocks_are_found_and_marked() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs_as_written(world, example: str) -> None:
-    """Each run.sh publishes, re-verifies and checks the audit trail, then stops its server.
+    """Each run.sh publishes, re-verifies and checks the audit trail, and stops only the
+    Prefect server it started.
 
-    All but the last example keep the server (KEEP_SERVER=1) so the test starts it once;
-    the last one must stop it. They run before the README's blocks, which start the server
-    again, and whose last block stops it.
+    The first example keeps the server it starts (KEEP_SERVER=1) so the test starts it once;
+    the middle ones find it running and must leave it running; the last one starts without
+    a server and must stop the one it started. They run before the README's blocks, which
+    start the server again, and whose last block stops it.
     """
     root, home, env = world
-    last = example == EXAMPLES[-1]
+    first, last = example == EXAMPLES[0], example == EXAMPLES[-1]
     run_env = {**env, "OUT": str(root / "examples-out" / example),
-               **({} if last else {"KEEP_SERVER": "1"})}
+               **({"KEEP_SERVER": "1"} if first else {})}
+    if last:
+        subprocess.run([str(REPO / ".venv/bin/ehr-release"), "server", "stop"], env=env,
+                       capture_output=True, timeout=60, check=False)
+        assert no_server_left(home) == []
     if example in SMALL_DATA:
         data = root / SMALL_DATA[example]
         if not data.exists():
@@ -161,6 +167,7 @@ def test_example_runs_as_written(world, example: str) -> None:
         run_env["DATA"] = str(data)
     elif not (SHARED_DATA / "mimic3-demo").is_dir():
         pytest.skip(f"needs the MIMIC-III demo in {SHARED_DATA}")
+    was_running = bool(server_pids(home))
     done = _run(["bash", str(REPO / "examples" / example / "run.sh")], run_env, root)
     assert done.returncode == 0, (f"examples/{example}/run.sh exited {done.returncode}\n"
                                   f"--- stdout\n{done.stdout[-3000:]}\n"
@@ -170,6 +177,8 @@ def test_example_runs_as_written(world, example: str) -> None:
     assert published and all((p / "manifest.json").is_file() for p in published)
     if last:
         assert no_server_left(home) == [], f"examples/{example}/run.sh left a server running"
+    elif was_running:
+        assert server_pids(home), f"examples/{example}/run.sh stopped a server it did not start"
 
 
 def test_readme_command_blocks_run_as_written(world) -> None:

@@ -33,10 +33,10 @@ def world(tmp_path_factory: pytest.TempPathFactory):
                EHR_RELEASE_RELEASES_ROOT=str(root))
     data = write_sample(generate_sample(200, seed=5), root / "patients.csv")
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
+    def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
         done = subprocess.run([*CLI, *args], env=env, cwd=root, capture_output=True,
                               text=True, timeout=600)
-        assert done.returncode == 0, f"{args} exited {done.returncode}: {done.stderr}"
+        assert not ok or done.returncode == 0, f"{args} exited {done.returncode}: {done.stderr}"
         return done
 
     api = cli("server", "start").stdout.strip()
@@ -112,9 +112,11 @@ def test_compare_prints_each_candidate_as_it_finishes(world) -> None:
 def test_server_stop_stops_the_server_this_home_started(world) -> None:
     root, _data, cli, api = world
     state = json.loads((root / "home" / "prefect-server.json").read_text())
+    assert cli("server", "status").stdout.strip() == api  # scripts ask before they stop
     assert cli("server", "stop").stdout.strip() == "stopped"
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{api}/health", timeout=3)
     assert not Path(f"/proc/{state['pid']}/cmdline").exists() or \
         not Path(f"/proc/{state['pid']}/cmdline").read_bytes()
     assert cli("server", "stop").stdout.strip() == "no local server was running"
+    assert cli("server", "status", ok=False).returncode == 1

@@ -573,6 +573,21 @@ def server_start() -> None:
         raise _fail(str(exc)) from None
 
 
+@server_app.command("status")
+def server_status() -> None:
+    """Print the API URL of this home's running local Prefect server; exit 1 if none runs.
+
+    Scripts use it to stop only a server they started (the examples do).
+    """
+    from ehr_release.flows.server import running_server
+
+    api = running_server()
+    if api is None:
+        typer.echo("no local server is running", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(api)
+
+
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the local Prefect server this home started (see `ehr-release home`)."""

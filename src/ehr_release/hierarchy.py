@@ -9,13 +9,13 @@ internal nodes such as ``493.2`` or ``250``.
 
 from __future__ import annotations
 
+import csv
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-
-import pandas as pd
+from typing import Any
 
 ROOT = "ROOT"
 _UNDOTTED = re.compile(r"^(?:E\d{3,4}|[V\d]\d{2,4})$")
@@ -110,8 +110,14 @@ def _leaves_under(h: Hierarchy, node: str) -> list[str]:
     return out
 
 
-def hierarchy_from_frame(frame: pd.DataFrame, root: str | None = None) -> Hierarchy:
-    """Build a hierarchy from a ``child,parent`` table; the root is the one parentless node."""
+def hierarchy_from_frame(frame: Mapping[str, Sequence[Any]] | Any,
+                         root: str | None = None) -> Hierarchy:
+    """Build a hierarchy from a ``code,parent[,short_description]`` table.
+
+    ``frame`` is anything indexed by column name (a DataFrame, or a dict of lists: the
+    packaged hierarchy is read without pandas, so the CLI can check codes before pandas
+    loads). The root is the one parentless node unless ``root`` names it.
+    """
     parent = {
         str(c): str(p)
         for c, p in zip(frame["code"], frame["parent"], strict=True)
@@ -133,7 +139,8 @@ def hierarchy_from_frame(frame: pd.DataFrame, root: str | None = None) -> Hierar
         depth(n)
     titles = {}
     if "short_description" in frame:
-        titles = dict(zip(frame["code"], frame["short_description"].fillna(""), strict=True))
+        titles = {c: t if isinstance(t, str) else ""
+                  for c, t in zip(frame["code"], frame["short_description"], strict=True)}
     return Hierarchy(parent=parent, level=level, title=titles, root=root)
 
 
@@ -141,6 +148,8 @@ def hierarchy_from_frame(frame: pd.DataFrame, root: str | None = None) -> Hierar
 def icd9_hierarchy() -> Hierarchy:
     """The packaged ICD-9-CM (2015) hierarchy, loaded once per process."""
     path = resources.files("ehr_release") / "data" / "icd9cm_hierarchy.csv"
-    with resources.as_file(path) as p:
-        frame = pd.read_csv(p, dtype=str, keep_default_na=False)
-    return hierarchy_from_frame(frame, root=ROOT)
+    with resources.as_file(path) as p, p.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    columns = {name: [row[name] for row in rows] for name in ("code", "parent",
+                                                             "short_description")}
+    return hierarchy_from_frame(columns, root=ROOT)

@@ -13,24 +13,15 @@ from ehr_release.ingest.limits import (
     check_field_lengths,
     check_text_file,
 )
-
-CSV_SUFFIXES = {".csv", ".txt"}
-TSV_SUFFIXES = {".tsv"}
-PARQUET_SUFFIXES = {".parquet", ".pq"}
-
-#: Column-name aliases: MIMIC and common exports → our canonical names.
-ALIASES = {
-    "subject_id": "patient_id",
-    "patientid": "patient_id",
-    "patient": "patient_id",
-    "icd9_code": "code",
-    "icd9": "code",
-    "icd_code": "code",
-    "hadm_id": "admission",
-    "admission_id": "admission",
-    "dob": "birth_date",
-    "admittime": "admit_date",
-}
+from ehr_release.ingest.rules import (
+    CSV_SUFFIXES,
+    PARQUET_SUFFIXES,
+    TSV_SUFFIXES,
+    canonical_columns,
+    check_path,
+)
+from ehr_release.ingest.rules import require_columns as require_named_columns
+from ehr_release.ingest.rules import require_rows as require_row_count
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -39,11 +30,7 @@ def read_table(path: Path) -> pd.DataFrame:
     Everything is read as text so that validation (codes, ages) happens in one place with
     row numbers, instead of pandas guessing types and silently turning ``0401`` into 401.
     """
-    if not path.exists():
-        raise InputError("file does not exist", file=str(path))
-    if path.is_dir():
-        raise InputError("is a directory, expected a CSV or Parquet file", file=str(path))
-    suffix = path.suffix.lower()
+    suffix = check_path(path)
     limits = InputLimits.from_env()
     longest_line: int | None = None  # bytes; bounds every field of a text file
     if suffix in CSV_SUFFIXES | TSV_SUFFIXES:
@@ -55,16 +42,9 @@ def read_table(path: Path) -> pd.DataFrame:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
         elif suffix in TSV_SUFFIXES:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, sep="\t")
-        elif suffix in PARQUET_SUFFIXES:
+        else:
             frame = pd.read_parquet(path)
             frame = frame.astype("string").fillna("").astype(object)
-        else:
-            raise InputError(
-                f"unknown format {suffix or '(no extension)'!r}; expected .csv, .tsv or .parquet",
-                file=str(path),
-            )
-    except InputError:
-        raise
     except pd.errors.EmptyDataError:
         raise InputError("file is empty (no header, no data rows)", file=str(path)) from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
@@ -77,12 +57,7 @@ def read_table(path: Path) -> pd.DataFrame:
         raise
     if longest_line is None or longest_line > limits.max_field_chars:
         check_field_lengths(path, frame, limits)
-    frame.columns = [_canonical(str(c)) for c in frame.columns]
-    dupes = frame.columns[frame.columns.duplicated()].tolist()
-    if dupes:
-        # The name goes to the terminal only: a file without its header row has data there.
-        raise InputError("a column name appears twice", file=str(path),
-                         detail=f"column {dupes[0]!r}")
+    frame.columns = canonical_columns(list(frame.columns), path)
     for col in frame.columns:
         frame[col] = frame[col].astype(str).str.strip()
     return frame
@@ -99,21 +74,10 @@ def _parquet_columns(path: Path) -> int:
                          detail=str(exc)) from None
 
 
-def _canonical(name: str) -> str:
-    low = name.strip().lower().replace(" ", "_")
-    return ALIASES.get(low, low)
-
-
 def require_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> None:
     """Raise naming the first required column that is missing."""
-    for col in columns:
-        if col not in frame.columns:
-            have = ", ".join(frame.columns) or "(none)"
-            # The header found is terminal-only detail: without a header row it is data.
-            raise InputError("required column is missing", file=str(path), column=col,
-                             detail=f"columns found: {have}")
+    require_named_columns(list(frame.columns), columns, path)
 
 
 def require_rows(frame: pd.DataFrame, path: Path) -> None:
-    if frame.empty:
-        raise InputError("dataset is empty: no data rows", file=str(path))
+    require_row_count(len(frame), path)

@@ -1,7 +1,9 @@
-"""Row-level checks shared by the readers: codes, ages, patient ids.
+"""Row-level checks of the full reader: codes, ages, patient ids, over pandas columns.
 
 Each check reports the first offending row (1-based, header excluded) and column, because a
-data steward fixes files one error at a time and needs to find the line.
+data steward fixes files one error at a time and needs to find the line. What counts as
+valid is decided in :mod:`ehr_release.ingest.rules`, value by value, shared with the CLI's
+preflight; here each rule runs once per distinct value of a column.
 """
 
 from __future__ import annotations
@@ -10,24 +12,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from ehr_release.errors import InputError
 from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
-
-MAX_AGE = 130
+from ehr_release.ingest.rules import (
+    NOT_A_NUMBER,
+    OUT_OF_RANGE,
+    age_error,
+    age_verdict,
+    code_error,
+    id_problem,
+)
 
 
 def check_unique_ids(ids: pd.Series, path: Path, column: str = "patient_id") -> None:
-    blank = ids.eq("")
-    if blank.any():
-        raise InputError("patient id is empty", file=str(path),
-                         row=int(blank.to_numpy().argmax()) + 1, column=column)
-    dup = ids.duplicated()
-    if dup.any():
-        row = int(dup.to_numpy().argmax()) + 1
-        first = int(ids.eq(ids.iloc[row - 1]).to_numpy().argmax()) + 1
-        # Name rows, never the identifier itself: messages end up in logs and the audit trail.
-        raise InputError(f"duplicate patient id (same as row {first})", file=str(path),
-                         row=row, column=column)
+    id_problem(ids.tolist(), path, column)
+
+
+def code_verdicts(uniques: object) -> dict[str, str | None]:
+    """Each distinct raw code → its dotted form, or None when it is not a node of the
+    ICD-9-CM hierarchy (the root is not a code)."""
+    hierarchy = icd9_hierarchy()
+    out: dict[str, str | None] = {}
+    for raw in uniques:  # type: ignore[attr-defined]
+        code = normalize_icd9(raw)
+        out[raw] = code if code in hierarchy and code != hierarchy.root else None
+    return out
 
 
 def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.Series:
@@ -36,32 +44,22 @@ def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str) ->
     ``rows`` gives the source row number of each entry (long tables map 1:1, wide tables
     repeat a row once per code).
     """
-    hierarchy = icd9_hierarchy()
-    uniques = pd.unique(raw)
-    mapping = {u: normalize_icd9(u) for u in uniques}
-    bad = [u for u, v in mapping.items() if v not in hierarchy or v == hierarchy.root]
+    mapping = code_verdicts(pd.unique(raw))
+    bad = [u for u, v in mapping.items() if v is None]
     if bad:
-        first = raw.isin(bad).to_numpy().argmax()
-        code = raw.iloc[first]
-        problem = ("malformed ICD-9 code: not a node of the ICD-9-CM hierarchy"
-                   if code else "empty ICD-9 code")
-        raise InputError(problem, file=str(path), row=int(rows.iloc[first]), column=column,
-                         detail=f"found {code!r}" if code else None)
+        first = int(raw.isin(bad).to_numpy().argmax())
+        raise code_error(raw.iloc[first], path, int(rows.iloc[first]), column)
     return raw.map(mapping)
 
 
 def parse_ages(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.Series:
-    """Integer ages (nullable where blank); raises on the first non-numeric or impossible age."""
-    blank = raw.eq("")
-    num = pd.to_numeric(raw.where(~blank), errors="coerce")
-    bad = num.isna() & ~blank
-    if bad.any():
-        i = int(bad.to_numpy().argmax())
-        raise InputError("age is not a number", file=str(path), row=int(rows.iloc[i]),
-                         column=column, detail=f"found {raw.iloc[i]!r}")
-    out_of_range = (num < 0) | (num > MAX_AGE) | (num.notna() & (num % 1 != 0))
-    if out_of_range.any():
-        i = int(out_of_range.to_numpy().argmax())
-        raise InputError(f"age must be a whole number from 0 to {MAX_AGE}", file=str(path),
-                         row=int(rows.iloc[i]), column=column, detail=f"found {raw.iloc[i]!r}")
-    return num.astype("Int64")
+    """Integer ages (nullable where blank); raises on the first non-numeric, then the first
+    impossible age."""
+    verdicts = {u: age_verdict(u) for u in pd.unique(raw)}
+    for problem in (NOT_A_NUMBER, OUT_OF_RANGE):
+        bad = [u for u, v in verdicts.items() if v == problem]
+        if bad:
+            i = int(raw.isin(bad).to_numpy().argmax())
+            raise age_error(problem, raw.iloc[i], path, int(rows.iloc[i]), column)
+    ages = raw.map(verdicts).to_numpy(dtype=object)
+    return pd.Series(pd.array(ages, dtype="Int64"), index=raw.index)

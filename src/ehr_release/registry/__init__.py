@@ -16,15 +16,17 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.params import Param, parse_params
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+
+if TYPE_CHECKING:  # annotations only: the CLI checks parameters before pandas loads
+    import numpy as np
+
+    from ehr_release.dataset import Dataset
 
 ReleaseFiles = dict[str, bytes]
 

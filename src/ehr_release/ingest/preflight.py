@@ -1,0 +1,180 @@
+"""A first read of a request's input without pandas, so the CLI refuses a bad file at once.
+
+The full reader (:mod:`ehr_release.ingest.readers`) needs pandas, whose import alone takes
+about 0.4 s here. This preflight reads a plain CSV/TSV extract — a wide file, or a patients
+table plus a long diagnoses table — with the standard library and applies the same rules in
+the same order (:mod:`ehr_release.ingest.rules`), so it raises the very error the full
+reader would raise, naming file, row and column.
+
+It only ever refuses; it never accepts on the full reader's behalf. Whenever it cannot be
+sure to agree with the full reader — a MIMIC folder, Parquet, an admissions table (dates),
+a ragged row, a repeated raw header, text that is not UTF-8, a very large file — it returns
+without a verdict and the full reader decides, as before.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ehr_release.errors import InputError
+from ehr_release.ingest.limits import InputLimits, check_text_file
+from ehr_release.ingest.rules import (
+    CSV_SUFFIXES,
+    NOT_A_NUMBER,
+    OUT_OF_RANGE,
+    TSV_SUFFIXES,
+    age_error,
+    age_verdict,
+    canonical_columns,
+    check_path,
+    code_error,
+    id_problem,
+    require_columns,
+    require_rows,
+    split_codes,
+)
+
+#: Files larger than this go straight to the full reader: reading them takes seconds
+#: either way, and a second pure-Python pass would only add to a good file's run.
+MAX_PREFLIGHT_BYTES = 16 << 20
+
+CODES, PATIENT_ID, CODE, AGE = "codes", "patient_id", "code", "age"
+#: Mirrors ``readers.NON_DEMOGRAPHIC``' effect on the class column check: it is looked up
+#: among the patients table's columns other than the codes.
+
+
+class Undecided(Exception):
+    """The preflight cannot be sure to agree with the full reader; let that one decide."""
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, *,
+              admissions_path: str | Path | None = None,
+              class_column: str | None = None) -> None:
+    """Raise the full reader's :class:`InputError` for a bad plain-text extract, if it can.
+
+    Returns None when the input passed or when the preflight cannot decide (see module
+    docstring); the full reader runs afterwards in both cases.
+    """
+    try:
+        path = Path(input_path)
+        if path.is_dir() or admissions_path is not None:
+            return
+        if diagnoses_path is None:
+            _check_wide(path, class_column)
+        else:
+            _check_long(path, Path(diagnoses_path), class_column)
+    except Undecided:
+        return
+
+
+def _read(path: Path) -> Table:
+    """Header (canonical names) and rows, every cell stripped, exactly as the full reader
+    would see them — or :class:`Undecided`."""
+    suffix = check_path(path)
+    if suffix not in CSV_SUFFIXES | TSV_SUFFIXES or path.stat().st_size > MAX_PREFLIGHT_BYTES:
+        raise Undecided
+    tsv = suffix in TSV_SUFFIXES
+    limits = InputLimits.from_env()
+    if check_text_file(path, "\t" if tsv else ",", limits) > limits.max_field_chars:
+        raise Undecided  # the full reader names the over-long cell
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter="\t" if tsv else ",",
+                                skipinitialspace=not tsv, strict=True)
+            records = [r for r in reader if r]  # pandas skips blank lines too
+    except (UnicodeDecodeError, csv.Error):
+        raise Undecided from None
+    if not records:
+        raise Undecided  # the full reader words an empty file
+    raw_header = records[0]
+    if len(set(raw_header)) != len(raw_header) or any('"' in c for c in raw_header):
+        raise Undecided  # pandas renames repeated names ("a", "a.1")
+    width = len(raw_header)
+    rows = records[1:]
+    if any(len(r) != width for r in rows):
+        raise Undecided  # pandas pads short rows and words long ones its own way
+    header = canonical_columns(raw_header, path)
+    return header, [[cell.strip() for cell in r] for r in rows]
+
+
+def _column(table: Table, name: str) -> list[str]:
+    header, rows = table
+    i = header.index(name)
+    return [r[i] for r in rows]
+
+
+def _check_wide(path: Path, class_column: str | None) -> None:
+    table = _read(path)
+    header, rows = table
+    require_columns(header, [PATIENT_ID, CODES], path)
+    require_rows(len(rows), path)
+    id_problem(_column(table, PATIENT_ID), path)
+    _check_demographics(table, path, class_column)
+    cells = _column(table, CODES)
+    codes: list[tuple[str, int]] = []
+    ages: list[tuple[str, int]] = []
+    for row, cell in enumerate(cells, start=1):
+        for token in split_codes(cell):
+            code, _, age = token.partition("@")
+            codes.append((code, row))
+            ages.append((age, row))
+    _check_codes(codes, path, CODES)
+    _check_ages(ages, path, CODES)
+
+
+def _check_long(path: Path, diagnoses_path: Path, class_column: str | None) -> None:
+    patients = _read(path)
+    require_columns(patients[0], [PATIENT_ID], path)
+    require_rows(len(patients[1]), path)
+    ids = _column(patients, PATIENT_ID)
+    id_problem(ids, path)
+    diagnoses = _read(diagnoses_path)
+    require_columns(diagnoses[0], [PATIENT_ID, CODE], diagnoses_path)
+    _check_demographics(patients, path, class_column)
+    require_rows(len(diagnoses[1]), diagnoses_path)
+    known = set(ids)
+    for row, pid in enumerate(_column(diagnoses, PATIENT_ID), start=1):
+        if pid not in known:
+            raise InputError("patient id is not in the patients table",
+                             file=str(diagnoses_path), row=row, column=PATIENT_ID)
+    rows = range(1, len(diagnoses[1]) + 1)
+    _check_codes(list(zip(_column(diagnoses, CODE), rows, strict=True)), diagnoses_path,
+                 CODE)
+    if AGE in diagnoses[0]:
+        _check_ages(list(zip(_column(diagnoses, AGE), rows, strict=True)), diagnoses_path,
+                    AGE)
+
+
+def _check_demographics(table: Table, path: Path, class_column: str | None) -> None:
+    header = table[0]
+    if class_column is not None and (class_column not in header or class_column == CODES):
+        raise InputError("class column is missing", file=str(path), column=class_column)
+    if AGE in header:
+        rows = range(1, len(table[1]) + 1)
+        _check_ages(list(zip(_column(table, AGE), rows, strict=True)), path, AGE)
+
+
+def _check_codes(codes: list[tuple[str, int]], path: Path, column: str) -> None:
+    from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
+
+    hierarchy = icd9_hierarchy()
+    verdict: dict[str, bool] = {}
+    for text, row in codes:
+        ok = verdict.get(text)
+        if ok is None:
+            code = normalize_icd9(text)
+            ok = verdict[text] = code in hierarchy and code != hierarchy.root
+        if not ok:
+            raise code_error(text, path, row, column)
+
+
+def _check_ages(ages: list[tuple[str, int]], path: Path, column: str) -> None:
+    verdicts = {text: age_verdict(text) for text in {t for t, _ in ages}}
+    for problem in (NOT_A_NUMBER, OUT_OF_RANGE):
+        for text, row in ages:
+            if verdicts[text] == problem:
+                raise age_error(problem, text, path, row, column)
