@@ -194,6 +194,24 @@ def test_stage_progress_prints_each_stage_with_its_time(capsys) -> None:
     assert len(lines) == 6
 
 
+def test_resumed_run_lists_earlier_stages_as_done_before(capsys) -> None:
+    """``resume`` shows what finished before it started, then times only what it runs."""
+    from ehr_release.progress import StageProgress
+
+    clock = FakeClock()
+    shown = StageProgress("rel-2", live=False, clock=clock)
+    clock.now = 100.5
+    shown.resumed_from(Status.VERIFIED)
+    clock.now = 104.5
+    shown(Status.VERIFIED)  # the resumed flow reports where it stands: nothing new
+    shown(Status.EVALUATED)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1].split() == ["ok", "ingest,", "anonymize,", "verify", "+", "attack",
+                                "audit", "(done", "before)"]
+    assert lines[2].split()[:5] == ["ok", "evaluate", "utility", "4.0", "s"]
+    assert len(lines) == 3
+
+
 def test_wait_for_status_reports_every_status_once(monkeypatch) -> None:
     from ehr_release import service
 

@@ -302,19 +302,24 @@ def resume(
 
     from ehr_release import service
     from ehr_release.flows.server import ensure_api
+    from ehr_release.progress import StageProgress
     from ehr_release.storage import runs
-    from ehr_release.storage.runs import TERMINAL
+    from ehr_release.storage.runs import TERMINAL, Status
 
     try:
         request = service.saved_request(run_id)
         run = runs.get_run(run_id)
         if run.status in TERMINAL:
             raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
-        api_url = ensure_api()
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
-            proc = service.launch_background(request, api_url)
-            status = service.wait_for_status(run_id, service.SETTLED, timeout_s=wait_timeout,
-                                             proc=proc)
+        with StageProgress(run_id, records=_records_of(run_id)) as shown:
+            shown.resumed_from(Status(run.status))
+            with shown.step("Prefect server"):
+                api_url = ensure_api()
+            with temporary_settings(updates={PREFECT_API_URL: api_url}):
+                proc = service.launch_background(request, api_url)
+                status = service.wait_for_status(run_id, service.SETTLED,
+                                                 timeout_s=wait_timeout, proc=proc,
+                                                 on_status=shown)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")

@@ -133,6 +133,21 @@ class StageProgress(_Display):
             self._finish_task()
             self.line(f"  {self.no} {status.value} after {now - self.started:.1f} s")
 
+    def resumed_from(self, status: Status) -> None:
+        """A resumed run: the stages up to ``status`` finished before this command started.
+
+        They are listed as done earlier (no time: it was not spent here); the next stage
+        starts the clock.
+        """
+        if status not in _ORDER or _ORDER[status] < self.done:
+            return
+        last = _ORDER[status]
+        names = ", ".join(self._label(i) for i in range(self.done, last + 1))
+        self._finish_task()
+        self.line(f"  {self.ok} {names:<34} (done before)")
+        self.done, self.stage_started = last + 1, self.clock()
+        self._start_next()
+
     def _finish_task(self) -> None:
         if self.progress is not None and self.task is not None:
             self.progress.remove_task(self.task)
