@@ -103,9 +103,12 @@ class ResidualTest:
 
     def text(self) -> str:
         within = "exact (residual 0)" if self.window == 0 else f"within ±{self.window}"
+        power = (f"exact counts are caught from {self.groups_needed:,} non-empty groups"
+                 if self.groups_needed else "at this noise scale exact counts are expected, "
+                 "so this test cannot tell them apart")
         return (f"{self.small:,} of {self.groups:,} counts {within} of the true count; the "
                 f"mechanism allows ≤ {self.allowed:,} at false-alarm {FALSE_ALARM:g} "
-                f"(exact counts are caught from {self.groups_needed:,} non-empty groups)")
+                f"({power})")
 
 
 def _binomial_sum_tail(n1: int, q1: float, n0: int, q0: float) -> np.ndarray:
@@ -130,7 +133,11 @@ def too_many_small(residuals: np.ndarray, true: np.ndarray, scale: float) -> Res
     small = int((np.abs(residuals) <= m).sum())
     tail = _binomial_sum_tail(n1, q, n0, q0)
     allowed = int(np.flatnonzero(tail <= FALSE_ALARM)[0])
-    needed = math.ceil(math.log(FALSE_ALARM) / math.log(q)) if q > 0 else 1
+    # q = 1 (to double precision): the declared noise is so small that exact counts are
+    # what the mechanism publishes; the test then has no power (groups_needed 0) and, with
+    # ``allowed`` every group, never flags.
+    needed = (1 if q <= 0 else 0 if q >= 1
+              else math.ceil(math.log(FALSE_ALARM) / math.log(q)))
     return ResidualTest(len(residuals), small, allowed, m, q, small > allowed, needed)
 
 
