@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ehr_release.errors import ParameterError
-from ehr_release.flows.runners import check_runner_spec, make_task_runner
+from ehr_release.flows.runners import make_task_runner
+from ehr_release.request import check_runner_spec
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.flow_helpers import decide, wait_status

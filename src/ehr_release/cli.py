@@ -14,16 +14,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ehr_release import __version__
 from ehr_release.errors import EhrReleaseError
-
-if TYPE_CHECKING:
-    from ehr_release.progress import CompareProgress
-    from ehr_release.request import ComparisonRequest
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
                        "approve, publish.", no_args_is_help=True, add_completion=False)
@@ -146,27 +142,18 @@ def run(
             service.refuse_self_approval(request, approve_as)
         started = time.monotonic()
         service.precheck(request, register=True)  # before Prefect: bad input is refused fast
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        from ehr_release.flows.server import ensure_api
         from ehr_release.progress import StageProgress
 
         with StageProgress(request.run_id, records=_records_of(request.run_id),
                            started=started) as shown:
             shown(Status.REQUESTED)
-            with shown.step("Prefect server"):
-                api_url = ensure_api()
-            with temporary_settings(updates={PREFECT_API_URL: api_url}):
-                proc = service.launch_background(request, api_url)
-                status = service.wait_for_status(request.run_id, service.SETTLED,
-                                                 timeout_s=wait_timeout, proc=proc,
-                                                 on_status=shown)
+            status = service.start_release(request, wait_timeout_s=wait_timeout,
+                                           on_status=shown, announce=shown.step)
         typer.echo(f"run {request.run_id}: {status}", err=True)
         if status == Status.AWAITING_APPROVAL and reviewer is not None:
-            with temporary_settings(updates={PREFECT_API_URL: api_url}):
-                status = service.decide(request.run_id, reviewer=reviewer.name,
-                                        decision="approve", reason=reason or "",
-                                        channel=reviewer.channel, role=reviewer.role)
+            status = service.decide(request.run_id, reviewer=reviewer.name,
+                                    decision="approve", reason=reason or "",
+                                    channel=reviewer.channel, role=reviewer.role)
             typer.echo(f"run {request.run_id}: {status}", err=True)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
@@ -234,11 +221,10 @@ def compare(
 
     from pydantic import ValidationError
 
-    from ehr_release.compare import parse_grid, parse_requirement, plan
-    from ehr_release.flows.runners import check_runner_spec
+    from ehr_release import service
+    from ehr_release.compare import parse_grid
     from ehr_release.params import parse_assignments
-    from ehr_release.registry import get as get_algorithm
-    from ehr_release.request import ComparisonRequest
+    from ehr_release.request import ComparisonRequest, check_runner_spec
 
     try:
         request = ComparisonRequest(
@@ -250,15 +236,11 @@ def compare(
             requirements=list(require or []), max_loss=max_loss, metric=metric,
             requester=requester, out_dir=str(out.resolve()),
             task_runner=check_runner_spec(task_runner))
-        for spec in request.requirements:
-            parse_requirement(spec)
-        candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
-                          request.grid)
-        _check_comparison_input(request)  # before Prefect: bad input is refused fast
+        candidates = service.comparison_candidates(request)
         from ehr_release.progress import CompareProgress
 
         with CompareProgress(len(candidates)) as shown:
-            report = _run_comparison(request, shown)
+            report = service.start_comparison(request, on_candidate=shown)
     except ValidationError as exc:
         raise _fail(f"invalid comparison request: {exc.errors()[0]['loc']}: "
                     f"{exc.errors()[0]['msg']}") from None
@@ -270,56 +252,23 @@ def compare(
     typer.echo(str(request.folder))
 
 
-def _check_comparison_input(request: ComparisonRequest) -> None:
-    """Read the input once before Prefect starts, so a bad file fails in a moment."""
-    from ehr_release.intake import load_comparison_dataset
-
-    load_comparison_dataset(request)
-
-
-def _run_comparison(request: ComparisonRequest, shown: CompareProgress) -> dict[str, object]:
-    """Start (or reuse) the Prefect server and run the comparison flow here, with progress."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    from ehr_release.flows.runners import make_task_runner
-    from ehr_release.flows.server import ensure_api
-
-    with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-        from ehr_release.flows.compare import candidate_listener, compare_flow
-
-        runner = make_task_runner(request.task_runner)
-        with candidate_listener(shown):
-            return compare_flow.with_options(task_runner=runner)(request)
-
-
 @app.command()
 def resume(
     run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped.")],
     wait_timeout: Annotated[int, typer.Option(help="Seconds to wait.")] = 3600,
 ) -> None:
     """Restart a run whose flow died (crash, reboot); finished stages come from the cache."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from ehr_release import service
-    from ehr_release.flows.server import ensure_api
     from ehr_release.progress import StageProgress
     from ehr_release.storage import runs
-    from ehr_release.storage.runs import TERMINAL, Status
+    from ehr_release.storage.runs import Status
 
     try:
-        request = service.saved_request(run_id)
         run = runs.get_run(run_id)
-        if run.status in TERMINAL:
-            raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
         with StageProgress(run_id, records=_records_of(run_id)) as shown:
             shown.resumed_from(Status(run.status))
-            with shown.step("Prefect server"):
-                api_url = ensure_api()
-            with temporary_settings(updates={PREFECT_API_URL: api_url}):
-                proc = service.launch_background(request, api_url)
-                status = service.wait_for_status(run_id, service.SETTLED,
-                                                 timeout_s=wait_timeout, proc=proc,
-                                                 on_status=shown)
+            status = service.resume_release(run_id, wait_timeout_s=wait_timeout,
+                                            on_status=shown, announce=shown.step)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
@@ -346,15 +295,7 @@ def approve(
         who = _identity(reviewer, "reviewer")
         decided = {"reviewer": who.name, "decision": decision, "reason": reason,
                    "channel": who.channel, "role": who.role}
-        if decision == "approve":  # a rejection needs no Prefect server
-            from prefect.settings import PREFECT_API_URL, temporary_settings
-
-            from ehr_release.flows.server import ensure_api
-
-            with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-                status = service.decide(run_id, **decided)
-        else:
-            status = service.decide(run_id, **decided)
+        status = service.decide(run_id, **decided)  # an approval publishes (needs Prefect)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
@@ -366,15 +307,11 @@ def approve(
 @app.command()
 def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publish.")]) -> None:
     """Finish publishing an approved run whose publishing flow stopped (crash, reboot)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from ehr_release import service
-    from ehr_release.flows.server import ensure_api
     from ehr_release.storage.runs import Status
 
     try:
-        with temporary_settings(updates={PREFECT_API_URL: ensure_api()}):
-            status = service.publish(run_id)
+        status = service.publish(run_id)
     except (EhrReleaseError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
@@ -387,25 +324,11 @@ def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
            as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """Show one run: status, parameters, verification verdict, approval."""
     from ehr_release import service
-    from ehr_release.storage import runs
 
     try:
-        service.expire_overdue(run_id)
-        run = runs.get_run(run_id)
-        state = service.run_state(run_id)
+        info = service.run_summary(run_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
-    verification = runs.latest_verification(run_id)
-    approval = runs.get_approval(run_id)
-    info = {"run_id": run.id, "status": state.shown,
-            "recorded_status": run.status if state.stalled else None,
-            "next_step": state.next_step, "algorithm": run.algorithm,
-            "parameters": json.loads(run.parameters_json), "requester": run.requester,
-            "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
-            "verified": None if verification is None else verification["holds"],
-            "decision": None if approval is None else {
-                "reviewer": approval.reviewer, "decision": approval.decision,
-                "reason": approval.reason, "decided_at": approval.decided_at}}
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return

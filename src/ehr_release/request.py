@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from ehr_release.errors import EhrReleaseError
-from ehr_release.flows.runners import RUNNER_PATTERN
+from ehr_release.errors import EhrReleaseError, ParameterError
+
+#: Which task runner the flow uses; the spec travels in the request, so a resumed run uses
+#: the runner it started with:
+#:
+#: * ``threads`` or ``threads:N`` — Prefect's thread pool (N workers); enough for one machine;
+#: * ``dask`` or ``dask:N`` — a local Dask cluster of N worker processes (default: one per
+#:   core) started for the flow and closed after it;
+#: * ``tcp://host:8786`` (or ``tls://``) — an existing ``distributed`` scheduler. Patient data
+#:   travels to its workers: use only a cluster inside the data's trust boundary, with TLS.
+RUNNER_PATTERN = r"^(threads|dask)(:[1-9][0-9]{0,2})?$|^(tcp|tls)://[A-Za-z0-9.\-\[\]:]+$"
+_RUNNER_SPEC = re.compile(RUNNER_PATTERN)
+
+
+def check_runner_spec(spec: str) -> str:
+    """``spec`` if it follows :data:`RUNNER_PATTERN`, else a :class:`ParameterError`."""
+    if not _RUNNER_SPEC.match(spec):
+        raise ParameterError("task_runner", "must be threads[:N], dask[:N] or "
+                             "tcp://HOST:PORT of a Dask scheduler", spec)
+    return spec
+
 
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
 #: Site policy: when set to 1, a release request must name its recipient, purpose, data-use
@@ -123,11 +143,6 @@ class ReleaseRequest(BaseModel):
         comparison = Path(folder).resolve().name
         return ReleaseRequest.model_validate(
             {**self.model_dump(), "comparison_id": comparison, "comparison_row": row})
-
-    @property
-    def releases_dir(self) -> Path:
-        """Where approved releases appear: ``<out_dir>/releases/<run_id>/``."""
-        return Path(self.out_dir) / "releases"
 
 
 def check_data_use_policy(request: ReleaseRequest, today: date | None = None) -> None:

@@ -1,31 +1,42 @@
-"""What the CLI (and later the dashboard) calls: start a release, decide it, watch it.
+"""What the CLI and the dashboard call: start a release or a comparison, decide a release,
+watch and summarize a run.
 
-Kept apart from the CLI so every entry point enforces the same rules through the same code.
+Kept apart from both so every entry point enforces the same rules through the same code;
+they only parse their input and show the result (progress is theirs, passed in as
+callbacks).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ehr_release.destinations import resolve_destination
 from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
 from ehr_release.files import write_durably
-from ehr_release.flows.runners import check_runner_spec
 from ehr_release.governance import same_person
-from ehr_release.request import ReleaseRequest
+from ehr_release.request import ReleaseRequest, check_runner_spec
 from ehr_release.storage import pending, runs
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
 from ehr_release.storage.runs import TERMINAL, Status
 
+if TYPE_CHECKING:
+    from ehr_release.compare import Outcome
+    from ehr_release.request import ComparisonRequest
+
 SETTLED = TERMINAL | {Status.AWAITING_APPROVAL}
+#: How a caller shows a step that has no run status of its own (starting Prefect): a
+#: context manager factory taking the step's label (the CLI's progress display).
+Announce = Callable[[str], AbstractContextManager[None]]
 
 
 TIMEOUT_ACTOR = "system:approval-timeout"
@@ -56,6 +67,102 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
                      payload={"request": request.run_id, "input": request.input_path,
                               "error": stored_message(exc)})
         raise
+
+
+@contextmanager
+def prefect_api(announce: Announce | None = None) -> Iterator[str]:
+    """The Prefect API for the block: ``PREFECT_API_URL``, else this home's local server
+    (started on first use). Every entry point that runs a flow goes through here."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release.flows.server import ensure_api
+
+    with (announce or _silent)("Prefect server"):
+        api_url = ensure_api()
+    with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        yield api_url
+
+
+def _silent(_label: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def start_release(request: ReleaseRequest, *, wait_timeout_s: float,
+                  on_status: Callable[[Status], None] | None = None,
+                  announce: Announce | None = None) -> Status:
+    """Run a prechecked request's release flow in a detached process; wait until it settles
+    (``awaiting_approval`` or terminal) and return that status.
+
+    The flow process outlives this call (it may be resumed, and it parks the run for a
+    reviewer); ``on_status`` sees every status the run moves through.
+    """
+    with prefect_api(announce) as api_url:
+        proc = launch_background(request, api_url)
+        return wait_for_status(request.run_id, SETTLED, timeout_s=wait_timeout_s, proc=proc,
+                               on_status=on_status)
+
+
+def resume_release(run_id: str, *, wait_timeout_s: float,
+                   on_status: Callable[[Status], None] | None = None,
+                   announce: Announce | None = None) -> Status:
+    """Start again the flow of a run whose process died; finished stages come from the
+    cache. Refuses a run that has ended."""
+    request = saved_request(run_id)
+    run = runs.get_run(run_id)
+    if run.status in TERMINAL:
+        raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
+    return start_release(request, wait_timeout_s=wait_timeout_s, on_status=on_status,
+                         announce=announce)
+
+
+def start_comparison(request: ComparisonRequest,
+                     on_candidate: Callable[[Outcome, int, int], None] | None = None,
+                     ) -> dict[str, Any]:
+    """Run a comparison here (it is short-lived): refuse a bad input before Prefect starts,
+    then run the comparison flow on the request's task runner; returns its report.
+
+    ``on_candidate(outcome, done, total)`` sees each candidate as it finishes.
+    """
+    from ehr_release.intake import load_comparison_dataset
+
+    load_comparison_dataset(request)  # before Prefect: bad input is refused fast
+    with prefect_api():
+        from ehr_release.flows.compare import candidate_listener, compare_flow
+        from ehr_release.flows.runners import make_task_runner
+
+        runner = make_task_runner(request.task_runner)
+        with candidate_listener(on_candidate) if on_candidate else nullcontext():
+            return compare_flow.with_options(task_runner=runner)(request)
+
+
+def comparison_candidates(request: ComparisonRequest) -> list[Any]:
+    """The candidates a comparison request expands to; refuses bad requirements, unknown
+    algorithms and bad parameters before anything runs."""
+    from ehr_release.compare import parse_requirement, plan
+    from ehr_release.registry import get as get_algorithm
+
+    for spec in request.requirements:
+        parse_requirement(spec)
+    return plan([get_algorithm(a) for a in request.algorithms], request.params, request.grid)
+
+
+def run_summary(run_id: str) -> dict[str, Any]:
+    """One run as a person should see it: status (``stalled`` when no flow works on it), the
+    next step, parameters, verdict and decision. Overdue approvals are expired first."""
+    expire_overdue(run_id)
+    run = runs.get_run(run_id)
+    state = run_state(run_id)
+    verification = runs.latest_verification(run_id)
+    approval = runs.get_approval(run_id)
+    return {"run_id": run.id, "status": state.shown,
+            "recorded_status": run.status if state.stalled else None,
+            "next_step": state.next_step, "algorithm": run.algorithm,
+            "parameters": json.loads(run.parameters_json), "requester": run.requester,
+            "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
+            "verified": None if verification is None else verification["holds"],
+            "decision": None if approval is None else {
+                "reviewer": approval.reviewer, "decision": approval.decision,
+                "reason": approval.reason, "decided_at": approval.decided_at}}
 
 
 def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
@@ -152,17 +259,19 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
 def publish(run_id: str) -> Status:
     """Run the publishing flow for an approved run in this process; its final status.
 
-    Needs a Prefect API (the CLI's local server or ``PREFECT_API_URL``). A failure is
-    recorded on the run by the flow (status ``failed``, audit event); it is not raised here.
+    Uses ``PREFECT_API_URL``, else this home's local server (:func:`prefect_api`). A failure
+    is recorded on the run by the flow (status ``failed``, audit event); it is not raised
+    here.
     """
-    from ehr_release.flows.publish import publish_flow
-
     run = runs.get_run(run_id)
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
         raise EhrReleaseError(f"run {run_id} is {run.status}; only an approved run is "
                               "published")
-    with suppress(Exception):  # recorded on the run; the caller reads its status
-        publish_flow(run_id)
+    with prefect_api():
+        from ehr_release.flows.publish import publish_flow
+
+        with suppress(Exception):  # recorded on the run; the caller reads its status
+            publish_flow(run_id)
     return Status(runs.get_run(run_id).status)
 
 

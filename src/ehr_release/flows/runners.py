@@ -1,30 +1,14 @@
 """Which Prefect task runner a flow uses: threads (default) or Dask.
 
-The spec string travels in the request, so a resumed run uses the runner it started with:
-
-* ``threads`` or ``threads:N`` — Prefect's thread pool (N workers); enough for one machine;
-* ``dask`` or ``dask:N`` — a local Dask cluster of N worker processes (default: one per core)
-  started for the flow and closed after it;
-* ``tcp://host:8786`` (or ``tls://``) — an existing ``distributed`` scheduler. Patient data
-  travels to its workers: use only a cluster inside the data's trust boundary, with TLS.
+The runner spec is part of the request (its grammar is :func:`ehr_release.request.
+check_runner_spec`); this module turns a checked spec into a Prefect task runner.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ehr_release.errors import ParameterError
-
-RUNNER_PATTERN = r"^(threads|dask)(:[1-9][0-9]{0,2})?$|^(tcp|tls)://[A-Za-z0-9.\-\[\]:]+$"
-_SPEC = re.compile(RUNNER_PATTERN)
-
-
-def check_runner_spec(spec: str) -> str:
-    if not _SPEC.match(spec):
-        raise ParameterError("task_runner", "must be threads[:N], dask[:N] or "
-                             "tcp://HOST:PORT of a Dask scheduler", spec)
-    return spec
+from ehr_release.request import check_runner_spec
 
 
 def make_task_runner(spec: str) -> Any:
