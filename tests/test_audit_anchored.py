@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
+from ehr_release.canonical import canonical_json
 from ehr_release.errors import ConfigError
 from ehr_release.files import sha256_bytes
 from ehr_release.integrity import check_integrity
@@ -25,7 +26,6 @@ from ehr_release.storage.audit import (
     AUDIT_KEY_ENV,
     AUDIT_KEY_FILE,
     RETIRED_KEYS_DIR,
-    canonical_json,
     chain_head,
     event_hash,
     hash_version,
@@ -68,11 +68,11 @@ def _published(engine, out: Path, head: str | None = None) -> str:  # type: igno
                                 head or chain_head(engine)[0]}) + "\n").encode()
     (folder / "manifest.json").write_bytes(manifest)
     with Session(engine) as s:
-        runs.add_artifacts(run_id, [("published", str(folder / "manifest.json"),
-                                     sha256_bytes(manifest), len(manifest))], s)
-        runs.transition(run_id, Status.PUBLISHED, actor="bob", session=s,
-                        payload={"folder": folder.name, "files": ["manifest.json"],
-                                 "manifest_sha256": sha256_bytes(manifest)})
+        runs.add_artifacts(s, run_id, [("published", str(folder / "manifest.json"),
+                                        sha256_bytes(manifest), len(manifest))])
+        runs.apply_transition(s, run_id, Status.PUBLISHED, actor="bob",
+                              payload={"folder": folder.name, "files": ["manifest.json"],
+                                       "manifest_sha256": sha256_bytes(manifest)})
         s.commit()
     return run_id
 
@@ -132,7 +132,7 @@ def test_rolled_back_transition_writes_no_anchor(db_url, tmp_path):
     run_id = _run(engine, tmp_path)
     before = read_anchors(engine)
     with Session(engine) as s:
-        runs.transition(run_id, Status.FAILED, actor="flow", session=s, error="x")
+        runs.apply_transition(s, run_id, Status.FAILED, actor="flow", error="x")
         s.rollback()
     assert read_anchors(engine) == before
     assert check_integrity(engine)[0] == []

@@ -275,8 +275,8 @@ def test_task_runs_are_named_by_algorithm_and_parameters() -> None:
     )
     from ehr_release.tasks.status import advance_task
 
-    given = {"run_id": "rel-1", "algorithm": "disassociation",
-             "params": {"m": "2", "k": "5"}}
+    request = SimpleNamespace(params={"m": "2", "k": "5"})
+    given = {"plan": SimpleNamespace(algorithm="disassociation", request=request)}
     for task, stage in [(anonymize_task, "anonymize"), (verify_task, "verify"),
                         (attack_task, "attack"), (evaluate_task, "evaluate")]:
         assert task.name == stage  # unchanged: the name is part of the cache key

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ehr_release.canonical import canonical_json
 from ehr_release.errors import EhrReleaseError
 from ehr_release.files import check_safe_name, fsync_dir, write_durably
 from ehr_release.registry import ReleaseFiles
@@ -30,7 +31,6 @@ from ehr_release.reports import (
 )
 from ehr_release.request import DataUse
 from ehr_release.storage import pending
-from ehr_release.storage.audit import canonical_json
 from ehr_release.storage.engine import home
 
 

@@ -119,6 +119,7 @@ def run(
     from ehr_release.params import parse_assignments
     from ehr_release.request import check_data_use_policy
     from ehr_release.storage import runs
+    from ehr_release.storage.actions import Decision
     from ehr_release.storage.runs import Status
 
     try:
@@ -152,7 +153,7 @@ def run(
         typer.echo(f"run {request.run_id}: {status}", err=True)
         if status == Status.AWAITING_APPROVAL and reviewer is not None:
             status = service.decide(request.run_id, reviewer=reviewer.name,
-                                    decision="approve", reason=reason or "",
+                                    decision=Decision.APPROVE, reason=reason or "",
                                     channel=reviewer.channel, role=reviewer.role)
             typer.echo(f"run {request.run_id}: {status}", err=True)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
@@ -289,6 +290,7 @@ def approve(
     """
     from ehr_release import service
     from ehr_release.storage import runs
+    from ehr_release.storage.actions import Decision
     from ehr_release.storage.runs import Status
 
     try:
@@ -299,7 +301,7 @@ def approve(
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
-    if decision == "approve" and status != Status.PUBLISHED:
+    if decision == Decision.APPROVE and status != Status.PUBLISHED:
         typer.echo(f"error: {runs.get_run(run_id).error or 'not published'}", err=True)
         raise typer.Exit(code=1)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ehr_release.storage import users
+from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 
 CREDENTIAL_ENV = "EHR_RELEASE_CREDENTIAL"
@@ -55,7 +56,7 @@ def cli_identity(name: str, role: str, *, credential_env: str = CREDENTIAL_ENV,
         credential = prompt(f"credential of {name}")
     who = users.authenticate(name, credential, client="cli", channel="cli")
     if who.role != role:
-        record_event(actor=who.name, action="auth.refused",
+        record_event(actor=who.name, action=AuditAction.AUTH_REFUSED,
                      payload={"why": f"role {who.role} may not act as {role}",
                               "channel": "cli"})
         raise users.AuthError(f"user {who.name!r} is a {who.role}; this needs a {role}")

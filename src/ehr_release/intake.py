@@ -7,13 +7,15 @@ trust its caller).
 
 from __future__ import annotations
 
+from ehr_release.canonical import canonical_json
 from ehr_release.dataset import Dataset
 from ehr_release.destinations import resolve_destination
 from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.ingest import read_dataset
 from ehr_release.request import ComparisonRequest, ReleaseRequest
 from ehr_release.storage import runs
-from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.actions import AuditAction
+from ehr_release.storage.audit import record_event
 from ehr_release.storage.models import DatasetRecord
 
 
@@ -55,7 +57,7 @@ def register_run(request: ReleaseRequest, dataset: Dataset, fingerprint: str) ->
     runs.check_resumable(existing, fingerprint=fingerprint, algorithm=request.algorithm,
                          parameters=dict(request.params))
     if existing.flow_run_id is not None:
-        record_event(actor=request.requester, action="run.resumed", run_id=request.run_id,
+        record_event(actor=request.requester, action=AuditAction.RUN_RESUMED, run_id=request.run_id,
                      payload={"status": existing.status})
 
 
@@ -70,7 +72,7 @@ def load_comparison_dataset(request: ComparisonRequest) -> Dataset:
                             admissions_path=request.admissions_path,
                             class_column=request.class_column)
     except EhrReleaseError as exc:
-        record_event(actor=request.requester, action="ingest.rejected",
+        record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": request.comparison_id, "input": request.input_path,
                               "error": stored_message(exc)})
         raise

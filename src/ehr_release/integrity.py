@@ -25,6 +25,7 @@ from sqlmodel import Session, select
 
 from ehr_release.errors import cap
 from ehr_release.files import sha256_file
+from ehr_release.storage.actions import status_action
 from ehr_release.storage.anchors import read_anchors
 from ehr_release.storage.audit import MAX_PAYLOAD_STRING, verify_chain
 from ehr_release.storage.engine import get_engine
@@ -32,7 +33,7 @@ from ehr_release.storage.models import Approval, AuditEvent, ReleaseRun
 from ehr_release.storage.runs import Status, list_artifacts, list_runs
 
 MANIFEST = "manifest.json"
-_STATUS_ACTIONS = {f"run.{s}": str(s) for s in Status}
+_STATUS_ACTIONS = {status_action(s): str(s) for s in Status}
 _MAX_LISTED = 20  # problems of one kind listed before "… and N more"
 
 

@@ -25,6 +25,7 @@ from ehr_release.files import write_durably
 from ehr_release.governance import same_person
 from ehr_release.request import ReleaseRequest, check_runner_spec
 from ehr_release.storage import pending, runs
+from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
 from ehr_release.storage.runs import TERMINAL, Status
@@ -55,15 +56,14 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
         # Without pandas first (its import alone is ~0.4 s): a bad file is refused at once.
         preflight(request.input_path, request.diagnoses_path,
                   admissions_path=request.admissions_path, class_column=request.class_column)
-        from ehr_release.intake import load_request_dataset, register_run  # no Prefect
-        from ehr_release.registry import get as get_algorithm
+        from ehr_release.intake import register_run  # no Prefect
+        from ehr_release.plan import make_plan
 
-        get_algorithm(request.algorithm).parse(request.params)
-        dataset = load_request_dataset(request)
+        plan = make_plan(request)  # the ingest stage makes the same plan (it trusts no caller)
         if register:
-            register_run(request, dataset, dataset.fingerprint())
+            register_run(request, plan.dataset, plan.fingerprint)
     except EhrReleaseError as exc:
-        record_event(actor=request.requester, action="ingest.rejected",
+        record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": request.run_id, "input": request.input_path,
                               "error": stored_message(exc)})
         raise
@@ -169,7 +169,7 @@ def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
     """A requester may never approve their own release (four-eyes principle)."""
     if same_person(request.requester, reviewer):
         message = f"reviewer {reviewer!r} requested this release and may not approve it"
-        record_event(actor=reviewer, action="approval.refused",
+        record_event(actor=reviewer, action=AuditAction.APPROVAL_REFUSED,
                      payload={"request": request.run_id, "reason": message})
         raise EhrReleaseError(message)
 
@@ -248,7 +248,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     expire_overdue(run_id)
     runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
                 role=role)
-    if decision != "approve":
+    if decision != Decision.APPROVE:
         from ehr_release import bundle
 
         bundle.discard(run_id)

@@ -1,5 +1,5 @@
-"""Verifying a release the same way wherever it happens: in the flow and in ``ehr-release
-verify``.
+"""Verifying a release the same way wherever it happens: in the release flow, in each
+comparison candidate and in ``ehr-release verify``.
 
 First the closed world: the release must hold exactly the files, fields and value types its
 format declares (:mod:`ehr_release.privacy.closed_world`); a release that does not is not
@@ -13,14 +13,32 @@ every release, whatever the algorithm, is checked for source patient ids. The at
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.closed_world import closed_world_requirement
 from ehr_release.privacy.identifiers import source_ids_requirement
-from ehr_release.pseudonyms import pseudonymize_dataset, pseudonymizer
+from ehr_release.pseudonyms import pseudonymize_dataset, pseudonymize_records, pseudonymizer
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.release_files import check_release_names
 from ehr_release.reports import AttackReport, Requirement, VerificationReport
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def anonymize_as_released(entry: AlgorithmEntry, dataset: Dataset, params: dict[str, Any],
+                          rng: np.random.Generator, release_id: str) -> ReleaseFiles:
+    """The entry's anonymization exactly as it would be published: its file names checked,
+    and the source ids of its id file replaced by ``release_id``'s pseudonyms (source ids,
+    MRNs, never leave; see :mod:`ehr_release.pseudonyms`). A release run and every candidate
+    of a comparison go through here, so both are verified on the same kind of bytes."""
+    files = entry.anonymize(dataset, params, rng)
+    check_release_names(entry.name, files)
+    if entry.id_file is not None:
+        files = {**files, entry.id_file: pseudonymize_records(files[entry.id_file],
+                                                              pseudonymizer(release_id))}
+    return files
 
 
 def as_released(entry: AlgorithmEntry, dataset: Dataset, release_id: str | None) -> Dataset:

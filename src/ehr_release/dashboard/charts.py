@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ehr_release.storage.audit import canonical_json
+from ehr_release.canonical import canonical_json
 from ehr_release.storage.pending import PendingRelease
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

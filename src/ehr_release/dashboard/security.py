@@ -18,6 +18,7 @@ from ehr_release.dashboard.errors import route_of
 from ehr_release.errors import ConfigError
 from ehr_release.params import BOOL_WORDS
 from ehr_release.storage import users
+from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.users import SignedIn
 
@@ -46,7 +47,7 @@ def csrf_guard(request: Request, who: Who, csrf: Annotated[str, Form()] = "") ->
     if users.check_csrf(who, csrf):
         return
     run_id = request.path_params.get("run_id")
-    record_event(actor=who.name, action="dashboard.csrf_refused",
+    record_event(actor=who.name, action=AuditAction.DASHBOARD_CSRF_REFUSED,
                  run_id=str(run_id)[:64] if run_id else None,
                  payload={"route": route_of(request), "why": "mismatch" if csrf else "missing"})
     raise HTTPException(status_code=403, detail="invalid form token; reload the page")

@@ -23,6 +23,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 
+from ehr_release.canonical import canonical_json
 from ehr_release.compare import Candidate, Outcome, loss_of, parse_requirement, plan, recommend
 from ehr_release.comparison_file import load_comparison_row
 from ehr_release.comparison_report import (
@@ -37,8 +38,10 @@ from ehr_release.intake import load_comparison_dataset
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
-from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.actions import AuditAction
+from ehr_release.storage.audit import record_event
 from ehr_release.tasks.naming import candidate_run_name
+from ehr_release.verification import anonymize_as_released, as_released, verify_and_attack
 
 __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_comparison_row"]
 
@@ -80,19 +83,29 @@ def _announce(outcome: Outcome, done: int, total: int) -> None:
 # Patient data passes through but is never cached or persisted by Prefect.
 @task(name="compare-candidate", task_run_name=candidate_run_name, persist_result=False,
       cache_policy=None)
-def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None) -> Outcome:
-    """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes."""
+def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
+                   comparison_id: str) -> Outcome:
+    """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes.
+
+    The candidate goes through the release's own path (:mod:`ehr_release.verification`):
+    pseudonymized as it would be published, then closed world, the model's verifier, the
+    source-id check and the attack audit — a candidate a release would fail is not
+    recommended.
+    """
     entry = get_algorithm(candidate.algorithm)
     loss_metric = metric or entry.headline_loss
     try:
         parsed = entry.parse(candidate.params)
         seed = parsed.get("seed")
-        files = entry.anonymize(dataset, parsed, check_random_state(seed))
-        verification = entry.verify(files, dataset, parsed)
+        release_id = f"{comparison_id}-{candidate.index}"
+        files = anonymize_as_released(entry, dataset, parsed, check_random_state(seed),
+                                      release_id)
+        verification, _ = verify_and_attack(entry, files, dataset, parsed, release_id)
         if not verification.holds:
             return Outcome(candidate, False, loss_metric, None,
                            failures=[f"{r.name}: {r.measured}" for r in verification.failures])
-        utility = entry.evaluate(files, dataset, parsed, check_random_state(seed))
+        utility = entry.evaluate(files, as_released(entry, dataset, release_id), parsed,
+                                 check_random_state(seed))
     except EhrReleaseError as exc:
         return Outcome(candidate, False, loss_metric, None, error=stored_message(exc))
     return Outcome(candidate, True, loss_metric, loss_of(utility.metrics, loss_metric),
@@ -106,7 +119,8 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
                       request.grid)
     dataset = load_comparison_dataset(request)
-    futures = [candidate_task.submit(c, dataset, request.metric) for c in candidates]
+    futures = [candidate_task.submit(c, dataset, request.metric, request.comparison_id)
+               for c in candidates]
     for done, future in enumerate(as_completed(futures), start=1):
         _announce(future.result(), done, len(futures))
     outcomes = [f.result() for f in futures]
@@ -125,7 +139,7 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
         axis=next(iter(request.grid), None), outcomes=outcomes, recommended=best,
         reasons=reasons, requirements=requirements, max_loss=request.max_loss)
     _write_report(request, report, ctx)
-    record_event(actor=request.requester, action="comparison.completed",
+    record_event(actor=request.requester, action=AuditAction.COMPARISON_COMPLETED,
                  payload={"comparison": request.comparison_id, "dataset": fingerprint,
                           "candidates": len(outcomes),
                           "recommended": best.candidate.label if best else None})

@@ -17,10 +17,10 @@ from prefect.runtime import flow_run
 
 from ehr_release.errors import EhrReleaseError, stored_error
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
-from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, VerificationReport
 from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
+from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
@@ -51,9 +51,9 @@ def release_flow(request: ReleaseRequest) -> str:
 def _release(request: ReleaseRequest) -> str:
     run_id = request.run_id
     try:
-        dataset, fingerprint = ingest_task(request)
+        plan = ingest_task(request)
     except Exception as exc:
-        record_event(actor=request.requester, action="ingest.rejected",
+        record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": run_id, "input": request.input_path,
                               "error": stored_error(exc)})
         if runs.find_run(run_id) is not None:  # registered before the flow started (CLI)
@@ -62,23 +62,21 @@ def _release(request: ReleaseRequest) -> str:
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
-        common = {"run_id": run_id, "algorithm": request.algorithm, "params": request.params}
-        files = anonymize_task(dataset=dataset, fingerprint=fingerprint, **common)
+        files = anonymize_task(plan)
         pin_candidate_task(run_id, files)
         advance_task(run_id, Status.ANONYMIZED, {"files": sorted(files)})
-        verification = verify_task(files=files, dataset=dataset, **common)
+        verification = verify_task(plan, files)
         _require(verification)
-        verification, attack = attack_task(files=files, dataset=dataset,
-                                           verification=verification, **common)
+        verification, attack = attack_task(plan, files, verification)
         _require(verification)
-        records = count_records(get_algorithm(request.algorithm), files)
+        records = count_records(plan.entry, files)
         waivers = empty_release_waivers(records, allow_empty=request.allow_empty)
         advance_task(run_id, Status.VERIFIED)
-        utility = evaluate_task(files=files, dataset=dataset, **common)
+        utility = evaluate_task(plan, files)
         waivers += low_utility_waivers(utility, allow_low_utility=request.allow_low_utility)
         advance_task(run_id, Status.EVALUATED)
         outcome = ReleaseOutcome(records=records, attack=attack, waivers=waivers)
-        certify_task(run_id, files, verification, utility, outcome, request.data_use)
+        certify_task(plan, files, verification, utility, outcome)
         advance_task(run_id, Status.CERTIFIED)
         park_task(run_id, files, verification, utility, outcome, request)
         advance_task(run_id, Status.AWAITING_APPROVAL)

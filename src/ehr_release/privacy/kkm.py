@@ -32,10 +32,9 @@ from ehr_release.constraints import (
     Interval,
     NumericalAttribute,
     RTConfig,
-    RTData,
-    rt_data,
 )
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.kkm_inputs import OriginalView, read_original
 from ehr_release.reports import Requirement, VerificationReport
 
 RELEASE_FILE = "records.jsonl"
@@ -243,7 +242,7 @@ def _clusters(records: list[Released]) -> dict[str, _ClusterView]:
     return out
 
 
-def _inside_mask(demo: DemoKey, config: RTConfig, data: RTData, cache: dict) -> np.ndarray:
+def _inside_mask(demo: DemoKey, config: RTConfig, data: OriginalView, cache: dict) -> np.ndarray:
     mask = np.ones(len(data.patient_ids), dtype=bool)
     for attr, v in zip(config.attributes, demo, strict=True):
         col = data.demographics[attr.name]
@@ -261,7 +260,7 @@ def _inside_mask(demo: DemoKey, config: RTConfig, data: RTData, cache: dict) -> 
 
 
 def _match(records: list[Released], views: dict[str, _ClusterView], config: RTConfig,
-           data: RTData) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int]]]:
+           data: OriginalView) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int]]]:
     """Assign original rows to released records; returns (row → (cluster, slot)), deficits."""
     slots: list[tuple[str, Items]] = []
     capacity: list[int] = []
@@ -358,7 +357,7 @@ def _augment(start: int, rows_of: list[list[int]], adj: dict[int, list[int]],
 
 
 def _truthfulness(records: list[Released], views: dict[str, _ClusterView], config: RTConfig,
-                  data: RTData) -> tuple[Requirement, dict[int, tuple[str, int]] | None]:
+                  data: OriginalView) -> tuple[Requirement, dict[int, tuple[str, int]] | None]:
     owner, deficits = _match(records, views, config, data)
     dropped = len(data.patient_ids) - len(records)
     if deficits:
@@ -446,7 +445,7 @@ def release_ncp(records: list[Released], config: RTConfig) -> float:
 
 
 def _suppressed_codes(views: dict[str, _ClusterView], owner: dict[int, tuple[str, int]],
-                      data: RTData) -> int:
+                      data: OriginalView) -> int:
     lost: dict[str, set[str]] = defaultdict(set)
     for row, (cluster, _) in owner.items():
         kept = views[cluster].item_of
@@ -454,7 +453,7 @@ def _suppressed_codes(views: dict[str, _ClusterView], owner: dict[int, tuple[str
     return sum(len(v) for v in lost.values())
 
 
-def suppressed_occurrences(data: bytes, original: RTData, config: RTConfig) -> int | None:
+def suppressed_occurrences(data: bytes, original: OriginalView, config: RTConfig) -> int | None:
     """Codes the released records lost, summed over records (UL's suppression part).
 
     Not published per record (issue 14): recovered here from the same assignment of
@@ -479,7 +478,7 @@ def verify_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
                constrained: bool) -> VerificationReport:
     """Re-check a (k, k^m) release from its bytes; ``delta=None`` skips the NCP bound
     (Baseline has none) and ``constrained=False`` the utility constraints (RmR)."""
-    data = rt_data(original, config)
+    data = read_original(original, config)
     try:
         if RELEASE_FILE not in files:
             raise Malformed(f"the release has no {RELEASE_FILE}")

@@ -46,10 +46,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
+from ehr_release.canonical import canonical_json
 from ehr_release.errors import ConfigError, cap
 from ehr_release.site_keys import key_id, load_key, parse_key, write_new_key
+from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.anchors import anchor_on_commit
-from ehr_release.storage.engine import get_engine, home
+from ehr_release.storage.engine import engine_or_default, home
 from ehr_release.storage.models import AuditEvent, utc_now
 
 GENESIS = "0" * 64
@@ -62,16 +64,10 @@ AUDIT_KEY_ENV = "EHR_RELEASE_AUDIT_KEY"
 AUDIT_KEY_FILE = "audit.key"
 RETIRED_KEYS_ENV = "EHR_RELEASE_AUDIT_RETIRED_KEYS"
 RETIRED_KEYS_DIR = "audit-keys"
-KEY_ROTATED = "audit.key_rotated"
+KEY_ROTATED = AuditAction.AUDIT_KEY_ROTATED
 _KEY_PURPOSE = "audit"
 _ADVISORY_LOCK_KEY = 0x45485241  # "EHRA"
 _MAX_ATTEMPTS = 20
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 kept: the same content always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
 
 
 def event_hash(*, seq: int, created_at: str, actor: str, action: str, run_id: str | None,
@@ -164,22 +160,22 @@ def rotate_audit_key(new_key: bytes | None = None, engine: Engine | None = None)
 
 
 # ----------------------------------------------------------------------------- writing
-def record_event(*, actor: str, action: str, run_id: str | None = None,
+# Storage's one convention for sessions: a function either owns its transaction — it takes
+# ``engine=`` (default: the configured engine) and opens ``with Session(engine)`` — or joins
+# the caller's — it takes the open ``Session`` as its first argument and never commits.
+# record_event owns one; append_event joins one, so that a state change and its audit event
+# commit or roll back together.
+def record_event(*, actor: str, action: AuditAction | str, run_id: str | None = None,
                  payload: dict[str, Any] | None = None,
-                 engine: Engine | None = None, session: Session | None = None,
-                 _key: bytes | None = None) -> AuditEvent:
-    """Append one event to the chain and return it.
+                 engine: Engine | None = None, _key: bytes | None = None) -> AuditEvent:
+    """Append one event to the chain in a transaction of its own, and return it.
 
-    With ``session`` the event joins that transaction (so a state change and its audit event
-    commit or roll back together); otherwise it commits on its own. The audit key is read
-    (or created) before the chain lock is taken.
+    A writer that loses the race for the chain head retries on the new head. The audit key
+    is read (or created) before the chain lock is taken.
     """
     payload_json = canonical_json(_capped(payload or {}))
-    key = _key if _key is not None else audit_key()
-    assert key is not None  # created on first use
-    if session is not None:
-        return _append(session, actor, action, run_id, payload_json, key)
-    engine = engine or get_engine()
+    key = _key if _key is not None else _current_key()
+    engine = engine_or_default(engine)
     for attempt in range(_MAX_ATTEMPTS):
         try:
             with Session(engine) as s:
@@ -191,6 +187,24 @@ def record_event(*, actor: str, action: str, run_id: str | None = None,
             if attempt == _MAX_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def append_event(session: Session, *, actor: str, action: AuditAction | str,
+                 run_id: str | None = None,
+                 payload: dict[str, Any] | None = None) -> AuditEvent:
+    """Append one event inside ``session``'s open transaction (the caller commits).
+
+    The event commits or rolls back with whatever else the transaction holds; the chain lock
+    is held until then.
+    """
+    return _append(session, actor, action, run_id, canonical_json(_capped(payload or {})),
+                   _current_key())
+
+
+def _current_key() -> bytes:
+    key = audit_key()
+    assert key is not None  # created on first use
+    return key
 
 
 #: The longest text one payload field may hold: a reviewer's reason fits; a hostile file
@@ -209,7 +223,7 @@ def _capped(value: Any) -> Any:
     return value
 
 
-def _append(s: Session, actor: str, action: str, run_id: str | None,
+def _append(s: Session, actor: str, action: AuditAction | str, run_id: str | None,
             payload_json: str, key: bytes) -> AuditEvent:
     if s.get_bind().dialect.name == "postgresql":
         s.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=_ADVISORY_LOCK_KEY))
@@ -319,7 +333,7 @@ def verify_chain(engine: Engine | None = None, *, keys: dict[str, bytes] | None 
 
 def chain_head(engine: Engine | None = None) -> tuple[str, int]:
     """(hash of the newest event, number of events)."""
-    with Session(engine or get_engine()) as s:
+    with Session(engine_or_default(engine)) as s:
         head = s.exec(select(AuditEvent).order_by(col(AuditEvent.seq).desc()).limit(1)).first()
         return (head.hash, head.seq) if head else (GENESIS, 0)
 
@@ -328,7 +342,7 @@ def iter_events(run_id: str | None = None, engine: Engine | None = None,
                 batch: int = 1000) -> Iterator[AuditEvent]:
     """Events in chain order (optionally of one run), read in batches."""
     last = 0
-    with Session(engine or get_engine()) as s:
+    with Session(engine_or_default(engine)) as s:
         while True:
             q = select(AuditEvent).where(AuditEvent.seq > last)
             if run_id is not None:

@@ -47,22 +47,37 @@ class ReleaseRun(SQLModel, table=True):
     updated_at: str = Field(default_factory=utc_now)
 
 
-class VerificationResult(SQLModel, table=True):
+class RunRecordBase(SQLModel):
+    """The fields every per-run result row shares: its own id, its run, when it was written.
+
+    Not a table: each result table inherits these columns (with its own index and foreign
+    key) and adds what is particular to it.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="release_runs.id", index=True)
+    created_at: str = Field(default_factory=utc_now)
+
+
+class RunReportBase(RunRecordBase):
+    """A stage's whole report, as canonical JSON (read back by ``latest_verification`` /
+    ``latest_utility``)."""
+
+    report_json: str
+
+
+class VerificationResult(RunReportBase, table=True):
+    """The verifier's report of one attempt; ``holds`` is its verdict."""
+
     __tablename__ = "verification_results"
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="release_runs.id", index=True)
     holds: bool
-    report_json: str
-    created_at: str = Field(default_factory=utc_now)
 
 
-class UtilityResult(SQLModel, table=True):
+class UtilityResult(RunReportBase, table=True):
+    """The utility report of one attempt, its headline metrics also kept apart."""
+
     __tablename__ = "utility_results"
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="release_runs.id", index=True)
     metrics_json: str
-    report_json: str
-    created_at: str = Field(default_factory=utc_now)
 
 
 class Approval(SQLModel, table=True):
@@ -78,17 +93,14 @@ class Approval(SQLModel, table=True):
     decided_at: str = Field(default_factory=utc_now)
 
 
-class ArtifactRecord(SQLModel, table=True):
+class ArtifactRecord(RunRecordBase, table=True):
     """A file the system produced for a run, with the hash it had when recorded."""
 
     __tablename__ = "artifacts"
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="release_runs.id", index=True)
     kind: str
     path: str
     sha256: str = Field(max_length=64)
     size: int
-    created_at: str = Field(default_factory=utc_now)
 
 
 class AuditEvent(SQLModel, table=True):

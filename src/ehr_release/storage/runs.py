@@ -15,10 +15,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from ehr_release.canonical import canonical_json
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.governance import same_person
+from ehr_release.storage.actions import AuditAction, Decision, status_action
 from ehr_release.storage.anchors import anchor_status
-from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.audit import append_event, iter_events, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import (
     Approval,
@@ -77,23 +79,6 @@ def new_run_id() -> str:
     return "rel-" + secrets.token_hex(16)
 
 
-def register_dataset(*, fingerprint: str, rows: int, codes: int, schema: dict[str, str],
-                     source: str, engine: Engine | None = None,
-                     session: Session | None = None) -> DatasetRecord:
-    """Store the description of an ingested dataset (fingerprint, size, schema — no data)."""
-    rec = DatasetRecord(fingerprint=fingerprint, rows=rows, codes=codes,
-                        columns_json=canonical_json(schema), source=source)
-    if session is not None:
-        session.add(rec)
-        session.flush()
-        return rec
-    with Session(_engine(engine)) as s:
-        s.add(rec)
-        s.commit()
-        s.refresh(rec)
-        return rec
-
-
 def create_run(*, run_id: str, dataset: DatasetRecord, requester: str, algorithm: str,
                parameters: dict[str, Any], out_dir: str, flow_run_id: str | None = None,
                engine: Engine | None = None) -> ReleaseRun:
@@ -107,7 +92,7 @@ def create_run(*, run_id: str, dataset: DatasetRecord, requester: str, algorithm
                          status=Status.REQUESTED, out_dir=out_dir, flow_run_id=flow_run_id)
         s.add(run)
         s.flush()
-        record_event(session=s, actor=requester, action="run.requested", run_id=run_id,
+        append_event(s, actor=requester, action=AuditAction.RUN_REQUESTED, run_id=run_id,
                      payload={"algorithm": algorithm, "parameters": parameters,
                               "dataset_fingerprint": dataset.fingerprint,
                               "dataset_rows": dataset.rows})
@@ -157,40 +142,42 @@ def get_dataset(dataset_id: int, engine: Engine | None = None) -> DatasetRecord:
 
 
 def transition(run_id: str, to: Status, *, actor: str, payload: dict[str, Any] | None = None,
-               error: str | None = None, engine: Engine | None = None,
-               session: Session | None = None) -> ReleaseRun:
-    """Move a run to ``to`` if the state machine allows it; audit event in the same commit.
-
-    The row is re-read under lock (``SELECT … FOR UPDATE`` on PostgreSQL, the write lock on
-    SQLite) so two processes cannot both make a move from the same state.
-    """
-    def apply(s: Session) -> ReleaseRun:
-        run = s.exec(select(ReleaseRun).where(ReleaseRun.id == run_id).with_for_update()).first()
-        if run is None:
-            raise NotFound(f"no release run with id {run_id!r}")
-        current = Status(run.status)
-        if to not in TRANSITIONS[current]:
-            raise IllegalTransition(f"run {run_id} cannot move from {current} to {to}")
-        run.status = to
-        run.updated_at = utc_now()
-        if error is not None:
-            run.error = cap(error)
-        s.add(run)
-        anchor_status(s, record_event(session=s, actor=actor, action=f"run.{to}",
-                                      run_id=run_id,
-                                      payload={"from": str(current), "to": str(to),
-                                               **(payload or {}),
-                                               **({"error": error} if error else {})}),
-                      str(to))
-        return run
-
-    if session is not None:
-        return apply(session)
+               error: str | None = None, engine: Engine | None = None) -> ReleaseRun:
+    """Move a run to ``to`` in a transaction of its own (see :func:`apply_transition`)."""
     with Session(_engine(engine)) as s:
-        run = apply(s)
+        run = apply_transition(s, run_id, to, actor=actor, payload=payload, error=error)
         s.commit()
         s.refresh(run)
         return run
+
+
+def apply_transition(session: Session, run_id: str, to: Status, *, actor: str,
+                     payload: dict[str, Any] | None = None,
+                     error: str | None = None) -> ReleaseRun:
+    """Move a run to ``to`` if the state machine allows it, inside ``session``'s transaction.
+
+    The audit event joins the same transaction (the caller commits), so the status and its
+    event are stored together or not at all. The row is re-read under lock (``SELECT … FOR
+    UPDATE`` on PostgreSQL, the write lock on SQLite) so two processes cannot both make a
+    move from the same state.
+    """
+    run = session.exec(select(ReleaseRun).where(ReleaseRun.id == run_id)
+                       .with_for_update()).first()
+    if run is None:
+        raise NotFound(f"no release run with id {run_id!r}")
+    current = Status(run.status)
+    if to not in TRANSITIONS[current]:
+        raise IllegalTransition(f"run {run_id} cannot move from {current} to {to}")
+    run.status = to
+    run.updated_at = utc_now()
+    if error is not None:
+        run.error = cap(error)
+    session.add(run)
+    event = append_event(session, actor=actor, action=status_action(to), run_id=run_id,
+                         payload={"from": str(current), "to": str(to), **(payload or {}),
+                                  **({"error": error} if error else {})})
+    anchor_status(session, event, str(to))
+    return run
 
 
 def fail_run(run_id: str, *, actor: str, error: str, engine: Engine | None = None) -> bool:
@@ -240,7 +227,11 @@ def latest_utility(run_id: str, engine: Engine | None = None) -> dict[str, Any] 
         return json.loads(row.report_json) if row else None
 
 
-def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
+#: The decisions a reviewer may record.
+DECISIONS = frozenset(Decision)
+
+
+def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
            channel: str = "cli", role: str | None = None,
            engine: Engine | None = None) -> Approval:
     """Record the reviewer's decision and move the run to approved or rejected.
@@ -251,7 +242,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     defence against two simultaneous decisions.
     """
     engine = _engine(engine)
-    if decision not in {"approve", "reject"}:
+    if decision not in DECISIONS:
         _refuse(run_id, reviewer, f"decision must be approve or reject, got {decision!r}", engine)
     if not reason.strip():
         _refuse(run_id, reviewer, "a reason is required for every decision", engine)
@@ -261,16 +252,16 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     if same_person(run.requester, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
-    target = Status.APPROVED if decision == "approve" else Status.REJECTED
+    target = Status.APPROVED if decision == Decision.APPROVE else Status.REJECTED
     try:
         with Session(engine) as s:
             existing = s.exec(select(Approval).where(Approval.run_id == run_id)).first()
             if existing is not None:
                 raise ApprovalError(f"run {run_id} was already decided ({existing.decision} by "
                                     f"{existing.reviewer})")
-            transition(run_id, target, actor=reviewer, session=s,
-                       payload={"decision": decision, "reason": reason, "channel": channel,
-                                "role": role})
+            apply_transition(s, run_id, target, actor=reviewer,
+                             payload={"decision": decision, "reason": reason,
+                                      "channel": channel, "role": role})
             approval = Approval(run_id=run_id, reviewer=reviewer, decision=decision,
                                 reason=reason)
             s.add(approval)
@@ -289,18 +280,16 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
 
 def decision_channel(run_id: str, engine: Engine | None = None) -> tuple[str, str | None]:
     """(channel, role) of the run's recorded decision, read from the audit chain itself."""
-    from ehr_release.storage.audit import iter_events
-
     found: tuple[str, str | None] = ("unknown", None)
     for ev in iter_events(run_id, engine=_engine(engine)):
-        if ev.action in (f"run.{Status.APPROVED}", f"run.{Status.REJECTED}"):
+        if ev.action in (AuditAction.RUN_APPROVED, AuditAction.RUN_REJECTED):
             payload = json.loads(ev.payload_json)
             found = (str(payload.get("channel", "cli")), payload.get("role"))
     return found
 
 
 def _refuse(run_id: str, actor: str, message: str, engine: Engine) -> None:
-    record_event(actor=actor or "(anonymous)", action="approval.refused",
+    record_event(actor=actor or "(anonymous)", action=AuditAction.APPROVAL_REFUSED,
                  run_id=run_id if _run_exists(run_id, engine) else None,
                  payload={"reason": message, "requested_run": run_id}, engine=engine)
     raise ApprovalError(message)
@@ -316,8 +305,8 @@ def get_approval(run_id: str, engine: Engine | None = None) -> Approval | None:
         return s.exec(select(Approval).where(Approval.run_id == run_id)).first()
 
 
-def add_artifacts(run_id: str, items: list[tuple[str, str, str, int]],
-                  session: Session) -> None:
+def add_artifacts(session: Session, run_id: str,
+                  items: list[tuple[str, str, str, int]]) -> None:
     """Record (kind, path, sha256, size) rows inside the caller's transaction."""
     for kind, path, digest, size in items:
         session.add(ArtifactRecord(run_id=run_id, kind=kind, path=path, sha256=digest,
@@ -327,7 +316,7 @@ def add_artifacts(run_id: str, items: list[tuple[str, str, str, int]],
 def record_artifacts(run_id: str, items: list[tuple[str, str, str, int]],
                      engine: Engine | None = None) -> None:
     with Session(_engine(engine)) as s:
-        add_artifacts(run_id, items, s)
+        add_artifacts(s, run_id, items)
         s.commit()
 
 

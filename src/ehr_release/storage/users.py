@@ -22,7 +22,8 @@ from sqlmodel import Session, select
 
 from ehr_release.errors import EhrReleaseError, ParameterError
 from ehr_release.storage import throttle
-from ehr_release.storage.audit import record_event
+from ehr_release.storage.actions import AuditAction
+from ehr_release.storage.audit import append_event, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import User, UserSession, utc_now
 
@@ -79,8 +80,8 @@ def add_user(name: str, role: str, *, engine: Engine | None = None) -> str:
             s.commit()
     except IntegrityError:
         raise ParameterError("name", "is already a user", name) from None
-    record_event(actor="system:users", action="user.added", payload={"name": name, "role": role},
-                 engine=engine)
+    record_event(actor="system:users", action=AuditAction.USER_ADDED,
+                 payload={"name": name, "role": role}, engine=engine)
     return credential
 
 
@@ -123,7 +124,7 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
     with Session(_engine(engine)) as s:
         locked = throttle.reserve(s, keys, policy)
         if locked is not None:
-            record_event(actor=actor, action="auth.refused", session=s,
+            append_event(s, actor=actor, action=AuditAction.AUTH_REFUSED,
                          payload={"why": "too many failed sign-ins", "scope": locked})
         user = None if locked else s.exec(select(User).where(User.name == name.strip())).first()
         found = (SignedIn(user.id, user.name, user.role, "")
@@ -141,17 +142,17 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
         if not ok or found is None:
             newly = throttle.failed(s, keys, policy)
             # Recorded in this session: a second connection would wait on this one's lock.
-            record_event(actor=actor, action="auth.refused", session=s,
+            append_event(s, actor=actor, action=AuditAction.AUTH_REFUSED,
                          payload={"why": "unknown user or wrong credential"})
             for scope in newly:
-                record_event(actor=actor, action="auth.locked_out", session=s, payload={
+                append_event(s, actor=actor, action=AuditAction.AUTH_LOCKED_OUT, payload={
                     "scope": scope, "client": client if scope == throttle.CLIENT else None,
                     "failures": policy.limit(scope), "seconds": policy.lockout_s})
             s.commit()
             raise AuthError("unknown user or wrong credential")
         throttle.succeeded(s, keys, policy)
         s.commit()
-    record_event(actor=found.name, action="auth.signed_in",
+    record_event(actor=found.name, action=AuditAction.AUTH_SIGNED_IN,
                  payload={"role": found.role, "channel": channel}, engine=engine)
     return found
 

@@ -1,7 +1,8 @@
 """Cache keys for stages that may be resumed after a crash.
 
-A key combines the release id, the dataset fingerprint, the algorithm and its parameters and
-a hash of the task's own source. Keying on the release id means a retry or resume of the same
+A key combines the release id, the dataset fingerprint, the algorithm, its parameters and
+the content of every file they name (:meth:`ehr_release.plan.ReleasePlan.cache_material`),
+and a hash of the task's own source. Keying on the release id means a retry or resume of the same
 release reuses its result — important for anything that spends privacy budget, which must
 never be spent twice — while a new release recomputes.
 """
@@ -12,7 +13,7 @@ import hashlib
 import inspect
 from typing import Any
 
-from ehr_release.storage.audit import canonical_json
+from ehr_release.canonical import canonical_json
 
 
 def release_stage_key(context: Any, parameters: dict[str, Any]) -> str:
@@ -21,9 +22,6 @@ def release_stage_key(context: Any, parameters: dict[str, Any]) -> str:
     material = canonical_json({
         "task": context.task.name,
         "source": source,
-        "run_id": parameters["run_id"],
-        "fingerprint": parameters["fingerprint"],
-        "algorithm": parameters["algorithm"],
-        "params": parameters["params"],
+        **parameters["plan"].cache_material(),
     })
     return hashlib.sha256(material.encode()).hexdigest()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +27,7 @@ from ehr_release.datasheet import (
     render_datasheet_pdf,
 )
 from ehr_release.files import sha256_bytes, write_durably
+from ehr_release.plan import ReleasePlan
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
@@ -36,22 +38,11 @@ from ehr_release.storage.engine import home
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.retry import is_transient
 
-#: Records (JSON Lines) or list items scanned for field names: names repeat, values are
-#: never kept.
-SCAN_ITEMS = 200
-
-
-def _keys(node: Any, depth: int = 0) -> Iterator[str]:
-    """Every object key in a JSON document (bounded), to find source columns by name."""
-    if depth > 6:
-        return
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield str(key)
-            yield from _keys(value, depth + 1)
-    elif isinstance(node, list):
-        for item in node[:SCAN_ITEMS]:
-            yield from _keys(item, depth + 1)
+#: Bytes of a JSON or JSON Lines file scanned for field names: names repeat (every record
+#: has the same fields), values are never kept, and a large release is not parsed whole.
+SCAN_BYTES = 1 << 20
+#: An object key in JSON text: a string followed by a colon (a string value never is).
+_JSON_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:')
 
 
 def _names_in(name: str, data: bytes) -> set[str]:
@@ -65,11 +56,9 @@ def _names_in(name: str, data: bytes) -> set[str]:
             import pyarrow.parquet as pq
 
             return set(pq.read_schema(io.BytesIO(data)).names)
-        if name.endswith(".jsonl"):
-            lines = data.splitlines()[:SCAN_ITEMS]
-            return {k for line in lines if line.strip() for k in _keys(json.loads(line))}
-        if name.endswith(".json"):
-            return set(_keys(json.loads(data)))
+        if name.endswith((".json", ".jsonl")):
+            return {json.loads(b'"' + key + b'"')
+                    for key in _JSON_KEY.findall(data[:SCAN_BYTES])}
     return set()
 
 
@@ -123,15 +112,25 @@ def _pinned_digests(run_id: str, files: ReleaseFiles) -> dict[str, tuple[str, in
     return pinned
 
 
+def recorded_parameters(run_id: str, files: Mapping[str, bytes]) -> dict[str, Any]:
+    """The run's parameters as validated, read back from its record — for the publishing
+    flow, which starts days later in another process (the release flow has its plan)."""
+    run = runs.get_run(run_id)
+    parsed = get_algorithm(run.algorithm).parse(json.loads(run.parameters_json))
+    return effective_parameters(parsed, files)
+
+
 def build_context(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                  utility: UtilityReport, *, status: str, outcome: ReleaseOutcome | None = None,
-                  data_use: DataUse | None = None,
+                  utility: UtilityReport, *, params: Mapping[str, Any], status: str,
+                  outcome: ReleaseOutcome | None = None, data_use: DataUse | None = None,
                   approval: ApprovalBlock | None = None) -> CertificateContext:
-    """Gather the certificate's facts from the database and the stage results."""
+    """Gather the certificate's facts from the database and the stage results.
+
+    ``params`` are the effective parameters (:func:`effective_parameters`).
+    """
     run = runs.get_run(run_id)
     dataset = runs.get_dataset(run.dataset_id)
     entry = get_algorithm(run.algorithm)
-    params = effective_parameters(entry.parse(json.loads(run.parameters_json)), files)
     schema: dict[str, str] = json.loads(dataset.columns_json)
     head, count = chain_head()
     released = describe_files(files, entry.schema, _pinned_digests(run_id, files))
@@ -141,7 +140,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         dataset_fingerprint=dataset.fingerprint, dataset_rows=dataset.rows,
         dataset_schema=schema, algorithm=entry.name,
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
-        parameters=params, verification=verification, utility=utility,
+        parameters=dict(params), verification=verification, utility=utility,
         manifest=[(f.name, f.sha256, f.size) for f in released],
         approval=approval, audit_head=head, audit_events=count, status=status,
         outcome=outcome, data_use=data_use or DataUse(),
@@ -153,16 +152,16 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
 
 def build_datasheet(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                     outcome: ReleaseOutcome | None, data_use: DataUse | None, *,
+                    params: Mapping[str, Any],
                     approved_at: datetime | None = None) -> DatasheetContext:
     """The recipient's datasheet: public facts only (see :mod:`ehr_release.datasheet`)."""
     run = runs.get_run(run_id)
     entry = get_algorithm(run.algorithm)
     head, _ = chain_head()
     attack = outcome.attack if outcome else None
-    params = effective_parameters(entry.parse(json.loads(run.parameters_json)), files)
     return DatasheetContext(
         run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
-        parameters=public_parameters(params),
+        parameters=public_parameters(dict(params)),
         files=describe_files(files, entry.schema, _pinned_digests(run_id, files)),
         records=outcome.records if outcome else None,
         checks_passed=[r.name for r in verification.requirements if r.passed],
@@ -180,17 +179,18 @@ def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
 
 @task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       cache_policy=None, persist_result=False)
-def certify_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
-                 utility: UtilityReport, outcome: ReleaseOutcome | None = None,
-                 data_use: DataUse | None = None) -> str:
+def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport,
+                 utility: UtilityReport, outcome: ReleaseOutcome | None = None) -> str:
     """Render the draft certificate and draft datasheet (approval pending); record both."""
-    ctx = build_context(run_id, files, verification, utility, outcome=outcome,
+    run_id, data_use = plan.run_id, plan.request.data_use
+    params = effective_parameters(dict(plan.params), files)
+    ctx = build_context(run_id, files, verification, utility, params=params, outcome=outcome,
                         data_use=data_use, status="verified — awaiting reviewer decision")
     pdf = render_certificate_pdf(ctx)
     path = draft_path(run_id)
     write_durably(path, pdf, private=True)
     sheet = render_datasheet_pdf(build_datasheet(run_id, files, verification, outcome,
-                                                 data_use))
+                                                 data_use, params=params))
     sheet_path = draft_path(run_id, "datasheet-draft.pdf")
     write_durably(sheet_path, sheet, private=True)
     runs.record_artifacts(run_id, [

@@ -1,16 +1,17 @@
-"""Ingest: read and validate the extract, register the dataset and open the run.
+"""Ingest: resolve the request into its :class:`~ehr_release.plan.ReleasePlan` (typed
+parameters, the validated extract, fingerprints), register the dataset and open the run.
 
-The work is done by :mod:`ehr_release.intake` (plain functions the CLI also calls before
-Prefect starts); this task adds the stage artifact and the retry policy.
+The work is done by plain functions the CLI also calls before Prefect starts
+(:func:`ehr_release.plan.make_plan`, :mod:`ehr_release.intake`); this task adds the stage
+artifact and the retry policy. Every later task receives the plan it returns.
 """
 
 from __future__ import annotations
 
 from prefect import task
 
-from ehr_release.dataset import Dataset
 from ehr_release.intake import load_request_dataset, register_run
-from ehr_release.registry import get as get_algorithm
+from ehr_release.plan import ReleasePlan, make_plan
 from ehr_release.request import ReleaseRequest, check_data_use_policy
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
@@ -22,7 +23,7 @@ __all__ = ["ingest_task", "load_request_dataset", "register_run"]
 # Raw patient data must never land in Prefect's result storage: no caching, no persistence.
 @task(name="ingest", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       persist_result=False, cache_policy=None)
-def ingest_task(request: ReleaseRequest) -> tuple[Dataset, str]:
+def ingest_task(request: ReleaseRequest) -> ReleasePlan:
     """Validate parameters and input, then register the dataset and the run (``requested``).
 
     Parameters are checked before any row is stored, so a bad request leaves no run behind.
@@ -30,15 +31,14 @@ def ingest_task(request: ReleaseRequest) -> tuple[Dataset, str]:
     A run this task creates (started by a deployment, not the CLI) must meet the site's
     data-use policy first; a run that exists was checked when it was created.
     """
-    get_algorithm(request.algorithm).parse(request.params)
     if runs.find_run(request.run_id) is None:
         check_data_use_policy(request)
-    dataset = load_request_dataset(request)
-    fingerprint = dataset.fingerprint()
+    plan = make_plan(request)
+    dataset, fingerprint = plan.dataset, plan.fingerprint
     stage_artifact("ingest", request.run_id, md_table(
         [("patients", str(dataset.n_patients)), ("diagnosis rows", str(len(dataset.diagnoses))),
          ("distinct codes", str(dataset.diagnoses["code"].nunique())),
          ("longitudinal", str(dataset.is_longitudinal)), ("SHA-256", fingerprint)],
         ("dataset", "value")))
     register_run(request, dataset, fingerprint)
-    return dataset, fingerprint
+    return plan

@@ -19,9 +19,10 @@ def describe(algorithm: str, params: Mapping[str, Any]) -> str:
 
 
 def stage_run_name(stage: str) -> Callable[..., str]:
-    """A ``task_run_name`` callable for a stage task taking ``algorithm`` and ``params``."""
+    """A ``task_run_name`` callable for a stage task taking the release ``plan``."""
     def name(parameters: dict[str, Any]) -> str:
-        return f"{stage}[{describe(parameters['algorithm'], parameters.get('params') or {})}]"
+        plan = parameters["plan"]
+        return f"{stage}[{describe(plan.algorithm, plan.request.params)}]"
 
     name.__name__ = f"{stage}_run_name"
     return name

@@ -24,6 +24,7 @@ from pathlib import Path
 from prefect import task
 from sqlmodel import Session
 
+from ehr_release.canonical import canonical_json
 from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
 from ehr_release.datasheet import DATASHEET, render_datasheet_pdf
 from ehr_release.destinations import check_still_there
@@ -33,12 +34,18 @@ from ehr_release.registry import ReleaseFiles
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse
 from ehr_release.storage import runs
-from ehr_release.storage.audit import canonical_json, record_event
+from ehr_release.storage.actions import AuditAction, Decision
+from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.artifacts import md_table, stage_artifact
-from ehr_release.tasks.certify import build_context, build_datasheet, draft_path
+from ehr_release.tasks.certify import (
+    build_context,
+    build_datasheet,
+    draft_path,
+    recorded_parameters,
+)
 
 CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
@@ -59,7 +66,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     if not verification.holds:
         raise IllegalTransition(f"run {run_id} failed verification; it cannot be published")
     approval = runs.get_approval(run_id)
-    if approval is None or approval.decision != "approve":
+    if approval is None or approval.decision != Decision.APPROVE:
         raise IllegalTransition(f"run {run_id} has no approving decision on record")
     digests = {n: (sha256_bytes(d), len(d)) for n, d in files.items()}
     if digests != runs.pinned_candidate(run_id):
@@ -77,12 +84,14 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                               reason=approval.reason,
                               decided_at=datetime.fromisoformat(approval.decided_at),
                               channel=channel, role=role)
-        ctx = build_context(run_id, files, verification, utility, approval=block,
-                            outcome=outcome, data_use=data_use,
+        params = recorded_parameters(run_id, files)
+        ctx = build_context(run_id, files, verification, utility, params=params,
+                            approval=block, outcome=outcome, data_use=data_use,
                             status="approved — published")
         certificate = render_certificate_pdf(ctx)
         contents[DATASHEET] = render_datasheet_pdf(build_datasheet(
-            run_id, files, verification, outcome, data_use, approved_at=block.decided_at))
+            run_id, files, verification, outcome, data_use, params=params,
+            approved_at=block.decided_at))
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
             "parameters": json.loads(run.parameters_json),
@@ -105,13 +114,13 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     write_durably(filed, certificate, private=True)
     try:
         with Session(get_engine()) as s:
-            runs.add_artifacts(run_id, [("published", str(final / n), sha256_bytes(d), len(d))
-                                        for n, d in sorted(contents.items())], s)
-            runs.add_artifacts(run_id, [("certificate", str(filed), sha256_bytes(certificate),
-                                         len(certificate))], s)
-            runs.transition(run_id, Status.PUBLISHED, actor=actor, session=s,
-                            payload={"folder": final.name, "files": sorted(contents),
-                                     "manifest_sha256": sha256_bytes(contents[MANIFEST])})
+            runs.add_artifacts(s, run_id, [("published", str(final / n), sha256_bytes(d),
+                                            len(d)) for n, d in sorted(contents.items())])
+            runs.add_artifacts(s, run_id, [("certificate", str(filed), sha256_bytes(certificate),
+                                            len(certificate))])
+            runs.apply_transition(s, run_id, Status.PUBLISHED, actor=actor,
+                                  payload={"folder": final.name, "files": sorted(contents),
+                                           "manifest_sha256": sha256_bytes(contents[MANIFEST])})
             s.commit()
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
@@ -137,8 +146,8 @@ def _clear_crash_leftovers(run_id: str, final: Path) -> None:
                                     "refusing to overwrite")
         shutil.rmtree(final)
         fsync_dir(final.parent)
-        record_event(actor="system:publish", action="publish.orphan_removed", run_id=run_id,
-                     payload={"folder": final.name})
+        record_event(actor="system:publish", action=AuditAction.PUBLISH_ORPHAN_REMOVED,
+                     run_id=run_id, payload={"folder": final.name})
 
 
 @task(name="publish", persist_result=False, cache_policy=None)

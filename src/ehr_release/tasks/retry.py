@@ -43,14 +43,15 @@ def _current_run_id() -> str | None:
 
 def _audit_retry(task: Any, task_run: Any, exc: BaseException) -> None:
     """Record the failed attempt; if the database is what failed, only log it."""
+    from ehr_release.storage.actions import AuditAction
     from ehr_release.storage.audit import record_event
 
     payload = {"task": getattr(task, "name", str(task)),
                "attempt": int(getattr(task_run, "run_count", 0) or 0),
                "error": stored_error(exc)}
     try:
-        record_event(actor="system:retry", action="task.retrying", run_id=_current_run_id(),
-                     payload=payload)
+        record_event(actor="system:retry", action=AuditAction.TASK_RETRYING,
+                     run_id=_current_run_id(), payload=payload)
     except Exception:  # noqa: BLE001 - the retry must go ahead even if auditing fails
         logging.getLogger(__name__).warning("could not audit retry of %s", payload["task"],
                                             exc_info=True)

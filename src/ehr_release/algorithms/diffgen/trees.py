@@ -59,6 +59,3 @@ class TreeIndex:
     def is_leaf(self, node: int) -> bool:
         return not self.children[node]
 
-    def child_toward(self, leaves: np.ndarray, node_depth: np.ndarray) -> np.ndarray:
-        """For each (leaf, depth of its current node): the child of that node on the path."""
-        return self.anc[leaves, node_depth + 1]

@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ehr_release.constraints import NumericalAttribute, RTConfig, load_config, rt_data
+from ehr_release.constraints import NumericalAttribute, RTConfig, load_config
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
+from ehr_release.privacy.kkm_inputs import read_original
 from ehr_release.reports import AttackReport
 
 RECORDS_FILE = "records.jsonl"
@@ -452,7 +453,7 @@ def attack_kkm(files: Mapping[str, bytes], original: Dataset, config: RTConfig, 
     """The (k, k^m) adversary on ``files`` (see the module docstring)."""
     model = (f"an attacker who knows all {len(config.attributes)} released demographics and "
              f"up to {m} diagnosis codes of a patient and reads every published field")
-    data = rt_data(original, config)
+    data = read_original(original, config)
     rel = read_release(files.get(RECORDS_FILE, b""), config)
     shown = {g for items in {id(x): x for x in rel.line_items}.values() for g in items}
     names = sorted({c for cs in data.codes for c in cs} | {c for g in shown for c in g})

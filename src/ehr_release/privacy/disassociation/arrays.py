@@ -1,0 +1,53 @@
+"""Array joins the verifier's fast path is built from (sorted keys, CSR rows).
+
+Written for the verifier alone: ``ehr_release.algorithms`` has helpers of its own and the two
+sides share no code, so a mistake in one cannot hide the same mistake in the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort: numpy's hash-based ``unique`` is far slower here)."""
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
+def pairs_within(indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j), i < j, of every pair of elements inside each CSR row.
+
+    Rows are taken a length at a time: every row of length L has the same pairs of offsets,
+    ``np.triu_indices(L, 1)``, shifted by the row's start. There are few distinct lengths,
+    so this is a handful of broadcasts. The pairs come grouped by row length, not in row
+    order; every caller counts or sums them, which does not depend on order.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    starts, lengths = indptr[:-1], np.diff(indptr)
+    firsts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    seconds: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    for length in np.unique(lengths[lengths >= 2]).tolist():
+        row_starts = starts[lengths == length]
+        i, j = np.triu_indices(length, 1)
+        firsts.append((row_starts[:, None] + i[None, :]).ravel())
+        seconds.append((row_starts[:, None] + j[None, :]).ravel())
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def cross_within(group_a: np.ndarray, group_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with ``group_a[i] == group_b[j]``; ``group_b`` must be sorted."""
+    lo = np.searchsorted(group_b, group_a, "left")
+    count = np.searchsorted(group_b, group_a, "right") - lo
+    ia = np.repeat(np.arange(len(group_a)), count)
+    starts = np.cumsum(count) - count
+    ib = np.repeat(lo, count) + np.arange(len(ia)) - np.repeat(starts, count)
+    return ia, ib
+
+
+def lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``values`` at ``query`` keys (0 where a key is absent)."""
+    if not len(sorted_keys):
+        return np.zeros(len(query), dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
+    return np.where(sorted_keys[pos] == query, values[pos], 0)

@@ -1,0 +1,47 @@
+"""Itemset supports: inside each published chunk, and in the original records."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ehr_release.mapping import MapFn
+from ehr_release.privacy.disassociation.arrays import pairs_within
+from ehr_release.privacy.disassociation.tables import Tables
+from ehr_release.privacy.itemset_counts import Itemset, count_itemsets
+
+
+def chunk_counts_small(t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Counts of every 1- and 2-itemset inside each chunk (keys are chunk·C + code, and
+    chunk·C² + x·C + y with x < y)."""
+    c = len(t.codes)
+    owner = np.repeat(t.sub_chunk, np.diff(t.sub_indptr))
+    k1, n1 = np.unique(owner * c + t.sub_codes, return_counts=True)
+    a, b = pairs_within(t.sub_indptr)
+    k2, n2 = np.unique(owner[a] * c * c + t.sub_codes[a] * c + t.sub_codes[b],
+                       return_counts=True)
+    return k1, n1, k2, n2
+
+
+def chunk_counts_general(t: Tables, m: int, map_fn: MapFn | None = None
+                         ) -> list[Counter[Itemset]]:
+    """Per chunk, the count of every itemset of 1..m codes occurring in it."""
+    by_chunk = count_itemsets(t.sub_indptr, t.sub_codes, t.sub_chunk, m, map_fn)
+    return [by_chunk.get(g, Counter()) for g in range(len(t.chunk_label))]
+
+
+def original_counts_small(t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Support in D of every code (dense) and every co-occurring pair (sorted keys x·C + y)."""
+    c = len(t.codes)
+    single = np.bincount(t.orig_codes, minlength=c)
+    a, b = pairs_within(t.orig_indptr)
+    k2, n2 = np.unique(t.orig_codes[a] * c + t.orig_codes[b], return_counts=True)
+    return single, k2, n2
+
+
+def original_counts_general(t: Tables, m: int, map_fn: MapFn | None = None
+                            ) -> Counter[Itemset]:
+    """Support in D of every itemset of 1..m codes of some original record."""
+    return count_itemsets(t.orig_indptr, t.orig_codes, None, m, map_fn).get(0, Counter())
+

@@ -1,0 +1,76 @@
+"""The verdict: every requirement checked in turn, failing closed on a malformed release."""
+
+from __future__ import annotations
+
+from ehr_release.dataset import Dataset
+from ehr_release.mapping import MapFn
+from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE, braces
+from ehr_release.privacy.disassociation.findings import analyse_tables
+from ehr_release.privacy.disassociation.parse import NAME, ReleaseRejected, parse_release
+from ehr_release.privacy.disassociation.structure import domain_problems, shape_problems
+from ehr_release.privacy.disassociation.tables import build_tables
+from ehr_release.reports import Requirement, VerificationReport
+
+
+def verify_release(files: dict[str, bytes], original: Dataset, k: int, m: int,
+                   *, general: bool | None = None, map_fn: MapFn | None = None
+                   ) -> VerificationReport:
+    """Check a release against the original for the requested k and m (fails closed).
+
+    ``map_fn`` may run the itemset counting of m > 2 partition by partition elsewhere
+    (see :mod:`ehr_release.privacy.itemset_counts`); the verdict does not depend on it.
+    """
+    reqs: list[Requirement] = []
+    not_checked = "not checked: the release is not well formed"
+    try:
+        rel = parse_release(files)
+        problems = shape_problems(rel, original.n_patients, k)
+        tables = None if problems else build_tables(rel, original)
+    except ReleaseRejected as exc:
+        reqs.append(Requirement("release format", "release.json in the published shape",
+                                str(exc), False))
+        for name in ("structure", "chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
+            reqs.append(Requirement(name, "see release format", not_checked, False))
+        return VerificationReport(NAME, reqs)
+    declared = rel.k == k and rel.m == m
+    reqs.append(Requirement("release format", f"release.json declaring k = {k}, m = {m}",
+                            f"declares k = {rel.k}, m = {rel.m}", declared,
+                            {"declared_k": rel.k, "declared_m": rel.m}))
+    if tables is not None:
+        problems = domain_problems(rel, tables)
+    n_sub = sum(len(ch) for c in rel.clusters for ch in c.chunks)
+    reqs.append(Requirement(
+        "structure", f"clusters of ≥ {k} records partition the {original.n_patients:,} records; "
+        "chunk sizes and disjoint chunk domains",
+        f"{len(rel.clusters):,} clusters, {len(rel.joints):,} joint clusters, "
+        f"{n_sub:,} subrecords" + (f"; {len(problems)} problem(s): {problems[0]}"
+                                   if problems else ""),
+        not problems, {"problems": problems[:MAX_EVIDENCE]}))
+    if problems or tables is None:
+        for name in ("chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
+            reqs.append(Requirement(name, "see structure", not_checked, False))
+        return VerificationReport(NAME, reqs)
+    f = analyse_tables(tables, m, general=general, map_fn=map_fn)
+    chunk_ok = f.weakest_chunk_support is None or f.weakest_chunk_support >= k
+    reqs.append(Requirement(
+        "chunk k^m-anonymity", f"every ≤{m}-itemset in a record or shared chunk held by ≥ {k} "
+        "subrecords",
+        "no chunk itemsets" if f.weakest_chunk is None else
+        f"smallest support {f.weakest_chunk_support} ({braces(f.weakest_chunk_itemset)} in "
+        f"{f.weakest_chunk})", chunk_ok,
+        {"itemset": list(f.weakest_chunk_itemset or ()), "support": f.weakest_chunk_support,
+         "chunk": f.weakest_chunk}))
+    g1_ok = f.weakest_cap is None or f.weakest_cap >= k
+    reqs.append(Requirement(
+        "Guarantee 1", f"every ≤{m}-itemset of an original record can be held by ≥ {k} "
+        "records of a reconstruction",
+        f"{f.itemsets_checked:,} itemsets; weakest {braces(f.weakest_itemset)} can be held by "
+        f"at most {f.weakest_cap} records" if f.weakest_itemset else "no itemsets",
+        g1_ok, {"itemset": list(f.weakest_itemset or ()), "support": f.weakest_cap,
+                "itemsets": f.itemsets_checked}))
+    reqs.append(Requirement(
+        "truthfulness", "published counts ≤ original counts ≤ reconstructible maximum",
+        "consistent with the original" if not f.untruthful else
+        f"{len(f.untruthful)}+ inconsistencies, e.g. {f.untruthful[0]}",
+        not f.untruthful, {"inconsistencies": f.untruthful}))
+    return VerificationReport(NAME, reqs)
