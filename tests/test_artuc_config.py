@@ -145,7 +145,7 @@ def test_a_configuration_carries_the_parameters_it_was_written_for(tmp_path) -> 
     from ehr_release.registry import get
 
     config = Path(__file__).resolve().parents[1] / "examples/artuc-mimic/config.yaml"
-    for name in ("artuc", "rmr", "artuc-baseline"):
+    for name in ("artuc", "rmr", "artuc-baseline", "artuc-unconstrained"):
         parsed = get(name).parse({"config": str(config)})
         assert (parsed["k"], parsed["delta"], parsed["epsilon"]) == (5, 0.3, "6%"), name
     assert get("artuc").parse({"config": str(config), "k": "7"})["k"] == 7

@@ -18,10 +18,13 @@ PARAMS = {"k": "5", "m": "2", "delta": "0.4", "config": str(EXAMPLE / "config.ya
 
 
 def test_entries_are_registered_with_their_parameters() -> None:
-    for name in ("artuc", "artuc-baseline", "rmr"):
-        entry = registry.get(name)
-        assert {p.name for p in entry.params} == {"k", "m", "delta", "epsilon", "config",
-                                                  "constraints", "weights", "seed", "compare"}
+    common = {"k", "m", "delta", "epsilon", "config", "constraints", "weights", "code_weights",
+              "seed", "compare"}
+    for name in ("artuc-baseline", "artuc-unconstrained"):
+        assert {p.name for p in registry.get(name).params} == common
+    assert {p.name for p in registry.get("rmr").params} == common | {"codes"}
+    assert {p.name for p in registry.get("artuc").params} == common | {
+        "merge_stop", "relax", "relax_delta", "relax_epsilon"}
     parsed = registry.get("artuc").parse(PARAMS)
     assert parsed["k"] == 5 and parsed["delta"] == 0.4 and parsed["epsilon"] == "6%"
 
@@ -59,7 +62,7 @@ def mimic():
     return read_dataset(SHARED_DATA / "mimic3-demo")
 
 
-@pytest.mark.parametrize("name", ["artuc", "artuc-baseline", "rmr"])
+@pytest.mark.parametrize("name", ["artuc", "artuc-baseline", "rmr", "artuc-unconstrained"])
 def test_mimic_example_releases_verify(mimic, name) -> None:
     entry = registry.get(name)
     params = entry.parse({**PARAMS, "compare": "false"})

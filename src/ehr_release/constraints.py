@@ -17,6 +17,7 @@ A configuration is a mapping (usually a YAML file)::
         age: {bands: 12, from: 0, to: 119}                         # [0, 11], [12, 23], ...
         gender: All
         codes: chapters                                            # one set per chapter
+        code_weight: 0.5        # w(ũ) of Def. 5 for codes generalized inside these sets
 
 A constraint template expands into the product of its multi-valued elements (bands, lists,
 ``{level: n}``, code families), as in the paper's UC1–UC9. The constraint set must be
@@ -55,14 +56,8 @@ class Interval:
     low: float
     high: float
 
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
     def covers(self, other: Interval) -> bool:
         return self.low <= other.low and other.high <= self.high
-
-    def overlaps(self, other: Interval) -> bool:
-        return self.low <= other.high and other.low <= self.high
 
     def __str__(self) -> str:
         return f"[{_num(self.low)}, {_num(self.high)}]"
@@ -100,10 +95,17 @@ Element = Interval | str
 
 @dataclass(frozen=True, eq=False)
 class CodeSet:
-    """The code part of a utility constraint; compared by identity, deduplicated by content."""
+    """The code part of a utility constraint; compared by identity, deduplicated by content.
+
+    ``weight`` is w(ũ) of Def. 5 (UL(ũ) = (2^|ũ| − 1)·w(ũ)) for every generalized code ũ
+    inside this set: "the importance of the diagnosis codes replaced by ũ", given by the
+    data owner. Weights are per code set because ArtUC generalizes codes only inside one
+    set, so w(ũ) is then well defined; a ũ spanning sets (RmR) takes its largest weight.
+    """
 
     label: str
     codes: frozenset[str]
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,10 @@ class RTConfig:
         for u in self.constraints:
             seen.setdefault(u.codes.codes, u.codes)
         return list(seen.values())
+
+    def code_weights(self) -> dict[str, float]:
+        """Weight w of each code whose code set is weighted other than 1 (empty: all 1)."""
+        return {c: cs.weight for cs in self.code_sets() if cs.weight != 1.0 for c in cs.codes}
 
 
 @dataclass(frozen=True)
@@ -295,7 +301,7 @@ def parse_constraints(raw: Any, attributes: Sequence[Attribute],
     """Expand constraint templates into constraints (product of multi-valued elements)."""
     if not isinstance(raw, list):
         raise ConfigError("'constraints' must be a list of constraint templates")
-    known = {a.name for a in attributes} | {"name", "codes"}
+    known = {a.name for a in attributes} | {"name", "codes", "code_weight"}
     out: list[UtilityConstraint] = []
     families: dict[str, list[CodeSet]] = {}
     for i, tpl in enumerate(raw, start=1):
@@ -308,6 +314,9 @@ def parse_constraints(raw: Any, attributes: Sequence[Attribute],
                               f"(attributes: {', '.join(a.name for a in attributes)})")
         options = [_element_options(a, tpl.get(a.name), name) for a in attributes]
         code_sets = _code_options(tpl.get("codes"), name, code_hierarchy, families)
+        if "code_weight" in tpl:
+            weight = _code_weight(tpl["code_weight"], f"constraint {name}, code_weight")
+            code_sets = [replace(cs, weight=weight) for cs in code_sets]
         multi = [a.name for a, o in zip(attributes, options, strict=True) if len(o) > 1]
         for combo in itertools.product(*options, code_sets):
             *demo, codes = combo
@@ -320,6 +329,12 @@ def parse_constraints(raw: Any, attributes: Sequence[Attribute],
                 label = f"{name}[{', '.join(parts)}]"
             out.append(UtilityConstraint(label, tuple(demo), codes))
     return out
+
+
+def _code_weight(raw: Any, where: str) -> float:
+    if not isinstance(raw, int | float) or isinstance(raw, bool) or not 0 <= raw <= 1:
+        raise ConfigError(f"{where}: must be a number in [0, 1] (w(ũ) of Def. 5); got {raw!r}")
+    return float(raw)
 
 
 def _element_options(attr: Attribute, raw: Any, name: str) -> list[Element]:
@@ -427,6 +442,14 @@ def check_consistent(config: RTConfig) -> None:
         _check_parts(config, parts)
     owner: dict[str, CodeSet] = {}
     names = {u.codes: u.name for u in reversed(config.constraints)}
+    weighed: dict[frozenset[str], CodeSet] = {}
+    for u in config.constraints:
+        first = weighed.setdefault(u.codes.codes, u.codes)
+        if first.weight != u.codes.weight:
+            raise ConfigError(
+                f"utility constraints {names[first]} and {u.name} give their code set "
+                f"({first.label}) the weights {first.weight:g} and {u.codes.weight:g}; a code "
+                "set has one weight")
     for cs in config.code_sets():
         for code in cs.codes:
             other = owner.setdefault(code, cs)
@@ -609,6 +632,47 @@ def with_weights(config: RTConfig, text: str) -> RTConfig:
         raise ParameterError("weights", str(exc), text) from None
     attrs = tuple(replace(a, weight=given[a.name]) for a in config.attributes)
     return replace(config, attributes=attrs)
+
+
+def with_code_weights(config: RTConfig, text: str) -> RTConfig:
+    """Override code-set weights w(ũ) from ``"UC1=0.5,u4=1"`` (empty text: keep them).
+
+    A name is a constraint's name as written in the configuration (a template's name
+    covers every constraint it expands into); its code sets get the weight.
+
+    Raises
+    ------
+    ParameterError
+        Unknown names, weights outside [0, 1], or one code set given two weights.
+    """
+    if not text.strip():
+        return config
+    given: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = -1.0
+        if not sep or not 0 <= weight <= 1 or name.strip() in given:
+            raise ParameterError("code_weights", "must look like CONSTRAINT=WEIGHT,... with "
+                                 "weights in [0, 1]", text)
+        given[name.strip()] = weight
+    template = {u.name: u.name.split("[", 1)[0] for u in config.constraints}
+    unknown = sorted(set(given) - set(template) - set(template.values()))
+    if unknown:
+        raise ParameterError("code_weights", f"names no constraint of the configuration "
+                             f"({unknown[0]!r})", text)
+    out = []
+    for u in config.constraints:
+        weight = given.get(u.name, given.get(template[u.name]))
+        out.append(u if weight is None else replace(u, codes=replace(u.codes, weight=weight)))
+    weighted = replace(config, constraints=tuple(out))
+    try:
+        check_consistent(weighted)
+    except ConfigError as exc:
+        raise ParameterError("code_weights", str(exc), text) from None
+    return weighted
 
 
 # --------------------------------------------------------------------------- files

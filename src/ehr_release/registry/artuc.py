@@ -17,8 +17,22 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ehr_release.algorithms.artuc import artuc, baseline, release_files, rmr, to_jsonl
-from ehr_release.constraints import RTConfig, load_config, rt_data, with_weights
+from ehr_release.algorithms.artuc import (
+    Relaxing,
+    artuc,
+    artuc_unconstrained,
+    baseline,
+    release_files,
+    to_jsonl,
+)
+from ehr_release.algorithms.artuc.merging import STOP_RULES
+from ehr_release.constraints import (
+    RTConfig,
+    load_config,
+    rt_data,
+    with_code_weights,
+    with_weights,
+)
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Param
@@ -28,12 +42,13 @@ from ehr_release.privacy.kkm import verify_kkm
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import UtilityReport, VerificationReport
-from ehr_release.utility.artuc import evaluate_release
+from ehr_release.utility.artuc import RelaxCheck, evaluate_release
 from ehr_release.workers import gendiag_runner_for
 
 EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
 _EPSILON = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 _WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*\d+(?:\.\d*)?\s*$")
+_CODE_WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*(?:0(?:\.\d*)?|1(?:\.0*)?|\.\d+)\s*$")
 
 
 def resolve_epsilon(text: str, distinct_codes: int) -> float:
@@ -109,6 +124,12 @@ COMMON_PARAMS = (
           default="", check=lambda v: not v.strip() or all(
               _WEIGHT.match(i) for i in v.split(",")),
           rule="must look like NAME=WEIGHT,NAME=WEIGHT"),
+    Param("code_weights", str, "code weights w(ũ) of UL (Def. 5 of the ArtUC paper: "
+          "UL(ũ) = (2^|ũ| − 1)·w(ũ), w ∈ [0, 1] set by the data owner) per utility "
+          "constraint's code set, CONSTRAINT=W,... by constraint name (default: the config's "
+          "code_weight entries, else 1)", default="",
+          check=lambda v: not v.strip() or all(_CODE_WEIGHT.match(i) for i in v.split(",")),
+          rule="must look like CONSTRAINT=WEIGHT,... with weights in [0, 1]"),
     Param("seed", int, "seed of the random first picks (tests and examples only)",
           default=None),
     Param("compare", str, "evaluate also runs the other two algorithms for comparison: "
@@ -121,6 +142,32 @@ CONSTRAINTS = Param("constraints", str, "YAML file whose 'constraints' list repl
                     "config's", default="", check=_file_or_empty,
                     rule="must be empty or an existing file")
 PARAMS = (*COMMON_PARAMS[:2], DELTA, *COMMON_PARAMS[2:4], CONSTRAINTS, *COMMON_PARAMS[4:])
+
+#: ArtUC's own options (RmR and Baseline do not take them).
+ARTUC_PARAMS = (
+    *PARAMS,
+    Param("merge_stop", str, "what cluster merging (Steps 18–22 of the ArtUC paper) does when "
+          "the least-UL cluster has no partner within δ: 'exhaust' (default) sets it aside and "
+          "tries the next, ending when no merge is possible (Step 22's 'until the set of "
+          "clusters does not change'); 'paper' stops merging there, as §4.1 says ('Otherwise, "
+          "the cluster merging stops'). The default is a deviation kept because earlier "
+          "releases used it and it suppresses fewer codes (20,838 generated patients: 56,971 "
+          "vs 57,773)", default="exhaust", choices=STOP_RULES),
+    Param("relax", bool, "run Algorithm 2 of the ArtUC paper (§4.3, progressive relaxation "
+          "of Requirements 1 and 4) instead of failing when ε (Step 26) or δ (Step 16) "
+          "cannot be met: merging continues above δ, up to relax_delta, while more than ε "
+          "codes are suppressed, and ε itself may then rise to relax_epsilon; the utility "
+          "constraints and (k, k^m)-anonymity are never relaxed; the certificate lists what "
+          "was relaxed", default=False),
+    Param("relax_delta", float, "with relax=true: the largest NCP the data owner accepts "
+          "(Algorithm 2, steps 3 and 14); ≥ delta", default=1.0,
+          check=lambda v: 0.0 <= v <= 1.0, rule="must be a number in [0, 1]"),
+    Param("relax_epsilon", str, "with relax=true: the most codes suppressed the data owner "
+          "accepts (Algorithm 2, step 17), as a count or a share like epsilon; empty: epsilon "
+          "(ε is not relaxed)", default="",
+          check=lambda v: not v.strip() or _EPSILON.match(v) is not None,
+          rule="must be empty or " + EPSILON_RULE.removeprefix("must be ")),
+)
 
 
 @lru_cache(maxsize=4)
@@ -136,15 +183,37 @@ def config_of(params: dict[str, Any]) -> RTConfig:
         paths.append(Path(extra).resolve())
     stamp = tuple(x for p in paths for x in (p.stat().st_mtime_ns, p.stat().st_size))
     config = _load(str(paths[0]), str(paths[1]) if extra else "", stamp)
-    return with_weights(config, params.get("weights") or "")
+    config = with_weights(config, params.get("weights") or "")
+    return with_code_weights(config, params.get("code_weights") or "")
 
 
 def epsilon_of(params: dict[str, Any], dataset: Dataset) -> float:
     return resolve_epsilon(params["epsilon"], len(dataset.distinct_codes()))
 
 
+def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
+    """Algorithm 2's ceilings when ``relax`` is on (only ArtUC declares it), else None."""
+    if not params.get("relax", False):
+        return None
+    delta, eps = params.get("delta", 0.04), epsilon_of(params, dataset)
+    delta_max = params.get("relax_delta", 1.0)
+    if delta_max < delta:
+        raise ParameterError("relax_delta", f"must be ≥ delta ({delta:g}): it is the largest "
+                             "NCP the owner accepts when relaxing δ", delta_max)
+    text = (params.get("relax_epsilon") or "").strip()
+    eps_max = resolve_epsilon(text, len(dataset.distinct_codes())) if text else eps
+    if eps_max < eps:
+        raise ParameterError("relax_epsilon", f"must be ≥ epsilon ({eps:g}): it is the most "
+                             "codes suppressed the owner accepts when relaxing ε", text)
+    return Relaxing(delta_max, eps_max)
+
+
 def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
-    """One of the three algorithms on ``dataset`` → the bytes of its records file."""
+    """One of the four algorithms on ``dataset`` → the bytes of its records file."""
+    if name == "rmr":  # Poulis et al. 2013 (issue 19); imported here: registry.rmr imports us
+        from ehr_release.registry.rmr import release_bytes
+
+        return release_bytes(dataset, params, rng)
     config = config_of(params)
     data = rt_data(dataset, config)
     eps = epsilon_of(params, dataset)
@@ -153,7 +222,7 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
         anon = baseline(data, config, k=params["k"], m=params["m"], epsilon=eps,
                         gendiag_runner=runner)
     else:
-        algo = artuc if name == "artuc" else rmr
+        algo = artuc if name == "artuc" else artuc_unconstrained
         anon = algo(data, config, k=params["k"], m=params["m"],
                     delta=params.get("delta", 0.04), epsilon=eps, rng=rng,
                     gendiag_runner=runner)
@@ -162,10 +231,18 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
 
 def verify(name: str, files: ReleaseFiles, original: Dataset,
            params: dict[str, Any]) -> VerificationReport:
-    """Baseline has no NCP bound (δ only feeds its comparators); RmR has no constraints."""
+    """Baseline has no NCP bound (δ only feeds its comparators); RmR has no constraints.
+
+    A release of Algorithm 2 (``relax``) is held to the owner's ceilings relax_delta and
+    relax_epsilon (parameters, not data); (k, k^m)-anonymity, truthfulness and the utility
+    constraints are checked exactly as always. What was relaxed is in the utility report."""
     delta = None if name == "artuc-baseline" else params.get("delta", 0.04)
+    epsilon = epsilon_of(params, original)
+    relaxing = relaxing_of(params, original) if name == "artuc" else None
+    if relaxing is not None:
+        delta, epsilon = relaxing.delta_max, relaxing.epsilon_max
     return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
-                      m=params["m"], delta=delta, epsilon=epsilon_of(params, original),
+                      m=params["m"], delta=delta, epsilon=epsilon,
                       constrained=name != "rmr")
 
 
@@ -179,8 +256,12 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
         for other in others:
             comparators[other] = (lambda o=other: run(
                 o, original, {"delta": 0.04, **params}, check_random_state(seed)))
+    relaxing = relaxing_of(params, original) if name == "artuc" else None
+    check = None if relaxing is None else RelaxCheck(
+        params["delta"], epsilon_of(params, original), relaxing.delta_max,
+        relaxing.epsilon_max)
     report = evaluate_release(name, files, original, config_of(params), rng,
-                              comparators=comparators)
+                              comparators=comparators, relax=check)
     if not compare and _compare_choice(params) is None:
         report.notes.append(f"no comparison with RmR and Baseline: the extract has "
                             f"{original.n_patients:,} patients, more than compare=auto's "
@@ -193,8 +274,10 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
     config = config_of(params)
     anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],
                  delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng,
-                 gendiag_runner=gendiag_runner_for(dataset.n_patients))
-    return release_files(anon)
+                 gendiag_runner=gendiag_runner_for(dataset.n_patients),
+                 stop=params.get("merge_stop", "exhaust"),
+                 relaxing=relaxing_of(params, dataset))
+    return release_files(anon)  # anon.relaxations stay out: evaluate recomputes them
 
 
 ENTRY = AlgorithmEntry(
@@ -204,7 +287,7 @@ ENTRY = AlgorithmEntry(
             "codes)",
     privacy_model="(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
                   "of a patient cannot tell its record from ≥ k−1 others",
-    params=PARAMS,
+    params=ARTUC_PARAMS,
     anonymize=_anonymize,
     verify=lambda files, original, params: verify("artuc", files, original, params),
     evaluate=lambda files, original, params, rng: evaluate("artuc", files, original, params,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from ehr_release.constraints import (
     rt_data,
 )
 from ehr_release.dataset import Dataset
-from ehr_release.privacy.kkm import suppressed_occurrences
+from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
 from ehr_release.reports import Chart, UtilityReport
 
 RELEASE_FILE = "records.jsonl"
@@ -106,17 +107,28 @@ def record_ncp(release: Release, config: RTConfig) -> np.ndarray:
     return out
 
 
-def record_ul(release: Release) -> np.ndarray:
+def record_ul(release: Release, weight_of: Mapping[str, float] | None = None) -> np.ndarray:
     """The generalization part of UL(r) for every record (Def. 6); the suppression part,
-    Σ s(r), is a release total (:func:`suppressed_occurrences`)."""
+    Σ s(r), is a release total (:func:`suppressed_occurrences`).
+
+    ``weight_of`` maps codes to their code set's weight; w(ũ) (Def. 5) is the largest weight
+    of ũ's codes (one set's weight for ArtUC, whose ũ stay inside one set). Empty or None:
+    every w(ũ) = 1.
+    """
     gen = np.zeros(len(release.codes))
+    item_weight: dict[int, float] = {}
     for i, items in enumerate(release.codes):
         sizes = np.array([len(g) for g in items], dtype=float)
         sigma = sizes.sum()
         if sigma > 0:
             big = sizes[sizes >= 2]
-            gen[i] = float(np.sum(np.exp2(big - sigma) * (1 - np.exp2(-big)))
-                           / (1 - np.exp2(-sigma)))
+            term = np.exp2(big - sigma) * (1 - np.exp2(-big))
+            if weight_of:
+                for g in items:
+                    if id(g) not in item_weight:
+                        item_weight[id(g)] = max(weight_of.get(c, 1.0) for c in g)
+                term = term * np.array([item_weight[id(g)] for g in items if len(g) >= 2])
+            gen[i] = float(np.sum(term) / (1 - np.exp2(-sigma)))
     return gen
 
 
@@ -262,7 +274,7 @@ def measure(release: Release, config: RTConfig, data: RTData,
     number of code occurrences its records lost (Σ s(r))."""
     n = len(release.codes)
     ncp = record_ncp(release, config)
-    gen = record_ul(release)
+    gen = record_ul(release, config.code_weights())
     sup = lost / n if n else 0.0
     released_codes = {c for g, _ in release.distinct_items.values() for c in g}
     original_codes = {c for r in data.codes for c in r}
@@ -304,6 +316,143 @@ def _within(attr: object, value: object, element: object) -> bool:
         return element.low <= lo and hi <= element.high  # type: ignore[attr-defined]
     assert isinstance(attr, CategoricalAttribute)
     return value == element or element in attr.hierarchy.ancestors(str(value))
+
+
+def _overlaps(attr: object, value: object, element: object) -> bool:
+    if isinstance(attr, NumericalAttribute):
+        lo, hi = value  # type: ignore[misc]
+        return lo <= element.high and element.low <= hi  # type: ignore[attr-defined]
+    assert isinstance(attr, CategoricalAttribute)
+    up = attr.hierarchy.ancestors
+    return value == element or element in up(str(value)) or value in up(str(element))
+
+
+#: Above this many constraints the exactness table lists only those that do not hold.
+EXACTNESS_ROWS = 50
+
+
+def constraint_exactness(release: Release, config: RTConfig) -> list[dict[str, object]]:
+    """Per utility constraint u, whether the release keeps within it exactly (Def. 9).
+
+    u does not hold exactly when a released record's generalized demographics overlap u's
+    demographic part without lying inside any constraint's part, or a generalized code
+    holds codes of u's code set together with codes outside it. Measured on the published
+    bytes alone, so it says the same for every algorithm (RmR ignores the constraints).
+    """
+    parts = config.demographic_parts()
+    sets = list(dict.fromkeys(u.codes.codes for u in config.constraints))
+    set_of = {c: i for i, cs in enumerate(sets) for c in cs}
+    demo_out = np.zeros(len(parts), dtype=np.int64)
+    seen: dict[tuple, int] = {}
+    for demo in release.demographics:
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in demo.values())
+        seen[key] = seen.get(key, 0) + 1
+    names = config.names
+    for key, count in seen.items():
+        demo = dict(zip(names, key, strict=True))
+        if any(all(_within(a, demo[a.name], el) for a, el in zip(config.attributes, part,
+                                                                  strict=True))
+               for part in parts):
+            continue
+        for p, part in enumerate(parts):
+            if all(_overlaps(a, demo[a.name], el)
+                   for a, el in zip(config.attributes, part, strict=True)):
+                demo_out[p] += count
+    code_out = np.zeros(len(sets), dtype=np.int64)
+    for g, _ in release.distinct_items.values():
+        owners = {set_of.get(c, -1) for c in g}
+        if len(owners) > 1 or -1 in owners:
+            for o in owners - {-1}:
+                code_out[o] += 1
+    part_of = {part: p for p, part in enumerate(parts)}
+    set_index = {cs: i for i, cs in enumerate(sets)}
+    rows: list[dict[str, object]] = []
+    for u in config.constraints:
+        outside = int(demo_out[part_of[u.demographics]])
+        exceeding = int(code_out[set_index[u.codes.codes]])
+        rows.append({"constraint": u.name, "holds exactly": "yes" if not (outside or exceeding)
+                     else "no", "records exceeding its demographics": outside,
+                     "generalized codes exceeding its code set": exceeding})
+    return rows
+
+
+def exactness_table(rows: list[dict[str, object]], notes: list[str]) -> list[dict[str, object]]:
+    """The rows the certificate shows: all of them, or past :data:`EXACTNESS_ROWS` only the
+    constraints that do not hold exactly (with a note saying so)."""
+    if len(rows) <= EXACTNESS_ROWS:
+        return rows
+    broken = [r for r in rows if r["holds exactly"] != "yes"]
+    notes.append(f"utility constraints: {len(rows) - len(broken)} of {len(rows)} hold exactly; "
+                 "the table lists only those that do not")
+    return broken
+
+
+# --------------------------------------------------------------------------- Algorithm 2
+@dataclass(frozen=True)
+class RelaxCheck:
+    """What a release made with Algorithm 2 (``relax=true``) was asked for: δ and ε, and the
+    owner's ceilings. The evaluation recomputes from the release which were relaxed."""
+
+    delta: float
+    epsilon: float
+    delta_max: float
+    epsilon_max: float
+
+
+def codes_suppressed(files: Mapping[str, bytes], original: Dataset,
+                     config: RTConfig) -> int | None:
+    """The quantity ε bounds (codes suppressed, distinct per cluster), counted by the
+    independent verifier on its matching of original to released records — the figure its
+    "suppression bound ε" requirement reports. None when no matching exists."""
+    report = verify_kkm(dict(files), original, config, algorithm="evaluation", k=1, m=1,
+                        delta=None, epsilon=math.inf, constrained=False)
+    for req in report.requirements:
+        if "suppressed_codes" in req.evidence:
+            return int(req.evidence["suppressed_codes"])
+    return None
+
+
+def relaxations(check: RelaxCheck, ncp: float, suppressed: int | None,
+                exact: list[dict[str, object]],
+                notes: list[str]) -> list[dict[str, object]]:
+    """Algorithm 2's relaxations as the release shows them: one row per requirement of
+    Problem 1 it touches (1: NCP ≤ δ, 4: ≤ ε codes suppressed) and Requirement 3, which it
+    never relaxes; a note per relaxation found.
+
+    Which step relaxed δ (3: the k-anonymous clustering alone exceeds δ; 14: merges above δ
+    while more than ε codes were suppressed) is not visible in the release; the anonymizer
+    returns it (``Anonymization.relaxations``) but it is not published.
+    """
+    delta_relaxed = ncp > check.delta + 1e-9
+    eps_relaxed = suppressed is not None and suppressed > check.epsilon + 1e-9
+    held = sum(r["holds exactly"] == "yes" for r in exact)
+    rows: list[dict[str, object]] = [
+        {"requirement": "1: NCP ≤ δ", "asked": check.delta, "ceiling": check.delta_max,
+         "release": ncp, "relaxed": "yes" if delta_relaxed else "no"},
+        {"requirement": "4: codes suppressed ≤ ε", "asked": check.epsilon,
+         "ceiling": check.epsilon_max,
+         "release": "not countable" if suppressed is None else suppressed,
+         "relaxed": "yes" if eps_relaxed else ("unknown" if suppressed is None else "no")},
+        {"requirement": "3: utility constraints (Def. 9)", "asked": "all hold",
+         "ceiling": "never relaxed", "release": f"{held} of {len(exact)} hold exactly",
+         "relaxed": "no" if held == len(exact) else "VIOLATED"},
+    ]
+    if delta_relaxed:
+        notes.append(f"Algorithm 2 relaxed δ (Requirement 1): the release's NCP {ncp:.4f} is "
+                     f"above δ = {check.delta:g} (the owner's ceiling relax_delta = "
+                     f"{check.delta_max:g}); ArtUC merged clusters above δ, or its "
+                     "k-anonymous clustering alone exceeded δ, to bring suppression down")
+    if eps_relaxed:
+        notes.append(f"Algorithm 2 relaxed ε (Requirement 4): {suppressed} codes suppressed, "
+                     f"above ε = {check.epsilon:g} (the owner's ceiling relax_epsilon = "
+                     f"{check.epsilon_max:g}), after merging up to relax_delta")
+    if not delta_relaxed and not eps_relaxed and suppressed is not None:
+        notes.append("Algorithm 2 (relax=true) applied no relaxation: the release meets δ and "
+                     "ε, as Algorithm 1 would have produced it")
+    if held != len(exact):
+        notes.append(f"utility constraints: {len(exact) - held} do not hold exactly (see the "
+                     "utility constraints table)")
+    return rows
 
 
 def additional_loss(other: Mapping[str, float], ref: Mapping[str, float]) -> float | None:
@@ -350,9 +499,14 @@ def _lost(release: Release, data: RTData, config: RTConfig, name: str,
 def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Dataset,
                      config: RTConfig, rng: np.random.Generator, *,
                      comparators: Mapping[str, Callable[[], bytes]] | None = None,
-                     chart: bool = True) -> UtilityReport:
+                     chart: bool = True, relax: RelaxCheck | None = None) -> UtilityReport:
     """Utility report of ``files``; ``comparators`` (name → release bytes) are run lazily,
-    and a comparator that fails (δ or ε cannot be met) is noted rather than fatal."""
+    and a comparator that fails (δ or ε cannot be met) is noted rather than fatal.
+
+    With utility constraints, the ``utility constraints`` table says which of them the
+    release keeps exactly; ``relax`` (a release of Algorithm 2) adds the ``relaxations``
+    table: which of δ and ε the release exceeds, recomputed from the release and the
+    original, since the published bytes carry no such record."""
     data = rt_data(original, config)
     queries = workloads(data, config, rng)
     truth = {w: [true_count(q, data) for q in qs] for w, qs in queries.items()}
@@ -364,9 +518,15 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
              "columns of the input are not configured and were not released"]
     if original.is_longitudinal:
         notes.append("ages at diagnosis and repeated codes are not released (set-valued codes)")
+    tables: dict[str, list[dict[str, object]]] = {}
     if config.constraints:
         metrics["records satisfying the utility constraints"] = constraint_share(release,
                                                                                  config)
+        exact = constraint_exactness(release, config)
+        tables["utility constraints"] = exactness_table(exact, notes)
+        if relax is not None:
+            tables["relaxations"] = relaxations(relax, metrics["NCP"], codes_suppressed(
+                files, original, config), exact, notes)
     rows = {algorithm: metrics}
     for name, run in (comparators or {}).items():
         try:
@@ -392,4 +552,4 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
                         metrics[f"additional utility loss of {name} vs ArtUC (%)"] = loss
     table = [{"algorithm": name, **m} for name, m in rows.items()]
     charts = [_chart(rows)] if chart and len(release.codes) else []
-    return UtilityReport(algorithm, metrics, {"comparison": table}, charts, notes)
+    return UtilityReport(algorithm, metrics, {"comparison": table, **tables}, charts, notes)

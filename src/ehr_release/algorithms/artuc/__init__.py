@@ -5,8 +5,15 @@ Pure functions over an :class:`~ehr_release.constraints.RTData` and its
 ``privacy/kkm.py`` re-checks the result from the published bytes alone.
 """
 
-from ehr_release.algorithms.artuc.artuc import Anonymization, artuc, baseline, rmr
+from ehr_release.algorithms.artuc.artuc import (
+    Anonymization,
+    Relaxation,
+    Relaxing,
+    artuc,
+    artuc_unconstrained,
+    baseline,
+)
 from ehr_release.algorithms.artuc.release import RECORDS_FILE, release_files, to_jsonl
 
-__all__ = ["RECORDS_FILE", "Anonymization", "artuc", "baseline", "release_files", "rmr",
-           "to_jsonl"]
+__all__ = ["RECORDS_FILE", "Anonymization", "Relaxation", "Relaxing", "artuc", "baseline",
+           "release_files", "artuc_unconstrained", "to_jsonl"]

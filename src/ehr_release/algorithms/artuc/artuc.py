@@ -10,7 +10,14 @@ All three share the phases and differ in what they take from the utility constra
   GenDiag once per group.
 
 A run that cannot meet δ (Step 16) or ε (Step 26) produces nothing and raises
-:class:`~ehr_release.errors.ParameterError` naming the threshold to relax.
+:class:`~ehr_release.errors.ParameterError` naming the threshold to relax — unless ArtUC
+runs as **Algorithm 2** (§4.3, ``relax=True``): the data owner's judgements "is this NCP /
+this number of suppressed codes acceptable?" become the ceilings ``relax_delta`` and
+``relax_epsilon``; δ is relaxed (Step 3: the clustering's NCP; Step 14: merges above δ,
+made only while more than ε codes are suppressed) before ε is (Step 17), and every
+relaxation made is returned in :attr:`Anonymization.relaxations`. The utility constraints
+(Requirement 3) and (k, k^m)-anonymity are never relaxed: the paper's Algorithm 2 relaxes
+Requirements 1 and 4 only.
 
 ``gendiag_runner`` decides where GenDiag runs: by default in this process, one call after
 another; :func:`ehr_release.workers.gendiag_processes` spreads each batch over worker
@@ -22,13 +29,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.formation import Cluster, form_clusters
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
-from ehr_release.algorithms.artuc.merging import GenDiagMany, merge_by_ul, merge_identical
+from ehr_release.algorithms.artuc.merging import (
+    GenDiagMany,
+    Relax,
+    StopRule,
+    merge_by_ul,
+    merge_identical,
+)
 from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.constraints import RTConfig, RTData, assign_parts, code_set_index
 from ehr_release.errors import ConfigError, ParameterError
@@ -46,6 +60,27 @@ def in_process(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
 
 
 @dataclass(frozen=True)
+class Relaxation:
+    """One relaxation Algorithm 2 applied: which requirement of Problem 1, at which step,
+    the bound asked for and the value the result has (``merges``: merges above δ)."""
+
+    requirement: Literal["delta", "epsilon"]
+    step: int
+    bound: float
+    reached: float
+    merges: int = 0
+
+    def describe(self) -> str:
+        if self.requirement == "epsilon":
+            return (f"ε relaxed (Algorithm 2, step {self.step}): {self.reached:g} codes "
+                    f"suppressed, above ε = {self.bound:g}")
+        how = (f"{self.merges} cluster merges accepted above δ while more than ε codes were "
+               "suppressed" if self.step == 14 else "the k-anonymous clustering alone")
+        return (f"δ relaxed (Algorithm 2, step {self.step}): NCP {self.reached:.4f} above "
+                f"δ = {self.bound:g} ({how})")
+
+
+@dataclass(frozen=True)
 class Anonymization:
     """An anonymized RT-dataset: clusters, their code generalizations, what was dropped."""
 
@@ -56,6 +91,8 @@ class Anonymization:
     codes: list[CodeGeneralization]
     suppressed_rows: np.ndarray
     picks: list[int]
+    #: What Algorithm 2 relaxed, in the order it did (empty for Algorithm 1).
+    relaxations: tuple[Relaxation, ...] = ()
 
     @property
     def released(self) -> int:
@@ -82,13 +119,15 @@ def _setup(data: RTData, config: RTConfig,
            constrained: bool) -> tuple[DemographicSpace, CodeTable, np.ndarray]:
     if constrained and not config.constraints:
         raise ConfigError("the configuration has no utility constraints (this algorithm needs "
-                          "them; rmr runs without)")
+                          "them; artuc-unconstrained runs without)")
     space = DemographicSpace(config, data)
+    weights = config.code_weights()
     if constrained:
         groups = assign_parts(data, config)
         code_sets = code_set_index(config, {c for r in data.codes for c in r})
-        return space, CodeTable.build(data.codes, code_sets), groups
-    return space, CodeTable.build(data.codes), np.zeros(len(data.patient_ids), dtype=np.int64)
+        return space, CodeTable.build(data.codes, code_sets, weights), groups
+    return (space, CodeTable.build(data.codes, weight_of=weights),
+            np.zeros(len(data.patient_ids), dtype=np.int64))
 
 
 def _check_epsilon(codes: list[CodeGeneralization], epsilon: float) -> None:
@@ -98,35 +137,81 @@ def _check_epsilon(codes: list[CodeGeneralization], epsilon: float) -> None:
                              "(Step 26); raise ε or relax the utility constraints", epsilon)
 
 
+@dataclass(frozen=True)
+class Relaxing:
+    """Algorithm 2's ceilings: the largest NCP and number of suppressed codes the data owner
+    accepts (the paper asks the owner at each step; here they are given up front)."""
+
+    delta_max: float
+    epsilon_max: float
+
+
 def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: int,
                        delta: float, epsilon: float, rng: np.random.Generator,
-                       constrained: bool, gendiag_runner: GenDiagRunner) -> Anonymization:
+                       constrained: bool, gendiag_runner: GenDiagRunner,
+                       stop: StopRule = "exhaust",
+                       relaxing: Relaxing | None = None) -> Anonymization:
     space, table, groups = _setup(data, config, constrained)
     formed = form_clusters(space, groups, k, rng)
     clustered = sum(c.size for c in formed.clusters)
     ncp = sum(c.size * space.ncp(c.box) for c in formed.clusters) / max(clustered, 1)
-    if ncp > delta + 1e-12:  # Step 16
-        raise ParameterError("delta", f"is below the NCP {ncp:.4f} of the k-anonymous "
-                             "clustering (Step 16); raise δ or lower k", delta)
+    relaxations: list[Relaxation] = []
+    if ncp > delta + 1e-12:  # Step 16 (Algorithm 2: Step 3)
+        if relaxing is None:
+            raise ParameterError("delta", f"is below the NCP {ncp:.4f} of the k-anonymous "
+                                 "clustering (Step 16); raise δ or lower k", delta)
+        if ncp > relaxing.delta_max + 1e-12:
+            raise ParameterError("relax_delta", f"is below the NCP {ncp:.4f} of the "
+                                 "k-anonymous clustering (Algorithm 2, step 3); raise it or "
+                                 "lower k", relaxing.delta_max)
+        relaxations.append(Relaxation("delta", 3, delta, ncp))
+    relax = None if relaxing is None else Relax(epsilon, max(delta, relaxing.delta_max))
     with gendiag_runner(table, k, m) as many:
-        clusters, codes = merge_by_ul(space, merge_identical(formed.clusters), delta, many)
-    _check_epsilon(codes, epsilon)
+        merged = merge_by_ul(space, merge_identical(formed.clusters), delta, many, stop=stop,
+                             relax=relax)
+    clusters, codes = merged.clusters, merged.codes
+    if merged.beyond_delta:
+        final = sum(c.size * space.ncp(c.box) for c in clusters) / max(clustered, 1)
+        relaxations.append(Relaxation("delta", 14, delta, final, merged.beyond_delta))
+    if relaxing is None:
+        _check_epsilon(codes, epsilon)
+    elif merged.suppressed > epsilon:  # Algorithm 2, steps 17–20
+        if merged.suppressed > relaxing.epsilon_max:
+            raise ParameterError("relax_epsilon", f"is below the {merged.suppressed} codes "
+                                 "GenDiag had to suppress after merging up to relax_delta "
+                                 "(Algorithm 2, step 19); raise it or relax_delta",
+                                 relaxing.epsilon_max)
+        relaxations.append(Relaxation("epsilon", 17, epsilon, merged.suppressed))
     return Anonymization(name, space, table, clusters, codes, formed.suppressed_rows,
-                         formed.picks)
+                         formed.picks, tuple(relaxations))
 
 
 def artuc(data: RTData, config: RTConfig, *, k: int, m: int, delta: float, epsilon: float,
-          rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
-    """(k, k^m)-anonymize ``data`` satisfying the configuration's utility constraints."""
+          rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process,
+          stop: StopRule = "exhaust", relaxing: Relaxing | None = None) -> Anonymization:
+    """(k, k^m)-anonymize ``data`` satisfying the configuration's utility constraints.
+
+    ``stop`` is the merging stop rule (:mod:`~ehr_release.algorithms.artuc.merging`:
+    ``"exhaust"``, the default, or the paper's ``"paper"``); ``relaxing`` runs Algorithm 2
+    with the owner's ceilings instead of failing at Step 16 or 26.
+    """
     return _cluster_and_merge("artuc", data, config, k=k, m=m, delta=delta, epsilon=epsilon,
-                              rng=rng, constrained=True, gendiag_runner=gendiag_runner)
+                              rng=rng, constrained=True, gendiag_runner=gendiag_runner,
+                              stop=stop, relaxing=relaxing)
 
 
-def rmr(data: RTData, config: RTConfig, *, k: int, m: int, delta: float, epsilon: float,
-        rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
-    """(k, k^m)-anonymize ``data`` under δ and ε, ignoring utility constraints."""
-    return _cluster_and_merge("rmr", data, config, k=k, m=m, delta=delta, epsilon=epsilon,
-                              rng=rng, constrained=False, gendiag_runner=gendiag_runner)
+def artuc_unconstrained(data: RTData, config: RTConfig, *, k: int, m: int, delta: float,
+                        epsilon: float, rng: np.random.Generator,
+                        gendiag_runner: GenDiagRunner = in_process) -> Anonymization:
+    """(k, k^m)-anonymize ``data`` under δ and ε, ignoring utility constraints.
+
+    ArtUC's own steps without its utility constraints: a relaxation of ArtUC's problem,
+    registered as ``artuc-unconstrained``. It is not the RmR of Poulis et al. (2013) the
+    paper compares against; that one is :mod:`ehr_release.algorithms.rmr`.
+    """
+    return _cluster_and_merge("artuc-unconstrained", data, config, k=k, m=m, delta=delta,
+                              epsilon=epsilon, rng=rng, constrained=False,
+                              gendiag_runner=gendiag_runner)
 
 
 def baseline(data: RTData, config: RTConfig, *, k: int, m: int, epsilon: float,

@@ -4,8 +4,12 @@ The adapted CBA of the paper's Appendix A, with the ties it leaves open fixed so
 reproducible:
 
 * Q is processed by support (desc), then smaller itemsets first, then item ids;
-* the generalization partner minimizes ``UL(u ∪ u')`` (= its size, code weights being 1),
-  then prefers the better-supported ``u'``, then the lexicographically smaller codes;
+* the generalization partner minimizes ``UL(u ∪ u')`` (= its size: u and u' lie in one
+  code set, and code weights w(ũ) are given per code set, so w is the same for every
+  candidate u' and (2^|ũ| − 1)·w orders them by size), then prefers the better-supported
+  ``u'``, then the lexicographically smaller codes. Without utility constraints (RmR) all
+  codes share one set and weights may differ between candidates; the choice stays by size
+  there (the weights still enter every UL GenDiag reports, so merging sees them);
 * a merged item keeps the id of the better-supported part (ties: the smaller id);
 * suppression removes the least-supported item of p (ties: smaller codes).
 
@@ -61,12 +65,13 @@ class CodeGeneralization:
         return self.ul_generalization + self.ul_suppression
 
 
-def record_ul(n: int, rec: np.ndarray, item: np.ndarray,
-              size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per record: Σ_ũ UL(ũ) / (2^σ − 1) and s(r) (Def. 5–6, code weights 1).
+def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
+              weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: Σ_ũ UL(ũ) / (2^σ − 1) and s(r) (Def. 5–6).
 
     ``size[item]`` is |ũ|; singletons cost 0. Written as 2^(|ũ|−σ)·(1−2^−|ũ|)/(1−2^−σ) so
-    generalized codes of hundreds of codes do not overflow.
+    generalized codes of hundreds of codes do not overflow. ``weight[item]`` is w(ũ)
+    (Def. 5); None means every w(ũ) = 1. s(r) is a count of codes and takes no weight.
     """
     kept = item >= 0
     width = int(item.max()) + 1 if len(item) else 1
@@ -74,6 +79,8 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray,
     owner, z = pairs // width, size[pairs % width].astype(float)
     sigma = np.bincount(owner, weights=z, minlength=n)
     term = np.where(z >= 2, np.exp2(z - sigma[owner]) * (1 - np.exp2(-z)), 0.0)
+    if weight is not None:
+        term = term * weight[pairs % width]
     num = np.bincount(owner, weights=term, minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         gen = np.where(sigma > 0, num / (1 - np.exp2(-sigma)), 0.0)
@@ -95,7 +102,12 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     size = np.zeros(len(uniq), dtype=np.int64)
     for lab, codes in items.items():
         size[lab] = len(codes)
-    gen, sup = record_ul(len(rows), rec, item, size)
+    weight = None
+    if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
+        weight = np.ones(len(uniq))
+        for lab, codes in items.items():
+            weight[lab] = float(table.weight[list(codes)].max())
+    gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
                               float(gen.sum()), float(sup.sum()), state.suppressed_codes)
 

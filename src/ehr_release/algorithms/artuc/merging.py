@@ -5,10 +5,26 @@ cluster with the least UL (after GenDiag) is merged with the partner of its own 
 gives the merged cluster the least UL, among partners keeping NCP(D̃) ≤ δ.
 
 Decisions (see the spec): partners come from the same constraint group — merging across
-groups would break the utility constraints; and a cluster without a feasible partner is set
-aside (until its group changes) while the next one is tried, so the loop ends exactly when
-no merge is possible — the paper's "until the set of clusters does not change". A set-aside
-cluster costs only NCP arithmetic: GenDiag runs only for feasible partners.
+groups would break the utility constraints. What happens when the popped cluster has no
+feasible partner is the ``stop`` rule:
+
+* ``"exhaust"`` (default): the cluster is set aside (until its group changes) while the next
+  one is tried, so the loop ends exactly when no merge is possible — the paper's "until the
+  set of clusters does not change" (Step 22). Kept as default because it is what releases
+  have been produced with (their bytes must not change) and because it merges more, which
+  lowers UL and suppression: a cluster whose group is saturated says nothing about the
+  other groups, which the same-group Decision keeps independent;
+* ``"paper"``: merging stops at the first such cluster, the text of Section 4.1 ("If C′UL
+  exists, the two clusters are merged … Otherwise, the cluster merging stops").
+
+A set-aside cluster costs only NCP arithmetic: GenDiag runs only for feasible partners.
+
+**Algorithm 2** (§4.3, progressive relaxation of Requirements 1 and 4) replaces the owner's
+"is this NCP acceptable?" by a rule (:class:`Relax`): merges are first accepted under δ
+exactly as above; if, when none is left, the clusters suppress more codes than ε, the owner
+accepts NCP up to ``delta_max`` and merging resumes, until suppression is within ε (then a
+further NCP increase is "not acceptable" and the clusters are returned: Steps 14, 17–18) or
+no merge fits ``delta_max``. So a run that meets δ and ε unaided is not changed at all.
 
 Almost all of ArtUC's time is GenDiag on C ∪ C′ for every feasible partner of a popped
 cluster. Those calls are independent, so they are handed over as one batch to
@@ -19,6 +35,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -43,13 +61,46 @@ def merge_identical(clusters: list[Cluster]) -> list[Cluster]:
     return list(by_box.values())
 
 
+#: What to do when the popped cluster has no feasible partner (see the module docstring).
+StopRule = Literal["exhaust", "paper"]
+STOP_RULES: tuple[StopRule, ...] = ("exhaust", "paper")
+
+
+@dataclass(frozen=True)
+class Relax:
+    """Algorithm 2's data owner as a rule: accept NCP up to ``delta_max`` while the clusters
+    suppress more than ``epsilon`` codes (Step 14), and only then."""
+
+    epsilon: float
+    delta_max: float
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Final clusters with their GenDiag results; ``beyond_delta`` counts the merges that
+    Algorithm 2 accepted above δ (0 without :class:`Relax`)."""
+
+    clusters: list[Cluster]
+    codes: list[CodeGeneralization]
+    beyond_delta: int = 0
+
+    @property
+    def suppressed(self) -> int:
+        return sum(g.suppressed for g in self.codes)
+
+
 def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
-                gendiag_many: GenDiagMany) -> tuple[list[Cluster], list[CodeGeneralization]]:
-    """Steps 18–22; returns the final clusters with their GenDiag results."""
+                gendiag_many: GenDiagMany, *, stop: StopRule = "exhaust",
+                relax: Relax | None = None) -> Merged:
+    """Steps 18–22 (Algorithm 2's Steps 7–21 with ``relax``)."""
+    if stop not in STOP_RULES:
+        raise ValueError(f"stop must be one of {STOP_RULES}; got {stop!r}")
     n = sum(c.size for c in clusters)
-    budget = delta * n + 1e-9 * max(n, 1)
+    slack = 1e-9 * max(n, 1)
+    budget = delta * n + slack
     alive: dict[int, Cluster] = dict(enumerate(clusters))
     result = dict(zip(alive, gendiag_many([c.rows for c in alive.values()]), strict=True))
+    suppressed = sum(g.suppressed for g in result.values())
     ncp = {i: c.size * space.ncp(c.box) for i, c in alive.items()}
     total = sum(ncp.values())
     heap = [(result[i].ul, i) for i in alive]
@@ -59,35 +110,52 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
     for i, c in alive.items():
         members.setdefault(c.group, set()).add(i)
     next_id = len(clusters)
-    while heap:
-        _, i = heapq.heappop(heap)
-        if i not in alive:
-            continue
-        c = alive[i]
-        feasible: list[tuple[int, Cluster]] = []
-        for j in sorted(members[c.group] - {i}):
-            other = alive[j]
-            box = space.join(c.box, other.box)
-            merged_ncp = (c.size + other.size) * space.ncp(box)
-            if total - ncp[i] - ncp[j] + merged_ncp <= budget:
-                feasible.append((j, Cluster(np.concatenate([c.rows, other.rows]), box, c.group)))
-        if not feasible:
-            aside.setdefault(c.group, set()).add(i)
-            continue
-        gens = gendiag_many([merged.rows for _, merged in feasible])
-        at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
-        (j, merged), gen = feasible[at], gens[at]
-        total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
-        del alive[i], alive[j]
-        members[c.group] -= {i, j}
-        members[c.group].add(next_id)
-        result.pop(i)
-        result.pop(j)
-        alive[next_id], result[next_id] = merged, gen
-        ncp[next_id] = merged.size * space.ncp(merged.box)
-        heapq.heappush(heap, (gen.ul, next_id))
-        for waiting in aside.pop(c.group, set()) - {i, j}:  # their group changed: retry
-            heapq.heappush(heap, (result[waiting].ul, waiting))
-        next_id += 1
+    relaxing = False
+    beyond = 0
+    while True:
+        while heap:
+            _, i = heapq.heappop(heap)
+            if i not in alive:
+                continue
+            c = alive[i]
+            feasible: list[tuple[int, Cluster]] = []
+            for j in sorted(members[c.group] - {i}):
+                other = alive[j]
+                box = space.join(c.box, other.box)
+                merged_ncp = (c.size + other.size) * space.ncp(box)
+                if total - ncp[i] - ncp[j] + merged_ncp <= budget:
+                    feasible.append((j, Cluster(np.concatenate([c.rows, other.rows]), box,
+                                                c.group)))
+            if not feasible:
+                if stop == "paper":
+                    break
+                aside.setdefault(c.group, set()).add(i)
+                continue
+            gens = gendiag_many([merged.rows for _, merged in feasible])
+            at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
+            (j, merged), gen = feasible[at], gens[at]
+            total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
+            suppressed += gen.suppressed - result[i].suppressed - result[j].suppressed
+            del alive[i], alive[j]
+            members[c.group] -= {i, j}
+            members[c.group].add(next_id)
+            result.pop(i)
+            result.pop(j)
+            alive[next_id], result[next_id] = merged, gen
+            ncp[next_id] = merged.size * space.ncp(merged.box)
+            heapq.heappush(heap, (gen.ul, next_id))
+            for waiting in aside.pop(c.group, set()) - {i, j}:  # their group changed: retry
+                heapq.heappush(heap, (result[waiting].ul, waiting))
+            next_id += 1
+            if relaxing:
+                beyond += total > delta * n + slack
+                if relax is not None and suppressed <= relax.epsilon:
+                    break  # Step 14: a larger NCP is no longer worth it (Steps 17–18)
+        if relax is None or relaxing or suppressed <= relax.epsilon:
+            break
+        relaxing, budget = True, relax.delta_max * n + slack  # Step 14: the owner relaxes δ
+        aside.clear()
+        heap = [(result[i].ul, i) for i in alive]
+        heapq.heapify(heap)
     order = sorted(alive)
-    return [alive[i] for i in order], [result[i] for i in order]
+    return Merged([alive[i] for i in order], [result[i] for i in order], beyond)
