@@ -38,6 +38,7 @@ PARAMS: dict[str, dict[str, str]] = {
     "artuc": {"k": "5", "delta": "1", "compare": "true", "seed": "1"},
     "artuc-baseline": {"k": "5", "seed": "1"},
     "rmr": {"k": "5", "delta": "1", "seed": "1"},
+    "artuc-unconstrained": {"k": "5", "delta": "1", "seed": "1"},
     "diffgen": {"epsilon": "1", "h": "5", "taxonomies": "mimic-demo", "eval_runs": "2",
                 "seed": "1"},
     "disassociation": {"k": "5", "seed": "1"},
@@ -74,7 +75,7 @@ def _release(name: str) -> tuple[CertificateContext, DatasheetContext]:
     """One real release of the demo, with the certificate and datasheet contexts of it."""
     entry = registry.get(name)
     given = dict(PARAMS[name])
-    if name in {"artuc", "artuc-baseline", "rmr"}:
+    if name in {"artuc", "artuc-baseline", "rmr", "artuc-unconstrained"}:
         given["config"] = _config()
     params = entry.parse(given)
     dataset = _dataset()

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc, baseline, rmr, to_jsonl
+from ehr_release.algorithms import rmr as poulis
+from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
 from ehr_release.constraints import NumericalAttribute, parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
@@ -30,7 +31,7 @@ from ehr_release.privacy.kkm import verify_kkm
 from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset, records
 from tests.test_artuc_worked_example import CONFIG, ROWS, SEED, worked_example
 
-NAMES = ("artuc", "artuc-baseline", "rmr")
+NAMES = ("artuc", "artuc-baseline", "rmr", "artuc-unconstrained")
 
 
 @pytest.fixture
@@ -196,8 +197,10 @@ def test_attack_passes_correct_releases_and_matches_brute_force_on_edits(
     runs = {"artuc-baseline": lambda: baseline(rt, cfg, k=k, m=m, epsilon=1e9),
             "artuc": lambda: artuc(rt, cfg, k=k, m=m, delta=1.0, epsilon=1e9,
                                    rng=np.random.default_rng(seed)),
-            "rmr": lambda: rmr(rt, cfg, k=k, m=m, delta=1.0, epsilon=1e9,
-                               rng=np.random.default_rng(seed))}
+            "artuc-unconstrained": lambda: artuc_unconstrained(
+                rt, cfg, k=k, m=m, delta=1.0, epsilon=1e9, rng=np.random.default_rng(seed)),
+            "rmr": lambda: poulis.rmr(rt, cfg, icd9_hierarchy(), k=k, m=m, delta=1.0,
+                                      epsilon=1e9, rng=np.random.default_rng(seed))}
     pool = sorted({c for r in rows for c in r[3]})
     for name, run in runs.items():
         try:
@@ -206,7 +209,8 @@ def test_attack_passes_correct_releases_and_matches_brute_force_on_edits(
             continue
         files = {"records.jsonl": to_jsonl(anon)}
         assert verify_kkm(files, ds, cfg, algorithm=name, k=k, m=m, delta=None,
-                          epsilon=1e9, constrained=name != "rmr").holds
+                          epsilon=1e9,
+                          constrained=name not in ("rmr", "artuc-unconstrained")).holds
         report = attack_kkm(files, ds, cfg, k=k, m=m)
         assert report.passed, (name, report)
         lines = [json.loads(x) for x in files["records.jsonl"].decode().splitlines()]

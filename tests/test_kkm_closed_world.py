@@ -24,7 +24,7 @@ from ehr_release.dataset import Dataset
 from ehr_release.verification import verify_release
 from tests.test_artuc_worked_example import CONFIG, SEED, worked_example
 
-NAMES = ("artuc", "artuc-baseline", "rmr")
+NAMES = ("artuc", "artuc-baseline", "rmr", "artuc-unconstrained")
 
 
 @pytest.fixture(scope="module")

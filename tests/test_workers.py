@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ehr_release import workers
-from ehr_release.algorithms.artuc import artuc, baseline, rmr, to_jsonl
+from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
@@ -41,7 +41,7 @@ def _data(n: int, seed: int):
 def test_worker_processes_give_the_same_release_as_this_process() -> None:
     data, config = _data(600, seed=3)
     workers = partial(gendiag_processes, workers=2)
-    for algo in (artuc, rmr):
+    for algo in (artuc, artuc_unconstrained):
         here = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,
                     rng=np.random.default_rng(1), gendiag_runner=in_process)
         there = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,

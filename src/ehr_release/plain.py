@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 #: Registered names of each family (the baselines and comparators share the model).
-KKM = frozenset({"artuc", "artuc-baseline", "rmr"})
+KKM = frozenset({"artuc", "artuc-baseline", "artuc-unconstrained", "rmr"})
 LDA = frozenset({"lda", "lda-baseline"})
 
 _DTYPES = (
@@ -152,6 +152,9 @@ _GLOSSARY: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), t) fo
     (r"^records satisfying", "share of records whose generalization meets the data owner's "
                              "utility constraints (1 = all)"),
     (r"^baseline ", "the same figure for the generalization baseline, for comparison"),
+    (r"^(CBA|GenDiag) ", "the same figure for the generalization method the paper compares "
+                        "against"),
+    (r"^MRE (median|min|max)", "signed matching error of the utility constraints, in %"),
 ))
 
 

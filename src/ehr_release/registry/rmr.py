@@ -1,40 +1,104 @@
-"""Registry glue for ``rmr``: (k, k^m)-anonymity without utility constraints (RmR).
+"""Registry glue for ``rmr``: Poulis et al. 2013's (k, k^m)-anonymity algorithm, ArtUC's
+comparator (:mod:`ehr_release.algorithms.rmr`).
 
-The comparator ArtUC is measured against (Poulis et al. 2013): demographics clustered under
-the NCP bound δ, clusters merged by UL, codes set-generalized with no limit on which codes
-may be generalized together. The configuration still supplies the released attributes, their
-hierarchies and domains; its utility constraints are ignored by the algorithm and the
-verifier, and only used by evaluation to show how many records RmR leaves outside them.
+It takes ArtUC's parameters (the paper compares them at the same k, m, δ and ε) and reads the
+same configuration: released attributes, their hierarchies and domains, and — new here — the
+code hierarchy named by its ``codes: {hierarchy: …}`` entry (the shipped ICD-9-CM when absent),
+along which RmR generalizes codes. The utility constraints are ignored by the algorithm and
+the verifier; evaluation uses them to show how many records RmR leaves outside them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-from ehr_release.algorithms.artuc import RECORDS_FILE
+from ehr_release.algorithms.artuc import RECORDS_FILE, to_jsonl
+from ehr_release.algorithms.rmr import CODE_MODELS, rmr
+from ehr_release.constraints import read_hierarchy_file, rt_data
 from ehr_release.dataset import Dataset
+from ehr_release.errors import ConfigError
+from ehr_release.hierarchy import Hierarchy
+from ehr_release.params import Param
 from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.registry.artuc import PARAMS, config_defaults, evaluate, run, verify
+from ehr_release.registry.artuc import (
+    PARAMS,
+    config_defaults,
+    config_of,
+    epsilon_of,
+    evaluate,
+    verify,
+)
 
 NAME = "rmr"
+REFERENCE = ("Poulis, Loukides, Gkoulalas-Divanis & Skiadopoulos, ECML PKDD 2013; the "
+             "ArtUC paper's [61] and §5")
+
+_HELP = {
+    "delta": f"NCP bound δ: clusters are merged while the demographics' NCP stays ≤ δ "
+             f"({REFERENCE})",
+    "constraints": "YAML file whose 'constraints' list replaces the config's; RmR ignores "
+                   "utility constraints, evaluation reports how many records meet them",
+}
+CODES = Param("codes", str, "how RmR generalizes each cluster's codes: hierarchy (Apriori "
+              "Anonymization along the code hierarchy, as the ArtUC paper's Fig. 1c shows "
+              "RmR's output) or set (any codes together, by GenDiag without code sets; a "
+              "reading of the paper's 'set-valued generalization')", default="hierarchy",
+              check=lambda v: v in CODE_MODELS, rule="must be hierarchy or set")
+RMR_PARAMS = (*(replace(p, help=_HELP[p.name]) if p.name in _HELP else p for p in PARAMS),
+              CODES)
+
+
+@lru_cache(maxsize=4)
+def _code_hierarchy(path: str, _stamp: tuple[int, int]) -> Hierarchy:
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    codes = raw.get("codes") if isinstance(raw, Mapping) else None
+    ref = codes.get("hierarchy", "icd9") if isinstance(codes, Mapping) else "icd9"
+    return read_hierarchy_file(str(ref), Path(path).parent)
+
+
+def code_hierarchy_of(params: Mapping[str, Any]) -> Hierarchy:
+    """The code hierarchy the configuration names (resolved as the configuration's parser
+    resolves it: relative to the file, ``icd9`` by default)."""
+    path = Path(params["config"]).resolve()
+    stat = path.stat()
+    return _code_hierarchy(str(path), (stat.st_mtime_ns, stat.st_size))
+
+
+def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
+    """RmR on ``dataset`` → the bytes of its records file (also ArtUC's comparator)."""
+    config = config_of(params)
+    anon = rmr(rt_data(dataset, config), config, code_hierarchy_of(params), k=params["k"],
+               m=params["m"], delta=params.get("delta", 0.04),
+               epsilon=epsilon_of(params, dataset), rng=rng,
+               codes=params.get("codes", "hierarchy"))
+    return to_jsonl(anon)
 
 
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
-    return {RECORDS_FILE: run(NAME, dataset, params, rng)}
+    return {RECORDS_FILE: release_bytes(dataset, params, rng)}
 
 
 ENTRY = AlgorithmEntry(
     name=NAME,
-    summary="RmR: (k, k^m)-anonymity of demographics + diagnosis codes under an NCP bound, "
-            "without utility constraints",
+    summary="RmR (Poulis et al., ECML PKDD 2013): demographics clustered and merged under an "
+            "NCP bound δ, each cluster's codes generalized along the code hierarchy; no "
+            "utility constraints",
     privacy_model="(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
                   "of a patient cannot tell its record from ≥ k−1 others",
-    params=PARAMS,
+    params=RMR_PARAMS,
     anonymize=_anonymize,
     verify=lambda files, original, params: verify(NAME, files, original, params),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params, rng),
