@@ -31,9 +31,9 @@ def dataset():
 
 def test_registered_with_its_parameters(entry):
     assert "disassociation" in registry.names()
-    assert [p.name for p in entry.params] == ["k", "m", "policy", "seed"]
+    assert [p.name for p in entry.params] == ["k", "m", "policy", "max_cluster_size", "seed"]
     assert entry.parse({"k": "5"}) == {"k": 5, "m": 2, "policy": "hierarchy:3digit",
-                                       "seed": None}
+                                       "max_cluster_size": None, "seed": None}
 
 
 @pytest.mark.parametrize("given, parameter, rule", [

@@ -49,6 +49,11 @@ PARAMS = (
           check=lambda v: v >= 1, rule="must be an integer ≥ 1"),
     Param("policy", str, f"utility policy: {POLICY_SYNTAX}", default="hierarchy:3digit",
           check=_policy_syntax_ok, rule=f"must be {POLICY_SYNTAX}"),
+    Param("max_cluster_size", int,
+          "HorPart stops splitting a partition smaller than this: the paper's maxClusterSize "
+          "(Loukides et al. JBI 2014, worked example, footnote 4: any value ≥ k; empty = 2k, "
+          "the paper's choice and today's releases)",
+          default=None, check=lambda v: v >= 2, rule="must be an integer ≥ 2 (and ≥ k)"),
     Param("seed", int, "seed of the subrecord shuffles (tests, reproducible examples only)",
           default=None),
 )
@@ -156,6 +161,7 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
 
     policy = resolve_policy(params["policy"], dataset)
     result = disassociate_dataset(dataset, params["k"], params["m"], policy, rng,
+                                  max_cluster_size=params.get("max_cluster_size"),
                                   map_batches=_task_runner_map)
     return {RELEASE_FILE: result.release.to_bytes()}
 

@@ -1,4 +1,4 @@
-"""Utility of a disassociated release: query error (ARE), constraint error (MRE), baseline.
+"""Utility of a disassociated release: query error (ARE), constraint error (MRE), CBA, risk.
 
 Measures (spec 01, "Utility measures"):
 
@@ -8,10 +8,23 @@ Measures (spec 01, "Utility measures"):
   from the per-chunk estimator, which is exact for itemsets inside one chunk.
 * **MRE** per utility constraint — ``(M_O(u) − M_A(u)) / M_O(u)`` in percent, where a record
   matches u if it holds at least one code of u — with the share of constraints within
-  ±2.5 % and ±5 % and a histogram.
-* The same measures for the generalization baseline (GenDiag over the whole dataset), and
-  how many codes it suppresses. As in the paper, the comparison uses only queries whose
-  codes the baseline did not suppress.
+  ±2.5 % and ±5 % and a histogram. ``M_A`` is averaged over reconstructions drawn two ways
+  (see "Reconstruction" below), both reported.
+* ARE of W2 per number of codes in the query (the paper's Fig. 16).
+* The same measures for the comparator the paper uses, CBA (:mod:`.cba`, over the whole
+  dataset), and how many codes it suppresses; as in the paper, the comparison uses only
+  queries whose codes CBA did not suppress. ``comparator="gendiag"`` runs the ArtUC paper's
+  adaptation of CBA (GenDiag) instead, under its own name.
+* Re-identification risk by number of known codes, on the original and on the release
+  (:mod:`.reidentification`; the paper's Fig. 12).
+
+**Reconstruction** (the paper does not say how it computes ``C_A`` and ``M_A``). Item-chunk
+codes are only known to be held by 1..k − 1 records of their cluster. The default gives each
+to one record: item codes are rare by construction, so this is close for counts, but it can
+only lose matches, so MRE comes out ≥ 0 for nearly every constraint. The paper's variant
+(its Fig. 5 hands an item-chunk code to several records) gives each a uniform count in
+1..k − 1; it can over-count, which is how the paper's MRE reaches −24 %. Both are reported:
+"MRE … (one record per item code)" and "MRE … (uniform item support)".
 
 **Decision** (W2): a query is ``size`` codes of a random original record holding at least
 ``size`` codes, so that no query has ``C_O = 0`` (uniformly random code sets of 2–4 codes
@@ -31,8 +44,10 @@ from ehr_release.mapping import MapFn, serial_map
 from ehr_release.policies import UtilityPolicy, frequent_itemsets
 from ehr_release.reports import Chart, UtilityReport
 from ehr_release.utility.bitsets import code_bitsets
-from ehr_release.utility.generalization_baseline import gendiag
+from ehr_release.utility.cba import cba
+from ehr_release.utility.generalization_baseline import GeneralizedData, gendiag
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
+from ehr_release.utility.reidentification import risk_table
 
 Query = tuple[str, ...]
 #: W1: itemsets held by at least this share of the records (and by ≥ k records).
@@ -42,6 +57,11 @@ W1_MAX_QUERIES = 1000
 W2_QUERIES = 1000
 RECONSTRUCTIONS = 5
 MRE_BANDS = (2.5, 5.0)
+#: Comparators: the paper's (CBA) and the ArtUC paper's adaptation of it (GenDiag).
+COMPARATORS: dict[str, tuple[str, Callable[..., GeneralizedData]]] = {
+    "cba": ("CBA", cba), "gendiag": ("GenDiag", gendiag)}
+#: The two ways of giving item-chunk codes to records (see the module docstring).
+ITEM_SUPPORT_LABELS = {"one": "one record per item code", "uniform": "uniform item support"}
 
 
 # --------------------------------------------------------------------------- workloads
@@ -287,23 +307,73 @@ def _memo(fn: Callable[[Query], float]) -> Callable[[Query], float]:
 
 
 def reconstruction_answers(job: tuple[ReconstructionSampler, int, list[Query], list[Query],
-                                      list[frozenset[str]]]
+                                      list[frozenset[str]], str, int]
                            ) -> tuple[list[float], list[float], list[float]]:
     """W1 and W2 answers and constraint matches on one seeded reconstruction.
 
-    Module level and self-contained so a task runner can ship it to another process; the
-    seed is drawn by the caller, so the result does not depend on where it runs.
+    ``job`` is (sampler, seed, W1, W2, constraints, item support, k). Module level and
+    self-contained so a task runner can ship it to another process; the seed is drawn by
+    the caller, so the result does not depend on where it runs.
     """
-    sampler, seed, w1, w2, constraints = job
-    counter = BitsetCounter(bits=sampler.draw(np.random.default_rng(seed)))
+    sampler, seed, w1, w2, constraints, item_support, k = job
+    counter = BitsetCounter(bits=sampler.draw(np.random.default_rng(seed), item_support, k))
     return (_answers(counter.count, w1), _answers(counter.count, w2),
             [counter.matches(c) for c in constraints])
 
 
+def _mre_metrics(values: np.ndarray, label: str) -> dict[str, float]:
+    nan = float("nan")
+    return {
+        f"MRE within ±2.5% (share, {label})": within(values, MRE_BANDS[0]),
+        f"MRE within ±5% (share, {label})": within(values, MRE_BANDS[1]),
+        f"MRE median % ({label})": float(np.median(values)) if len(values) else nan,
+        f"MRE min % ({label})": float(values.min()) if len(values) else nan,
+        f"MRE max % ({label})": float(values.max()) if len(values) else nan,
+    }
+
+
+def w2_by_size(w2: Sequence[Query], truth: Sequence[float], estimate: Sequence[float],
+               reconstructed: Sequence[Sequence[float]], *,
+               comparator: tuple[str, GeneralizedData, Callable[[Query], float]] | None = None
+               ) -> list[dict[str, object]]:
+    """ARE of W2 per number of codes in the query (the paper's Fig. 16).
+
+    With a comparator, also its ARE and the disassociation estimator's on the queries whose
+    codes the comparator did not suppress (the paper's fair comparison).
+    """
+    sizes = np.array([len(q) for q in w2])
+    t, e = np.asarray(truth, dtype=float), np.asarray(estimate, dtype=float)
+    rows: list[dict[str, object]] = []
+    for size in sorted(set(sizes.tolist())):
+        at = np.flatnonzero(sizes == size)
+        rec = [are(t[at], np.asarray(a, dtype=float)[at]) for a in reconstructed]
+        row: dict[str, object] = {
+            "codes per query": size, "queries": len(at),
+            "ARE (estimator)": round(are(t[at], e[at]), 4),
+            "ARE (reconstructions)": round(float(np.mean(rec)), 4) if rec else float("nan")}
+        if comparator is not None:
+            label, gen, gen_estimate = comparator
+            kept = [i for i in at.tolist() if not gen.suppressed.intersection(w2[i])]
+            row[f"queries without {label}-suppressed codes"] = len(kept)
+            row["ARE (estimator, same queries)"] = round(are(t[kept], e[kept]), 4)
+            row[f"{label} ARE"] = round(are(t[kept], [gen_estimate(w2[i]) for i in kept]), 4)
+        rows.append(row)
+    return rows
+
+
 def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: UtilityPolicy,
                      rng: np.random.Generator, *, reconstructions: int = RECONSTRUCTIONS,
-                     baseline: bool = True, map_fn: MapFn | None = None) -> UtilityReport:
-    """ARE, MRE and the baseline comparison for one release (see the module docstring)."""
+                     baseline: bool = True, comparator: str = "cba", risk: bool = True,
+                     map_fn: MapFn | None = None) -> UtilityReport:
+    """ARE, MRE, the comparison with CBA and the risk table (see the module docstring).
+
+    ``comparator`` names the generalization method compared against (``"cba"``, the
+    paper's, or ``"gendiag"``); ``baseline=False`` skips the comparison and ``risk=False``
+    the re-identification table.
+    """
+    if comparator not in COMPARATORS:
+        raise ValueError(f"comparator must be one of {', '.join(COMPARATORS)}, "
+                         f"got {comparator!r}")
     code_sets = original.code_sets()
     n = len(code_sets)
     k, m = release.k, release.m
@@ -317,13 +387,21 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
 
     seeds = rng.integers(0, 2**63 - 1, size=reconstructions).tolist()
     sampler = ReconstructionSampler.from_release(release)
-    jobs = [(sampler, seed, w1, w2, [frozenset(c) for c in constraints]) for seed in seeds]
+    frozen = [frozenset(c) for c in constraints]
+    jobs = [(sampler, seed, w1, w2, frozen, "one", k) for seed in seeds]
+    # the paper's variant: matches only, on reconstructions of their own seeds
+    uniform_seeds = rng.integers(0, 2**63 - 1, size=reconstructions).tolist()
+    jobs += [(sampler, seed, [], [], frozen, "uniform", k) for seed in uniform_seeds]
     answers = (map_fn or serial_map)(reconstruction_answers, jobs)
+    answers, uniform_answers = answers[:reconstructions], answers[reconstructions:]
     rec_are1 = [are(t1, a1) for a1, _, _ in answers]
     rec_are2 = [are(t2, a2) for _, a2, _ in answers]
     rec_match = [matches for _, _, matches in answers]
+    uniform_match = [matches for _, _, matches in uniform_answers]
     estimate = _memo(ReleaseEstimator(release).count)  # W1/W2 queries are asked twice
     dis_mre = mre(t_match, np.mean(rec_match, axis=0) if rec_match else t_match)
+    uniform_mre = mre(t_match, np.mean(uniform_match, axis=0) if uniform_match else t_match)
+    e2 = _answers(estimate, w2)
     metrics = {
         "records": float(n), "clusters": float(len(release.clusters)),
         "joint clusters": float(len(release.joint_clusters)),
@@ -331,62 +409,98 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
         "ARE W1 (reconstructions)": float(np.mean(rec_are1)) if rec_are1 else float("nan"),
         "ARE W1 (estimator)": are(t1, _answers(estimate, w1)),
         "ARE W2 (reconstructions)": float(np.mean(rec_are2)) if rec_are2 else float("nan"),
-        "ARE W2 (estimator)": are(t2, _answers(estimate, w2)),
+        "ARE W2 (estimator)": are(t2, e2),
         "constraints evaluated": float(len(constraints)),
         "MRE within ±2.5% (share)": within(dis_mre, MRE_BANDS[0]),
         "MRE within ±5% (share)": within(dis_mre, MRE_BANDS[1]),
+        **_mre_metrics(dis_mre, ITEM_SUPPORT_LABELS["one"]),
+        **_mre_metrics(uniform_mre, ITEM_SUPPORT_LABELS["uniform"]),
     }
-    series = {"disassociation": dis_mre}
+    series = {"disassociation": dis_mre,
+              f"disassociation ({ITEM_SUPPORT_LABELS['uniform']})": uniform_mre}
     notes = [f"W1: {len(w1)} frequent itemsets (≤ {W1_MAX_SIZE} codes, support ≥ "
              f"{W1_MIN_SUPPORT:.0%} of records and ≥ k); W2: {len(w2)} code sets of 1–4 codes "
              f"drawn from original records; ARE on {reconstructions} random reconstructions "
              "(item-chunk codes given to one record each) and by the per-chunk estimator.",
              f"Utility policy {policy.name!r}: {len(constraints)} constraints present in the "
-             "data; MRE = (M_O − M_A)/M_O over reconstructions."]
+             "data; MRE = (M_O − M_A)/M_O over reconstructions. The release only says an "
+             "item-chunk code is held by 1 to k − 1 records: 'MRE … (one record per item "
+             "code)' gives it to one (the reconstructions above; it can only under-count, so "
+             "MRE ≥ 0), 'MRE … (uniform item support)' to a uniform 1..k − 1, as the paper's "
+             "own reconstruction (its Fig. 5) does; that one can over-count (MRE < 0)."]
     comparison: list[dict[str, object]] = []
+    by_size_comparator = None
     if baseline:
-        gen = gendiag(code_sets, policy, k, m, bits=truth.bits)
+        label, method = COMPARATORS[comparator]
+        gen = method(code_sets, policy, k, m, bits=truth.bits)
+        by_size_comparator = (label, gen, gen.estimate)
         kept = [q for q in w1 if not gen.suppressed.intersection(q)]
         kept2 = [q for q in w2 if not gen.suppressed.intersection(q)]
         base_mre = mre(t_match, [gen.matches(c) for c in constraints])
-        series["generalization baseline"] = base_mre
+        series[label] = base_mre
         dis_w1 = are(_answers(true_count, kept), _answers(estimate, kept))
         dis_w2 = are(_answers(true_count, kept2), _answers(estimate, kept2))
         base_w1 = are(_answers(true_count, kept), _answers(gen.estimate, kept))
         base_w2 = are(_answers(true_count, kept2), _answers(gen.estimate, kept2))
         metrics.update({
-            "baseline suppressed codes": float(gen.suppressed_count),
-            "baseline ARE W1": base_w1, "baseline ARE W2": base_w2,
-            "baseline MRE within ±5% (share)": within(base_mre, MRE_BANDS[1]),
+            f"{label} suppressed codes": float(gen.suppressed_count),
+            f"{label} ARE W1": base_w1, f"{label} ARE W2": base_w2,
+            f"{label} MRE within ±5% (share)": within(base_mre, MRE_BANDS[1]),
         })
         comparison = [
-            {"measure": "suppressed codes", "disassociation": 0,
-             "generalization baseline": gen.suppressed_count},
+            {"measure": "suppressed codes", "disassociation": 0, label: gen.suppressed_count},
             {"measure": f"ARE W1 ({len(kept)} queries on unsuppressed codes)",
-             "disassociation": round(dis_w1, 4), "generalization baseline": round(base_w1, 4)},
+             "disassociation": round(dis_w1, 4), label: round(base_w1, 4)},
             {"measure": f"ARE W2 ({len(kept2)} queries on unsuppressed codes)",
-             "disassociation": round(dis_w2, 4), "generalization baseline": round(base_w2, 4)},
+             "disassociation": round(dis_w2, 4), label: round(base_w2, 4)},
             {"measure": "MRE within ±2.5% (share of constraints)",
              "disassociation": round(within(dis_mre, 2.5), 4),
-             "generalization baseline": round(within(base_mre, 2.5), 4)},
+             label: round(within(base_mre, 2.5), 4)},
             {"measure": "MRE within ±5% (share of constraints)",
              "disassociation": round(within(dis_mre, 5.0), 4),
-             "generalization baseline": round(within(base_mre, 5.0), 4)},
+             label: round(within(base_mre, 5.0), 4)},
         ]
-        notes.append("Baseline: GenDiag (CBA-style generalization, spec 02) over the whole "
-                     "dataset with the same policy; comparisons use only queries whose codes "
-                     "it did not suppress, answered by the disassociation estimator and by the "
-                     "baseline under the uniform assumption.")
-    worst = sorted(zip(constraints, dis_mre.tolist(), strict=True), key=lambda x: -abs(x[1]))
+        notes.append(_COMPARATOR_NOTES[comparator])
+    worst = sorted(zip(constraints, dis_mre.tolist(), uniform_mre.tolist(), strict=True),
+                   key=lambda x: -abs(x[1]))
     tables = {"constraints with the largest MRE": [
         {"constraint": ", ".join(sorted(c)[:6]) + (" …" if len(c) > 6 else ""),
-         "codes": len(c), "MRE %": round(v, 2)} for c, v in worst]}
+         "codes": len(c), "MRE %": round(v, 2), "MRE % (uniform item support)": round(u, 2)}
+        for c, v, u in worst]}
+    tables["ARE W2 by query size"] = w2_by_size(
+        w2, t2, e2, [a2 for _, a2, _ in answers], comparator=by_size_comparator)
     if comparison:
-        tables["comparison with generalization"] = comparison
+        tables[f"comparison with {COMPARATORS[comparator][0]}"] = comparison
+    if risk:
+        rows = risk_table(code_sets, release, rng, bits=truth.bits)
+        tables["re-identification risk by known codes"] = rows
+        for row in rows:
+            if row["known codes"] == m:
+                metrics[f"share of {m}-code sets in one record (original)"] = float(
+                    row["unique (original)"])  # type: ignore[arg-type]
+                metrics[f"share of {m}-code sets with < k candidates (release)"] = float(
+                    row["< k (release)"])  # type: ignore[arg-type]
+        notes.append("Re-identification risk (the paper's Fig. 12): for code sets of 1–5 codes "
+                     "held by sampled original records, the share held by one record and by "
+                     "fewer than k records in the original, and the share with at most one / "
+                     "fewer than k candidate records in the release (the most records any "
+                     "reconstruction can give the set). Up to m codes the model guarantees ≥ k.")
     chart = Chart("mre-histogram", "MRE per utility constraint (share of records matched, "
                   "original vs anonymized); shaded: ±2.5 % and ±5 %", mre_histogram(series))
     return UtilityReport("disassociation", metrics, tables, [chart], notes,
                          below_baseline=below_nothing(metrics))
+
+
+_COMPARATOR_NOTES = {
+    "cba": "Comparator: CBA (the paper's; Loukides et al., ITAB 2010 listing) over the whole "
+           "dataset with the same policy, protecting every m-code set of the records; "
+           "comparisons use only queries whose codes it did not suppress, answered by the "
+           "disassociation estimator and by CBA's data under the uniform assumption.",
+    "gendiag": "Comparator: GenDiag (the ArtUC paper's adaptation of CBA, spec 02) over the "
+               "whole dataset with the same policy — not CBA itself; comparisons use only "
+               "queries whose codes it did not suppress, answered by the disassociation "
+               "estimator and by GenDiag's data under the uniform assumption.",
+}
 
 
 #: ARE of answering 0 to every query (publishing nothing): each query has C_O > 0.

@@ -1,11 +1,14 @@
-"""A generalization baseline for disassociation: CBA-style GenDiag over the whole dataset.
+"""GenDiag over the whole dataset: the ArtUC paper's adaptation of CBA, kept as a comparator.
 
-The disassociation paper compares against CBA, which enforces k^m-anonymity by replacing
-codes with *generalized items* (sets of codes of one utility constraint, read as "some
-non-empty subset of these") and suppressing what cannot be generalized. Here the GenDiag
-procedure of spec 02 is applied to all records as one cluster with the same utility policy,
-giving a self-contained point of comparison: its query error, its constraint error and how
-many codes it suppresses (disassociation suppresses none).
+GenDiag (spec 02; Poulis et al., ArtUC paper, Appendix A) is the ArtUC paper's adaptation
+of CBA: it replaces codes with *generalized items* (sets of codes of one utility constraint,
+read as "some non-empty subset of these") to make *every* itemset of ≤ m codes k-anonymous,
+merging the pair of items with the smallest generalized item, and suppresses what cannot be
+generalized. It is **not** CBA, the comparator of the disassociation paper: CBA
+(:mod:`ehr_release.utility.cba`) protects the m-code sets of the records only and chooses
+merges by the information-loss metric ILM, which weighs the merged item's support. This
+module also holds what both share: :class:`GeneralizedData` (answering queries on a
+generalized dataset), :class:`ItemState` (items as record bitsets) and the repair loop.
 
 Supports are popcounts of Python-int bitsets over records, so merging two items is an OR and
 the support of an itemset an AND.
@@ -65,8 +68,13 @@ class GeneralizedData:
         return union.bit_count()
 
 
-class _GenDiag:
-    """State of one GenDiag run; see :func:`gendiag`."""
+class ItemState:
+    """Generalized items of one run (GenDiag or CBA) as record bitsets.
+
+    Starts with every code its own item; :meth:`merge` and :meth:`suppress` change the
+    items, :meth:`best_merge` is GenDiag's choice (smallest merged item) and is what CBA
+    overrides.
+    """
 
     def __init__(self, code_sets: Sequence[Collection[str]], policy: UtilityPolicy,
                  bits: dict[str, int] | None = None) -> None:
@@ -141,8 +149,18 @@ def gendiag(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
     Supports only grow as items merge or shrink, so a lazy max-heap keeps the order exact.
     ``bits`` (code → record bitset of ``code_sets``) saves recomputing them.
     """
-    state = _GenDiag(code_sets, policy, bits)
-    queue = _InfrequentQueue(code_sets, state, k, m)
+    state = ItemState(code_sets, policy, bits)
+    return repair(state, InfrequentQueue(code_sets, state, k, m), k)
+
+
+def repair(state: ItemState, queue: InfrequentQueue, k: int) -> GeneralizedData:
+    """Protect every queued itemset in turn: merge within constraints, else suppress.
+
+    The loop both GenDiag and CBA run (ITAB 2010 CBA listing, steps 3–16; ArtUC paper,
+    GenDiag steps 3–14): pop the itemset with the largest support below k; while it is
+    held by fewer than k records, apply ``state.best_merge`` or, when no merge is left,
+    suppress its least supported item.
+    """
     while (entry := queue.pop()) is not None:
         stored, itemset = entry
         items = state.current(itemset)
@@ -164,8 +182,13 @@ def gendiag(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
                            frozenset(state.suppressed))
 
 
-class _InfrequentQueue:
+class InfrequentQueue:
     """Itemsets of ≤ m codes with support < k, popped by (−support, codes) ascending.
+
+    ``maximal=True`` keeps only the privacy constraints CBA is given in the disassociation
+    paper ("all sets of m diagnosis codes"): the m-code subsets of the records, and a whole
+    record when it holds fewer than m codes. Every itemset of ≤ m codes of a record lies
+    inside one of them, so protecting these protects all (supports only shrink with size).
 
     The initial itemsets are counted with NumPy (pairs of code ranks within each record)
     and sorted once into arrays; only itemsets whose support changed are pushed back, onto a
@@ -173,8 +196,8 @@ class _InfrequentQueue:
     rank rows padded with −1 sort exactly like the code tuples (a prefix first).
     """
 
-    def __init__(self, code_sets: Sequence[Collection[str]], state: _GenDiag, k: int,
-                 m: int) -> None:
+    def __init__(self, code_sets: Sequence[Collection[str]], state: ItemState, k: int,
+                 m: int, *, maximal: bool = False) -> None:
         self.names = sorted(state.item_of)  # before any merge: every code its own item
         rank = {c: i for i, c in enumerate(self.names)}
         single = np.array([state.support[state.item_of[c]] for c in self.names],
@@ -195,11 +218,24 @@ class _InfrequentQueue:
             counts.append(np.array([found[x] for x in keys], dtype=np.int64))
         matrix, count = np.concatenate(rows), np.concatenate(counts)
         keep = count < k
+        if maximal:
+            keep &= self._maximal(matrix, code_sets, rank, m)
         matrix, count = matrix[keep], count[keep]
         order = np.lexsort([matrix[:, j] for j in range(m - 1, -1, -1)] + [-count])
         self.rows, self.counts = matrix[order], count[order]
         self.next = 0
         self.heap: list[tuple[int, tuple[str, ...]]] = []
+
+    @staticmethod
+    def _maximal(matrix: np.ndarray, code_sets: Sequence[Collection[str]],
+                 rank: dict[str, int], m: int) -> np.ndarray:
+        """Rows that are m-code sets or exactly the code set of a record shorter than m."""
+        sizes = (matrix >= 0).sum(axis=1)
+        keep = sizes == m
+        short = {tuple(sorted(rank[c] for c in s)) for s in code_sets if 0 < len(s) < m}
+        for i in np.flatnonzero(~keep).tolist():
+            keep[i] = tuple(x for x in matrix[i].tolist() if x >= 0) in short
+        return keep
 
     def _static(self) -> tuple[int, tuple[str, ...]] | None:
         if self.next >= len(self.rows):

@@ -8,6 +8,12 @@ record of its cluster. The distribution is that of
 :func:`ehr_release.algorithms.disassociation.reconstruct` with ``item_support="one"``;
 at 1M records a draw takes seconds instead of the tens of seconds building sets took.
 
+``item_support="uniform"`` draws instead, per item-chunk code, a count uniform in
+1..min(k − 1, |P|) and that many distinct records of its cluster (Floyd's sampling, run for
+all codes at once), like ``reconstruct(..., item_support="uniform")``. This is the reading of
+the paper's own reconstruction (Fig. 5: an item-chunk code goes to several records, so a
+count can exceed the original), under which constraint counts can come out too high.
+
 The sampler is plain arrays, so a task runner ships it to worker processes cheaply.
 """
 
@@ -82,14 +88,41 @@ class ReconstructionSampler:
                   np.array(occ_code, dtype=np.int64), item[:, 0], item[:, 1], item[:, 2]]
         return cls(row, list(ids), *map(_narrow, arrays))
 
-    def draw(self, rng: np.random.Generator) -> dict[str, int]:
-        """One reconstruction as code → bitset of the records holding it."""
+    def draw(self, rng: np.random.Generator, item_support: str = "one",
+             k: int = 2) -> dict[str, int]:
+        """One reconstruction as code → bitset of the records holding it.
+
+        ``item_support``: ``"one"`` (one record per item-chunk code) or ``"uniform"`` (a
+        count uniform in 1..min(k − 1, |P|)); ``k`` is the release's k, used by the latter.
+        """
+        if item_support not in ("one", "uniform"):
+            raise ValueError(f"item_support must be 'one' or 'uniform', got {item_support!r}")
         shuffled = np.lexsort((rng.random(len(self.slot_chunk)), self.slot_chunk))
         record_of_slot = self.slot_row[shuffled]  # slot i of a chunk → a random record
-        item_record = self.item_first + rng.integers(0, np.maximum(self.item_size, 1))
+        if item_support == "one":
+            item_record = self.item_first + rng.integers(0, np.maximum(self.item_size, 1))
+            item_code = self.item_code
+        else:
+            item_code, item_record = self._uniform_items(rng, k)
         record = np.concatenate([record_of_slot[self.occ_slot], item_record])
-        code = np.concatenate([self.occ_code, self.item_code])
+        code = np.concatenate([self.occ_code, item_code])
         return bitsets_from_pairs(self.n_records, record, code, self.names)
+
+    def _uniform_items(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Item-chunk codes each given to a uniform count of distinct records (Floyd)."""
+        size = np.maximum(self.item_size.astype(np.int64), 1)
+        count = rng.integers(1, np.maximum(np.minimum(k - 1, size), 1) + 1)
+        top = int(count.max(initial=0))
+        chosen = np.full((len(size), max(top, 1)), -1, dtype=np.int64)
+        for step in range(top):  # Floyd: j runs over size-count .. size-1
+            active = step < count
+            j = size - count + step
+            pick = (rng.random(len(size)) * (j + 1)).astype(np.int64)
+            taken = (chosen == pick[:, None]).any(axis=1)
+            value = np.where(taken, j, pick)
+            chosen[active, step] = value[active]
+        row, col = np.nonzero(chosen >= 0)
+        return self.item_code[row], self.item_first[row] + chosen[row, col]
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

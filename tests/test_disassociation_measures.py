@@ -1,0 +1,188 @@
+"""New disassociation measures: risk by known codes, both reconstructions, W2 by size,
+and the ``max_cluster_size`` parameter."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from ehr_release import registry
+from ehr_release.algorithms.disassociation import (
+    RELEASE_FILE,
+    disassociate,
+    disassociate_dataset,
+    encode_code_sets,
+)
+from ehr_release.dataset import Dataset
+from ehr_release.errors import ParameterError
+from ehr_release.policies import hierarchy_policy
+from ehr_release.sample import generate_sample
+from ehr_release.utility.disassociation import are, evaluate_release
+from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
+from ehr_release.utility.reidentification import CandidateCounter, risk_table
+from tests.test_disassociation_example import POLICY, RECORDS
+
+
+@pytest.fixture(scope="module")
+def example_release():
+    records = [r.split() for r in RECORDS]
+    enc = encode_code_sets(records)
+    result = disassociate(enc, 3, 2, enc.constraint_ids(POLICY.constraint_of()),
+                          np.random.default_rng(0), max_cluster_size=6)
+    return [set(r) for r in records], result.release
+
+
+def test_candidates_of_the_papers_unique_pair(example_release):
+    """Spec 01 worked example: {296.01, 834.0} is unique in D, and in the output it can be
+    matched by up to 4 records of a reconstruction (Fig. 5 shows 3 of them)."""
+    records, release = example_release
+    assert sum({"296.01", "834.0"} <= r for r in records) == 1
+    counter = CandidateCounter(release)
+    assert counter.count({"296.01", "834.0"}) == 4
+    assert counter.count({"296.00"}) == 5            # one record chunk of P1
+    assert counter.count({"401.0"}) == 5             # item chunk: any record of P1
+    assert counter.count({"296.00", "294.10"}) == 0  # never in one cluster
+
+
+def test_risk_table_on_the_worked_example(example_release):
+    """Spec 01: 33 itemsets of size ≤ 2 have support < 3 in D; the release (k = 3, m = 2)
+    leaves none of them with fewer than 3 candidates (Guarantee 1)."""
+    records, release = example_release
+    rows = {r["known codes"]: r for r in risk_table(records, release,
+                                                    np.random.default_rng(0))}
+    below = sum(round(rows[s]["< k (original)"] * rows[s]["code sets"]) for s in (1, 2))
+    assert below == 33
+    assert rows[1]["< k (release)"] == rows[2]["< k (release)"] == 0.0
+    assert rows[2]["unique (original)"] > 0 and rows[2]["covered by the guarantee"]
+    assert not rows[3]["covered by the guarantee"]
+
+
+def test_candidates_never_below_true_support():
+    """The original data is one reconstruction, so it can never hold a set more often than
+    the largest reconstruction count."""
+    ds = generate_sample(300, seed=4)
+    records = ds.code_sets()
+    release = disassociate_dataset(ds, 4, 2, hierarchy_policy(ds.distinct_codes(), "section"),
+                                   np.random.default_rng(1)).release
+    counter = CandidateCounter(release)
+    rng = np.random.default_rng(2)
+    for i in rng.choice(len(records), 60, replace=False).tolist():
+        codes = sorted(records[i])
+        for size in (1, 2, 3):
+            for s in list(combinations(codes, size))[:5]:
+                assert counter.count(s) >= sum(set(s) <= r for r in records)
+                if size <= 2:
+                    assert counter.count(s) >= 4
+
+
+def test_uniform_item_support_draws():
+    """Each item-chunk code goes to 1..min(k − 1, |P|) distinct records of its cluster."""
+    ds = generate_sample(300, seed=7)
+    release = disassociate_dataset(ds, 5, 2, hierarchy_policy(ds.distinct_codes(), "3digit"),
+                                   np.random.default_rng(3)).release
+    sampler = ReconstructionSampler.from_release(release)
+    bounds, start = {}, 0
+    for c in release.clusters:
+        for code in c.item_chunk:
+            bounds.setdefault(code, []).append((start, c.size))
+        start += c.size
+    chunked = {code for c in release.clusters for ch in c.record_chunks for s in ch
+               for code in s}
+    chunked |= {code for j in release.joint_clusters for ch in j.shared_chunks for s in ch
+                for code in s}
+    only_items = [code for code, where in bounds.items()
+                  if len(where) == 1 and code not in chunked]
+    assert only_items
+    counts = []
+    for seed in range(3):
+        bits = sampler.draw(np.random.default_rng(seed), "uniform", release.k)
+        for code in only_items:
+            (first, size), = bounds[code]
+            held = [i for i in range(release_size(release)) if bits[code] >> i & 1]
+            assert held and all(first <= i < first + size for i in held)
+            assert len(held) <= min(release.k - 1, size)
+            counts.append(len(held))
+    assert max(counts) > 1
+    with pytest.raises(ValueError):
+        sampler.draw(np.random.default_rng(0), "many")
+
+
+def release_size(release):
+    return sum(c.size for c in release.clusters)
+
+
+def test_report_has_both_mre_variants_w2_by_size_and_risk():
+    ds = generate_sample(300, seed=2)
+    policy = hierarchy_policy(ds.distinct_codes(), "3digit")
+    release = disassociate_dataset(ds, 4, 2, policy, np.random.default_rng(3)).release
+    report = evaluate_release(release, Dataset(ds.patients, ds.diagnoses), policy,
+                              np.random.default_rng(4), reconstructions=2)
+    m = report.metrics
+    for label in ("one record per item code", "uniform item support"):
+        assert m[f"MRE min % ({label})"] <= m[f"MRE median % ({label})"] <= \
+            m[f"MRE max % ({label})"]
+        assert 0 <= m[f"MRE within ±2.5% (share, {label})"] <= \
+            m[f"MRE within ±5% (share, {label})"] <= 1
+    assert m["MRE within ±5% (share)"] == m["MRE within ±5% (share, one record per item code)"]
+    rows = report.tables["ARE W2 by query size"]
+    assert sum(r["queries"] for r in rows) == 1000
+    assert [r["codes per query"] for r in rows] == sorted(r["codes per query"] for r in rows)
+    # per-size ARE, weighted by queries, gives back the overall estimator ARE
+    weighted = sum(r["ARE (estimator)"] * r["queries"] for r in rows) / 1000
+    assert weighted == pytest.approx(m["ARE W2 (estimator)"], abs=1e-3)
+    assert all("CBA ARE" in r for r in rows)
+    risk = report.tables["re-identification risk by known codes"]
+    assert [r["known codes"] for r in risk] == [1, 2, 3, 4, 5]
+    assert m["share of 2-code sets with < k candidates (release)"] == 0.0
+    gd = evaluate_release(release, Dataset(ds.patients, ds.diagnoses), policy,
+                          np.random.default_rng(4), reconstructions=1, comparator="gendiag",
+                          risk=False)
+    assert "GenDiag ARE W1" in gd.metrics and "comparison with GenDiag" in gd.tables
+    assert "re-identification risk by known codes" not in gd.tables
+
+
+def test_are_helper_matches_the_table_definition():
+    assert are([2, 4], [1, 4]) == pytest.approx(0.25)
+
+
+# ------------------------------------------------------------------ max_cluster_size
+@pytest.fixture(scope="module")
+def entry():
+    return registry.get("disassociation")
+
+
+def test_max_cluster_size_default_keeps_releases_byte_identical(entry):
+    """Unset, the parameter is 2k (the paper's choice), so releases do not change."""
+    ds = generate_sample(200, seed=6)
+    params = entry.parse({"k": "4"})
+    assert params["max_cluster_size"] is None
+    default = entry.anonymize(ds, params, np.random.default_rng(5))[RELEASE_FILE]
+    explicit = entry.anonymize(ds, entry.parse({"k": "4", "max_cluster_size": "8"}),
+                               np.random.default_rng(5))[RELEASE_FILE]
+    policy = hierarchy_policy(ds.distinct_codes(), "3digit")
+    direct = disassociate_dataset(ds, 4, 2, policy, np.random.default_rng(5)).release
+    assert default == explicit == direct.to_bytes()
+
+
+def test_max_cluster_size_changes_the_clusters(entry):
+    ds = generate_sample(200, seed=6)
+    small = entry.anonymize(ds, entry.parse({"k": "4", "max_cluster_size": "4"}),
+                            np.random.default_rng(5))[RELEASE_FILE]
+    large = entry.anonymize(ds, entry.parse({"k": "4", "max_cluster_size": "40"}),
+                            np.random.default_rng(5))[RELEASE_FILE]
+    from ehr_release.algorithms.disassociation import DisassociatedRelease
+
+    n_small = len(DisassociatedRelease.from_bytes(small).clusters)
+    n_large = len(DisassociatedRelease.from_bytes(large).clusters)
+    assert n_small > n_large
+
+
+def test_max_cluster_size_below_k_is_refused(entry):
+    ds = generate_sample(50, seed=1)
+    with pytest.raises(ParameterError, match="max_cluster_size"):
+        entry.anonymize(ds, entry.parse({"k": "4", "max_cluster_size": "3"}),
+                        np.random.default_rng(0))
+    with pytest.raises(ParameterError, match="max_cluster_size"):
+        entry.parse({"k": "4", "max_cluster_size": "1"})
