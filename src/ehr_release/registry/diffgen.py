@@ -31,6 +31,11 @@ from ehr_release.registry import AlgorithmEntry
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.taxonomies import load_config, shipped_names
 
+#: Choices of the utility's accuracy protocol, spelled here so parsing parameters does not
+#: import scikit-learn (``utility/diffgen.py`` holds the same tuples; a test keeps them equal).
+CLASSIFIERS = ("cart", "c45")
+PROTOCOLS = ("splits", "10x10cv")
+
 
 def _loads(spec: str) -> bool:
     """A configuration is valid if it loads; its own error names the problem otherwise."""
@@ -56,6 +61,17 @@ PARAMS = (
     Param("format", str, "groups file format", default="csv", choices=FORMATS),
     Param("eval_runs", int, "train/test runs of the paper's accuracy protocol (utility)",
           default=10, check=lambda v: v >= 0, rule="must be an integer ≥ 0"),
+    Param("classifier", str, "classifier of the accuracy figures (utility): cart = "
+          "scikit-learn CART, entropy, cost-complexity pruned (a deviation: the paper names "
+          "C4.5); c45 = C4.5 as in Mohammed et al. 2013 §Experiments (gain ratio, multiway "
+          "categorical splits, error-based pruning at CF 0.25), slower on raw data",
+          default="cart", choices=CLASSIFIERS),
+    Param("protocol", str, "accuracy protocol (utility): splits = eval_runs random 2/3-1/3 "
+          "splits (the paper's MIMIC setting); 10x10cv = eval_runs runs of stratified "
+          "10-fold cross-validation, the setting of the paper's Adult comparison ('10 runs "
+          "of 10-fold cross-validation', Mohammed et al. 2013 §Experiments, Figure 5A): 10 "
+          "DiffGen runs per run, about 5 CPU-minutes for 10 runs on Adult with c45",
+          default="splits", choices=PROTOCOLS),
     Param("seed", int, "test mode only: reproducible (insecure) noise", default=None,
           check=lambda v: test_mode(),
           rule="is only accepted in test mode: differentially private noise is never "
