@@ -1,10 +1,17 @@
 import pytest
 
 from ehr_release.errors import ParameterError
-from ehr_release.params import Param, parse_assignments, parse_params
+from ehr_release.params import (
+    Interval,
+    OneOf,
+    Param,
+    Satisfies,
+    parse_assignments,
+    parse_params,
+)
 
-SPEC = [Param("k", int, "k", check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
-        Param("eps", float, "epsilon", default=1.0, check=lambda v: v > 0, rule="must be > 0"),
+SPEC = [Param("k", int, "k", check=Interval(int, 2)),
+        Param("eps", float, "epsilon", default=1.0, check=Interval(float, 0, closed="neither")),
         Param("score", str, "score", default="max", choices=("max", "infogain"))]
 
 
@@ -17,7 +24,8 @@ def test_strings_are_converted_and_defaults_applied():
     ({"k": "1"}, "must be an integer ≥ 2; got '1'"),
     ({"k": "five"}, "must be of type int"),
     ({"k": "2.5"}, "must be of type int"),
-    ({"k": "3", "eps": "-1"}, "'eps' must be > 0"),
+    ({"k": "3", "eps": "-1"}, "'eps' must be a finite number > 0"),
+    ({"k": "3", "eps": "inf"}, "'eps' must be a finite number > 0"),
     ({"k": "3", "score": "median"}, "must be one of max, infogain"),
     ({"k": "3", "q": "1"}, "'q' is not a parameter"),
 ])
@@ -50,3 +58,22 @@ def test_every_algorithms_seed_is_refused_outside_test_mode(monkeypatch) -> None
     monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "1")
     seed_only = [p for p in seeded[0].params if p.name == "seed"]
     assert parse_params(seed_only, {"seed": "7"})["seed"] == 7
+
+
+@pytest.mark.parametrize(("constraint", "good", "bad", "rule"), [
+    (Interval(int, 2), [2, 50], [1, -3], "must be an integer ≥ 2"),
+    (Interval(float, 0, 1), [0.0, 0.5, 1.0], [-0.1, 1.01, float("nan")],
+     "must be a number in [0, 1]"),
+    (Interval(float, 0, closed="neither"), [1e-9, 3.0], [0.0, float("inf")],
+     "must be a finite number > 0"),
+    (Interval(float, 0, 1, closed="left"), [0.0, 0.99], [1.0], "must be a number in [0, 1)"),
+    (Interval(int, None, 10, closed="neither"), [9, -4], [10], "must be an integer < 10"),
+    (Interval(int, 2, note="and ≥ k"), [2], [1], "must be an integer ≥ 2 (and ≥ k)"),
+    (OneOf((0, 1)), [0, 1], [2], "must be 0 or 1"),
+    (OneOf(("a", "b", "c")), ["b"], ["d"], "must be one of a, b, c"),
+    (Satisfies(str.isupper, "must be upper case"), ["AB"], ["ab"], "must be upper case"),
+])
+def test_constraints_test_values_and_word_their_rule(constraint, good, bad, rule) -> None:
+    """Each constraint writes the rule its error message gives (no separate rule string)."""
+    assert all(constraint(v) for v in good) and not any(constraint(v) for v in bad)
+    assert constraint.rule == rule

@@ -20,6 +20,7 @@ import typer
 
 from ehr_release import __version__
 from ehr_release.errors import EhrReleaseError
+from ehr_release.request import DEFAULT_APPROVAL_TIMEOUT_S
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
                        "approve, publish.", no_args_is_help=True, add_completion=False)
@@ -92,7 +93,7 @@ def run(
     reason: Annotated[str | None, typer.Option(help="Reason for --approve-as.")] = None,
     approval_timeout: Annotated[int, typer.Option(help="Seconds the reviewer has to decide; "
                                                        "after that the run is rejected.")]
-    = 7 * 24 * 3600,
+    = DEFAULT_APPROVAL_TIMEOUT_S,
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
     task_runner: RunnerOpt = "threads",

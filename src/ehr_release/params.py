@@ -8,9 +8,10 @@ parameter, which rule, what was given).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ehr_release.errors import ParameterError
 from ehr_release.randomness import TEST_MODE_ENV, test_mode
@@ -25,21 +26,99 @@ BOOL_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, 
 
 
 @dataclass(frozen=True)
+class Interval:
+    """A number in a range, which words its own rule (scikit-learn's ``Interval`` idea).
+
+    ``kind`` is ``int`` or ``float``; ``closed`` says which bounds are included. A float must
+    also be finite. ``note`` adds what the range cannot say (``"and ≥ k"``).
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    closed: Literal["both", "left", "right", "neither"] = "both"
+    note: str = ""
+
+    def __call__(self, value: Any) -> bool:
+        if self.kind is float and not math.isfinite(value):
+            return False
+        low_in = self.closed in ("both", "left")
+        high_in = self.closed in ("both", "right")
+        if self.low is not None and (value < self.low or (value == self.low and not low_in)):
+            return False
+        return self.high is None or value < self.high or (value == self.high and high_in)
+
+    @property
+    def rule(self) -> str:
+        noun = ("an integer" if self.kind is int
+                else "a number" if self.high is not None else "a finite number")
+        low_in, high_in = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.low is not None and self.high is not None:
+            text = (f"{noun} in {'[' if low_in else '('}{_num(self.low)}, "
+                    f"{_num(self.high)}{']' if high_in else ')'}")
+        elif self.low is not None:
+            text = f"{noun} {'≥' if low_in else '>'} {_num(self.low)}"
+        elif self.high is not None:
+            text = f"{noun} {'≤' if high_in else '<'} {_num(self.high)}"
+        else:
+            text = noun
+        return f"must be {text}" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of a few listed values."""
+
+    values: tuple[Any, ...]
+
+    def __call__(self, value: Any) -> bool:
+        return value in self.values
+
+    @property
+    def rule(self) -> str:
+        words = [str(v) for v in self.values]
+        listed = " or ".join(words) if len(words) == 2 else "one of " + ", ".join(words)
+        return f"must be {listed}"
+
+
+@dataclass(frozen=True)
+class Satisfies:
+    """Any other rule: a test on the value and the words for it (a syntax, a file)."""
+
+    test: Callable[[Any], bool]
+    rule: str
+
+    def __call__(self, value: Any) -> bool:
+        return self.test(value)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+#: What every constraint offers: a test, and the rule in words ("must be …").
+Constraint = Interval | OneOf | Satisfies
+
+
+@dataclass(frozen=True)
 class Param:
     """One declared parameter of an algorithm.
 
     ``kind`` converts a string (``int``, ``float``, ``str`` or a custom callable);
-    ``check`` is a predicate on the converted value and ``rule`` says in words what it
-    demands, e.g. ``"must be an integer ≥ 2"``.
+    ``check`` is a :data:`Constraint` on the converted value, which words the rule the
+    error message gives (e.g. ``Interval(int, 2)`` → ``"must be an integer ≥ 2"``).
     """
 
     name: str
     kind: Callable[[Any], Any]
     help: str
     default: Any = REQUIRED
-    check: Callable[[Any], bool] | None = None
-    rule: str = ""
+    check: Constraint | None = None
     choices: tuple[str, ...] | None = None
+
+    @property
+    def rule(self) -> str:
+        return self.check.rule if self.check is not None else ""
 
 
 def parse_assignments(items: Iterable[str]) -> dict[str, str]:
@@ -94,7 +173,7 @@ def parse_params(spec: Iterable[Param], given: Mapping[str, Any]) -> dict[str, A
         if p.choices is not None and value not in p.choices:
             raise ParameterError(p.name, f"must be one of {', '.join(p.choices)}", raw)
         if p.check is not None and not p.check(value):
-            raise ParameterError(p.name, p.rule or "is out of range", raw)
+            raise ParameterError(p.name, p.rule, raw)
         if p.name == SEED and not test_mode():
             raise ParameterError(p.name, "is only accepted in test mode "
                                  f"({TEST_MODE_ENV}=1): the seed is recorded with the "

@@ -44,7 +44,7 @@ def artuc_variant(name: str, summary: str, *, ncp_bound: bool,
     def verify(files: ReleaseFiles, original: Dataset,
                params: dict[str, Any]) -> VerificationReport:
         return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
-                          m=params["m"], delta=params.get("delta", 0.04) if ncp_bound else None,
+                          m=params["m"], delta=params["delta"] if ncp_bound else None,
                           epsilon=epsilon_of(params, original), constrained=constrained)
 
     return AlgorithmEntry(

@@ -35,7 +35,7 @@ from ehr_release.constraints import (
 )
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.params import BOOL_WORDS, Param
+from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
 from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.privacy.kkm import verify_kkm
@@ -111,36 +111,41 @@ def wants_comparison(params: dict[str, Any], patients: int) -> bool:
 
 COMMON_PARAMS = (
     Param("k", int, "each record is indistinguishable from ≥ k−1 others given its "
-          "demographics and up to m codes", default=10, check=lambda v: v >= 2,
-          rule="must be an integer ≥ 2"),
+          "demographics and up to m codes", default=10, check=Interval(int, 2)),
     Param("m", int, "most diagnosis codes an attacker knows", default=2,
-          check=lambda v: v >= 1, rule="must be an integer ≥ 1"),
+          check=Interval(int, 1)),
     Param("epsilon", str, "most codes suppressed: a count (12) or a share of the distinct "
-          "codes (6%)", default="6%", check=lambda v: _EPSILON.match(v) is not None,
-          rule=EPSILON_RULE),
+          "codes (6%)", default="6%",
+          check=Satisfies(lambda v: _EPSILON.match(v) is not None, EPSILON_RULE)),
     Param("config", str, "YAML file: released attributes with hierarchies/domains, utility "
-          "constraints", check=lambda v: Path(v).is_file(), rule="must be an existing file"),
+          "constraints",
+          check=Satisfies(lambda v: Path(v).is_file(), "must be an existing file")),
     Param("weights", str, "NCP weights NAME=W,... summing to 1 (default: the config's)",
-          default="", check=lambda v: not v.strip() or all(
-              _WEIGHT.match(i) for i in v.split(",")),
-          rule="must look like NAME=WEIGHT,NAME=WEIGHT"),
+          default="", check=Satisfies(
+              lambda v: not v.strip() or all(_WEIGHT.match(i) for i in v.split(",")),
+              "must look like NAME=WEIGHT,NAME=WEIGHT")),
     Param("code_weights", str, "code weights w(ũ) of UL (Def. 5 of the ArtUC paper: "
           "UL(ũ) = (2^|ũ| − 1)·w(ũ), w ∈ [0, 1] set by the data owner) per utility "
           "constraint's code set, CONSTRAINT=W,... by constraint name (default: the config's "
           "code_weight entries, else 1)", default="",
-          check=lambda v: not v.strip() or all(_CODE_WEIGHT.match(i) for i in v.split(",")),
-          rule="must look like CONSTRAINT=WEIGHT,... with weights in [0, 1]"),
+          check=Satisfies(
+              lambda v: not v.strip() or all(_CODE_WEIGHT.match(i) for i in v.split(",")),
+              "must look like CONSTRAINT=WEIGHT,... with weights in [0, 1]")),
     Param("seed", int, "seed of the random first picks (tests and examples only)",
           default=None),
     Param("compare", str, "evaluate also runs the other two algorithms for comparison: "
           f"true, false, or auto (true up to {COMPARE_AUTO_MAX:,} patients)", default="auto",
-          check=lambda v: v.strip().lower() in _COMPARE, rule="must be auto, true or false"),
+          check=Satisfies(lambda v: v.strip().lower() in _COMPARE,
+                          "must be auto, true or false")),
 )
-DELTA = Param("delta", float, "NCP bound δ of the generalized demographics", default=0.04,
-              check=lambda v: 0.0 <= v <= 1.0, rule="must be a number in [0, 1]")
+#: The paper's default NCP bound δ (§5.1); written here only.
+DEFAULT_DELTA = 0.04
+DELTA = Param("delta", float, "NCP bound δ of the generalized demographics",
+              default=DEFAULT_DELTA,
+              check=Interval(float, 0, 1))
 CONSTRAINTS = Param("constraints", str, "YAML file whose 'constraints' list replaces the "
-                    "config's", default="", check=_file_or_empty,
-                    rule="must be empty or an existing file")
+                    "config's", default="",
+                    check=Satisfies(_file_or_empty, "must be empty or an existing file"))
 PARAMS = (*COMMON_PARAMS[:2], DELTA, *COMMON_PARAMS[2:4], CONSTRAINTS, *COMMON_PARAMS[4:])
 
 #: ArtUC's own options (RmR and Baseline do not take them).
@@ -161,12 +166,12 @@ ARTUC_PARAMS = (
           "was relaxed", default=False),
     Param("relax_delta", float, "with relax=true: the largest NCP the data owner accepts "
           "(Algorithm 2, steps 3 and 14); ≥ delta", default=1.0,
-          check=lambda v: 0.0 <= v <= 1.0, rule="must be a number in [0, 1]"),
+          check=Interval(float, 0, 1)),
     Param("relax_epsilon", str, "with relax=true: the most codes suppressed the data owner "
           "accepts (Algorithm 2, step 17), as a count or a share like epsilon; empty: epsilon "
           "(ε is not relaxed)", default="",
-          check=lambda v: not v.strip() or _EPSILON.match(v) is not None,
-          rule="must be empty or " + EPSILON_RULE.removeprefix("must be ")),
+          check=Satisfies(lambda v: not v.strip() or _EPSILON.match(v) is not None,
+                          "must be empty or " + EPSILON_RULE.removeprefix("must be "))),
 )
 
 
@@ -195,7 +200,7 @@ def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
     """Algorithm 2's ceilings when ``relax`` is on (only ArtUC declares it), else None."""
     if not params.get("relax", False):
         return None
-    delta, eps = params.get("delta", 0.04), epsilon_of(params, dataset)
+    delta, eps = params["delta"], epsilon_of(params, dataset)
     delta_max = params.get("relax_delta", 1.0)
     if delta_max < delta:
         raise ParameterError("relax_delta", f"must be ≥ delta ({delta:g}): it is the largest "
@@ -224,7 +229,7 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
     else:
         algo = artuc if name == "artuc" else artuc_unconstrained
         anon = algo(data, config, k=params["k"], m=params["m"],
-                    delta=params.get("delta", 0.04), epsilon=eps, rng=rng,
+                    delta=params["delta"], epsilon=eps, rng=rng,
                     gendiag_runner=runner)
     return to_jsonl(anon)
 
@@ -236,7 +241,7 @@ def verify(name: str, files: ReleaseFiles, original: Dataset,
     A release of Algorithm 2 (``relax``) is held to the owner's ceilings relax_delta and
     relax_epsilon (parameters, not data); (k, k^m)-anonymity, truthfulness and the utility
     constraints are checked exactly as always. What was relaxed is in the utility report."""
-    delta = None if name == "artuc-baseline" else params.get("delta", 0.04)
+    delta = None if name == "artuc-baseline" else params["delta"]
     epsilon = epsilon_of(params, original)
     relaxing = relaxing_of(params, original) if name == "artuc" else None
     if relaxing is not None:
@@ -255,7 +260,7 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
         seed = params.get("seed")
         for other in others:
             comparators[other] = (lambda o=other: run(
-                o, original, {"delta": 0.04, **params}, check_random_state(seed)))
+                o, original, params, check_random_state(seed)))
     relaxing = relaxing_of(params, original) if name == "artuc" else None
     check = None if relaxing is None else RelaxCheck(
         params["delta"], epsilon_of(params, original), relaxing.delta_max,

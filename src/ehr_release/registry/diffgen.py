@@ -9,7 +9,6 @@ the attack audit (``privacy/attacks/diffgen.py``) and the utility evaluation
 from __future__ import annotations
 
 import io
-import math
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from ehr_release.algorithms.diffgen import (
 from ehr_release.algorithms.diffgen.release import FORMATS, release_files
 from ehr_release.algorithms.diffgen.scores import SCORES
 from ehr_release.dataset import Dataset
-from ehr_release.params import Param
+from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
 from ehr_release.registry import AlgorithmEntry
@@ -44,12 +43,11 @@ def _loads(spec: str) -> bool:
 
 PARAMS = (
     Param("epsilon", float, "total privacy budget ε (> 0)",
-          check=lambda v: math.isfinite(v) and v > 0, rule="must be a finite number > 0"),
-    Param("h", int, "number of specializations (≥ 1)", check=lambda v: v >= 1,
-          rule="must be an integer ≥ 1"),
+          check=Interval(float, 0, closed="neither")),
+    Param("h", int, "number of specializations (≥ 1)", check=Interval(int, 1)),
     Param("taxonomies", str, "public configuration: "
           f"{' | '.join(shipped_names())} or a YAML file (taxonomies, domains, class values)",
-          check=_loads, rule="must be a loadable configuration"),
+          check=Satisfies(_loads, "must be a loadable configuration")),
     Param("score", str, "score of a specialization", default="max", choices=SCORES),
     Param("domains", str, "override numerical domains, NAME=LO:HI;NAME=LO:HI (public bounds)",
           default=None),
@@ -60,7 +58,7 @@ PARAMS = (
           choices=UNUSED_POLICIES),
     Param("format", str, "groups file format", default="csv", choices=FORMATS),
     Param("eval_runs", int, "train/test runs of the paper's accuracy protocol (utility)",
-          default=10, check=lambda v: v >= 0, rule="must be an integer ≥ 0"),
+          default=10, check=Interval(int, 0)),
     Param("classifier", str, "classifier of the accuracy figures (utility): cart = "
           "scikit-learn CART, entropy, cost-complexity pruned (a deviation: the paper names "
           "C4.5); c45 = C4.5 as in Mohammed et al. 2013 §Experiments (gain ratio, multiway "
@@ -73,9 +71,9 @@ PARAMS = (
           "DiffGen runs per run, about 5 CPU-minutes for 10 runs on Adult with c45",
           default="splits", choices=PROTOCOLS),
     Param("seed", int, "test mode only: reproducible (insecure) noise", default=None,
-          check=lambda v: test_mode(),
-          rule="is only accepted in test mode: differentially private noise is never "
-               "seeded in production"),
+          check=Satisfies(lambda v: test_mode(),
+                          "is only accepted in test mode: differentially private noise is "
+                          "never seeded in production")),
 )
 
 

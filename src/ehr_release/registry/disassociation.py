@@ -18,7 +18,7 @@ import numpy as np
 
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.params import Param
+from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.policies import (
     POLICY_SYNTAX,
     PolicySpec,
@@ -44,16 +44,16 @@ def _policy_syntax_ok(value: str) -> bool:
 
 PARAMS = (
     Param("k", int, "every itemset of ≤ m codes is hidden among ≥ k records",
-          check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
+          check=Interval(int, 2)),
     Param("m", int, "the attacker knows up to m codes of a patient", default=2,
-          check=lambda v: v >= 1, rule="must be an integer ≥ 1"),
+          check=Interval(int, 1)),
     Param("policy", str, f"utility policy: {POLICY_SYNTAX}", default="hierarchy:3digit",
-          check=_policy_syntax_ok, rule=f"must be {POLICY_SYNTAX}"),
+          check=Satisfies(_policy_syntax_ok, f"must be {POLICY_SYNTAX}")),
     Param("max_cluster_size", int,
           "HorPart stops splitting a partition smaller than this: the paper's maxClusterSize "
           "(Loukides et al. JBI 2014, worked example, footnote 4: any value ≥ k; empty = 2k, "
           "the paper's choice and today's releases)",
-          default=None, check=lambda v: v >= 2, rule="must be an integer ≥ 2 (and ≥ k)"),
+          default=None, check=Interval(int, 2, note="and ≥ k")),
     Param("seed", int, "seed of the subrecord shuffles (tests, reproducible examples only)",
           default=None),
 )

@@ -22,7 +22,7 @@ from ehr_release.dataset import Dataset
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import normalize_icd9
 from ehr_release.ingest.readers import read_dataset
-from ehr_release.params import Param
+from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.attacks.gccens import attack_kmap, declared_caps
 from ehr_release.privacy.formats.gccens import SCHEMA
 from ehr_release.privacy.gccens import verify_kmap
@@ -76,14 +76,13 @@ def _caps_ok(text: str) -> bool:
 
 PARAMS = (
     Param("k", int, "every released record is contained in ≥ k population records",
-          check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
+          check=Interval(int, 2)),
     Param("population", str, "dataset file or MIMIC folder of the population the sample "
-          "was drawn from", check=lambda v: Path(v).exists(),
-          rule="must be an existing dataset file or folder"),
+          "was drawn from", check=Satisfies(lambda v: Path(v).exists(),
+                    "must be an existing dataset file or folder")),
     Param("caps", str, "most instances of a code a record may keep: 'max' (no cap; the "
           "release states the policy, never the sample's maxima), an integer for all codes, "
-          "or CODE:CAP,...,*:CAP", default="max", check=_caps_ok,
-          rule=CAPS_RULE),
+          "or CODE:CAP,...,*:CAP", default="max", check=Satisfies(_caps_ok, CAPS_RULE)),
 )
 
 

@@ -20,7 +20,7 @@ from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records, relea
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.params import Param
+from ehr_release.params import Interval, OneOf, Param
 from ehr_release.privacy.attacks.lda import attack
 from ehr_release.privacy.formats.lda import SCHEMA, count_records
 from ehr_release.privacy.lda import LdaSettings, verify_lda
@@ -36,18 +36,16 @@ METHODS = {"lda": "ags", "lda-baseline": "baseline"}
 
 def _weight(name: str) -> Param:
     return Param(name, float, f"weight of the {name[2:].upper()} loss in the alignment cost "
-                 "(w_icd + w_age = 1)", default=0.5, check=lambda v: 0 <= v <= 1,
-                 rule="must be between 0 and 1")
+                 "(w_icd + w_age = 1)", default=0.5, check=Interval(float, 0, 1))
 
 
 PARAMS = (
     Param("k", int, "every published trajectory is shared by ≥ k patients",
-          check=lambda v: v >= 2, rule="must be an integer ≥ 2"),
+          check=Interval(int, 2)),
     _weight("w_icd"),
     _weight("w_age"),
     Param("leaf_count", int, "L(leaf) in the loss metric: 0 as in the thesis' worked "
-          "examples, 1 reads its Def. 4 literally", default=0, check=lambda v: v in (0, 1),
-          rule="must be 0 or 1"),
+          "examples, 1 reads its Def. 4 literally", default=0, check=OneOf((0, 1))),
 )
 
 

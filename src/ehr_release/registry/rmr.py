@@ -25,7 +25,7 @@ from ehr_release.constraints import read_hierarchy_file, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError
 from ehr_release.hierarchy import Hierarchy
-from ehr_release.params import Param
+from ehr_release.params import OneOf, Param
 from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -52,7 +52,7 @@ CODES = Param("codes", str, "how RmR generalizes each cluster's codes: hierarchy
               "Anonymization along the code hierarchy, as the ArtUC paper's Fig. 1c shows "
               "RmR's output) or set (any codes together, by GenDiag without code sets; a "
               "reading of the paper's 'set-valued generalization')", default="hierarchy",
-              check=lambda v: v in CODE_MODELS, rule="must be hierarchy or set")
+              check=OneOf(CODE_MODELS))
 RMR_PARAMS = (*(replace(p, help=_HELP[p.name]) if p.name in _HELP else p for p in PARAMS),
               CODES)
 
@@ -80,7 +80,7 @@ def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Gener
     """RmR on ``dataset`` → the bytes of its records file (also ArtUC's comparator)."""
     config = config_of(params)
     anon = rmr(rt_data(dataset, config), config, code_hierarchy_of(params), k=params["k"],
-               m=params["m"], delta=params.get("delta", 0.04),
+               m=params["m"], delta=params["delta"],
                epsilon=epsilon_of(params, dataset), rng=rng,
                codes=params.get("codes", "hierarchy"))
     return to_jsonl(anon)

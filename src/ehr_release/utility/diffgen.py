@@ -92,8 +92,7 @@ def config_for(params: dict[str, Any]) -> DiffGenConfig:
 
 def diffgen_params(params: dict[str, Any]) -> DiffGenParams:
     return DiffGenParams(Fraction(str(params["epsilon"])), int(params["h"]),
-                         params.get("score", "max"),
-                         params.get("unused_budget", "final-counts"))
+                         params["score"], params["unused_budget"])
 
 
 # --------------------------------------------------------------------------- features
