@@ -487,3 +487,25 @@ def test_the_guarantee_reads_as_on_the_certificate(ehr_home) -> None:
     assert line.text == guarantee_sentence(entry.name, entry.privacy_model,
                                            entry.parse({"k": "7", "m": "3"}))
     assert "up to 3 of a patient's diagnosis codes" in line.text and "at least 7" in line.text
+
+
+def test_the_publish_flow_run_is_linked_from_its_published_event(monkeypatch) -> None:
+    """The publishing flow's id travels in the run.published audit event (issue 16)."""
+    import json as _json
+    from types import SimpleNamespace
+
+    from ehr_release.dashboard.documents import prefect_links
+
+    monkeypatch.setenv("PREFECT_UI_URL", "http://127.0.0.1:4200")
+    run = SimpleNamespace(flow_run_id="0b6e6c1e-3a4f-4d4c-9a43-5f1f3c2a7e11")
+    publish = "5d1c0e6f-1111-4a4c-9a43-000000000001"
+
+    def event(action: str, payload: dict) -> SimpleNamespace:
+        return SimpleNamespace(action=action, payload_json=_json.dumps(payload))
+
+    links = prefect_links(run, [event("run.approved", {}),
+                                event("run.published", {"flow_run_id": publish})])
+    assert links.publish_flow_run == f"http://127.0.0.1:4200/runs/flow-run/{publish}"
+    assert prefect_links(run, [event("run.approved", {})]).publish_flow_run is None
+    forged = prefect_links(run, [event("run.published", {"flow_run_id": "javascript:x"})])
+    assert forged.publish_flow_run is None and forged.flow_run is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -41,12 +42,13 @@ def test_approve_path_publishes_once_with_manifest(env):
     filed = [a for a in runs.list_artifacts(req.run_id) if a.kind == "certificate"]
     assert len(filed) == 1 and Path(filed[0].path).read_bytes().startswith(b"%PDF")
     assert not Path(filed[0].path).is_relative_to(out)
-    actions = [json.loads(line)["action"] for line in export_events(req.run_id, "jsonl")
-               .splitlines()]
-    assert "approval.input_ignored" not in actions
+    events = [json.loads(line) for line in export_events(req.run_id, "jsonl").splitlines()]
+    actions = [e["action"] for e in events]
     for stage in ("run.requested", "run.anonymized", "run.verified", "run.evaluated",
                   "run.certified", "run.awaiting_approval", "run.approved", "run.published"):
         assert actions.count(stage) == 1, stage
+    published = next(e for e in events if e["action"] == "run.published")
+    uuid.UUID(published["payload"]["flow_run_id"])  # the dashboard links the publish flow run
     assert verify_chain().ok
     assert not list((out / "releases").glob(".staging-*"))
 

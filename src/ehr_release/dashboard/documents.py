@@ -6,14 +6,17 @@ must agree on which file is current (the published one over the reviewer's draft
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ehr_release.datasheet import DATASHEET
 from ehr_release.storage import runs
+from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.models import ReleaseRun
 
 UI_ENV = "PREFECT_UI_URL"
@@ -45,25 +48,37 @@ def _current(run_id: str, *, final: Callable[[str, Path], bool], draft: str) -> 
 
 @dataclass(frozen=True)
 class PrefectLinks:
-    """Links to the run's release flow in the Prefect UI, or why there are none."""
+    """Links to the run's flows in the Prefect UI, or why there are none."""
 
     flow_run: str | None
     artifacts: str | None
     why_none: str | None
+    publish_flow_run: str | None = None
 
 
-def prefect_links(run: ReleaseRun) -> PrefectLinks:
-    """The flow-run page (its Artifacts tab holds each stage's artifact).
+def prefect_links(run: ReleaseRun, events: Iterable[Any] = ()) -> PrefectLinks:
+    """The release flow-run page (its Artifacts tab holds each stage's artifact) and, once
+    published, the publishing flow run (its id is in the ``run.published`` audit event).
 
     The UI's address comes from ``PREFECT_UI_URL``; only an http(s) address is linked, so a
-    setting cannot smuggle a ``javascript:`` link onto the page.
+    setting cannot smuggle a ``javascript:`` link onto the page; ids must parse as UUIDs.
     """
     ui = os.environ.get(UI_ENV, "").strip().rstrip("/")
     if not ui.startswith(("http://", "https://")):
         return PrefectLinks(None, None, f"Prefect UI not configured (set {UI_ENV})")
-    try:
-        flow_run = uuid.UUID(run.flow_run_id or "")
-    except ValueError:
+    flow_run = _uuid(run.flow_run_id)
+    if flow_run is None:
         return PrefectLinks(None, None, "no Prefect flow run recorded for this run")
     page = f"{ui}/runs/flow-run/{flow_run}"
-    return PrefectLinks(page, f"{page}?tab=Artifacts", None)
+    published = [e for e in events if e.action == AuditAction.RUN_PUBLISHED]
+    publish_run = (_uuid(json.loads(published[-1].payload_json).get("flow_run_id"))
+                   if published else None)
+    return PrefectLinks(page, f"{page}?tab=Artifacts", None,
+                        f"{ui}/runs/flow-run/{publish_run}" if publish_run else None)
+
+
+def _uuid(text: object) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(text or ""))
+    except ValueError:
+        return None

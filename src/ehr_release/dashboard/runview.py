@@ -71,11 +71,11 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
         "parameters": json.loads(run.parameters_json),
         "verification": verification, "utility": utility,
         "approval": runs.get_approval(run.id),
-        "events": list(iter_events(run.id)),
+        "events": (events := list(iter_events(run.id))),
         "own": own, "can_decide": who.role == "reviewer" and awaiting and not own,
         "expires_at": bundle.expires_at if awaiting and bundle else None,
         "certificate": certificate_file(run.id), "datasheet": datasheet_file(run.id),
-        "prefect": prefect_links(run),
+        "prefect": prefect_links(run, events),
         "summary": plain_summary(run, verification, utility, bundle),
         "charts": run_charts(bundle, utility),
     }

@@ -120,7 +120,8 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                                             len(certificate))])
             runs.apply_transition(s, run_id, Status.PUBLISHED, actor=actor,
                                   payload={"folder": final.name, "files": sorted(contents),
-                                           "manifest_sha256": sha256_bytes(contents[MANIFEST])})
+                                           "manifest_sha256": sha256_bytes(contents[MANIFEST]),
+                                           "flow_run_id": _flow_run_id()})
             s.commit()
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
@@ -148,6 +149,14 @@ def _clear_crash_leftovers(run_id: str, final: Path) -> None:
         fsync_dir(final.parent)
         record_event(actor="system:publish", action=AuditAction.PUBLISH_ORPHAN_REMOVED,
                      run_id=run_id, payload={"folder": final.name})
+
+
+def _flow_run_id() -> str | None:
+    """The publishing flow run's id (the dashboard links it), None outside a flow."""
+    from prefect.runtime import flow_run
+
+    found = flow_run.get_id()
+    return str(found) if found else None
 
 
 @task(name="publish", persist_result=False, cache_policy=None)
