@@ -38,7 +38,7 @@ def install(point: str) -> None:
             _die()
 
         table["code-counts"] = dataclasses.replace(doubles.CODE_COUNTS, anonymize=dying)
-    registry._entries = lambda: table  # type: ignore[method-assign]
+    registry._entries = lambda: table
 
     if point.startswith("after:"):
         target = point.removeprefix("after:")
@@ -70,7 +70,7 @@ def install(point: str) -> None:
             if Path(dst).name.startswith("rel-"):
                 _die()
 
-        publish.os.rename = rename_then_die  # type: ignore[attr-defined]
+        publish.os.rename = rename_then_die
 
 
 def main(argv: list[str]) -> int:

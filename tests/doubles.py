@@ -21,19 +21,19 @@ PARAMS = (Param("k", int, "minimum count", check=Interval(int, 1)),
           Param("seed", int, "unused", default=None))
 
 
-def _counts(dataset) -> Counter[str]:  # type: ignore[no-untyped-def]
+def _counts(dataset) -> Counter[str]:
     return Counter(code for s in dataset.code_sets() for code in s)
 
 
-def _anonymize(threshold: bool):  # type: ignore[no-untyped-def]
-    def run(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+def _anonymize(threshold: bool):
+    def run(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:
         counts = _counts(dataset)
         kept = {c: n for c, n in sorted(counts.items()) if not threshold or n >= params["k"]}
         return {"counts.json": json.dumps(kept, sort_keys=True).encode()}
     return run
 
 
-def _verify(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:  # type: ignore[no-untyped-def]
+def _verify(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:
     released = json.loads(files["counts.json"])
     truth = _counts(dataset)
     smallest = min(released.values(), default=params["k"])
@@ -46,7 +46,7 @@ def _verify(files: dict[str, bytes], dataset, params: dict[str, Any]) -> Verific
     ])
 
 
-def _evaluate(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+def _evaluate(files, dataset, params, rng) -> UtilityReport:
     released = json.loads(files["counts.json"])
     return UtilityReport("code-counts", {"codes kept": float(len(released)),
                                          "codes total": float(len(_counts(dataset)))})
@@ -57,7 +57,7 @@ COUNTS_SCHEMA = ReleaseSchema((FileSchema(
     fields_doc={"*": "a count of at least k patients"}),))
 
 
-def _attack_counts(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:  # type: ignore[no-untyped-def]
+def _attack_counts(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:
     """One known code narrows a patient to the patients counted under it."""
     released = json.loads(files["counts.json"])
     smallest = min(released.values(), default=None)
@@ -69,7 +69,7 @@ def _count_codes(files: dict[str, bytes]) -> int:
     return len(json.loads(files["counts.json"]))
 
 
-def _evaluate_useless(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+def _evaluate_useless(files, dataset, params, rng) -> UtilityReport:
     report = _evaluate(files, dataset, params, rng)
     return UtilityReport("code-counts", report.metrics,
                          below_baseline=["the counts are no better than publishing none "
@@ -90,13 +90,13 @@ USELESS = AlgorithmEntry("useless-code-counts", "counts below a trivial baseline
                          _verify, _evaluate_useless, **_COUNTS_PARTS)
 
 
-def _records(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+def _records(dataset, params: dict[str, Any], rng) -> dict[str, bytes]:
     lines = [json.dumps({"patient_id": pid, "codes": sorted(codes)}) + "\n"
              for pid, codes in zip(dataset.patient_ids, dataset.code_sets(), strict=True)]
     return {"records.jsonl": "".join(lines).encode()}
 
 
-def _verify_records(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:  # type: ignore[no-untyped-def]
+def _verify_records(files: dict[str, bytes], dataset, params: dict[str, Any]) -> VerificationReport:
     released = {r["patient_id"]: frozenset(r["codes"]) for r in
                 map(json.loads, files["records.jsonl"].decode().splitlines())}
     truth = dict(zip(dataset.patient_ids, dataset.code_sets(), strict=True))
@@ -106,7 +106,7 @@ def _verify_records(files: dict[str, bytes], dataset, params: dict[str, Any]) ->
                     released == truth)])
 
 
-def _evaluate_records(files, dataset, params, rng) -> UtilityReport:  # type: ignore[no-untyped-def]
+def _evaluate_records(files, dataset, params, rng) -> UtilityReport:
     return UtilityReport("patient-records", {"records": float(dataset.n_patients)})
 
 
@@ -115,7 +115,7 @@ RECORDS_SCHEMA = ReleaseSchema((FileSchema(
     doc="per-patient code sets (test double)"),))
 
 
-def _attack_none(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:  # type: ignore[no-untyped-def]
+def _attack_none(files: dict[str, bytes], dataset, params: dict[str, Any]) -> AttackReport:
     """The double promises no anonymity (threshold 1): any candidate set satisfies it."""
     return AttackReport("none (the double promises no anonymity)", 0, True, None, 1, True)
 
@@ -133,7 +133,7 @@ UNDECLARED_IDS = AlgorithmEntry("undeclared-ids", "per-patient records, ids not 
                                 _evaluate_records, **_RECORD_PARTS)
 
 
-def install(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def install(monkeypatch) -> None:
     """Make the doubles visible to ``registry.get`` for the duration of a test."""
     from ehr_release import registry
 

@@ -20,14 +20,14 @@ from tests.test_artuc_registry import EXAMPLE
 pytestmark = pytest.mark.slow
 
 
-def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path, monkeypatch) -> None:
     from ehr_release import workers
     from ehr_release.request import ReleaseRequest
 
     spawned = []
     real = workers.gendiag_processes
 
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(*args, **kwargs):
         spawned.append(args[1:])
         return real(*args, **kwargs)
 

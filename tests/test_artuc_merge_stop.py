@@ -69,7 +69,7 @@ def test_an_unknown_rule_is_refused() -> None:
     ds, cfg = worked_example()
     with pytest.raises(ValueError, match="stop must be one of"):
         artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
-              rng=np.random.default_rng(SEED), stop="never")  # type: ignore[arg-type]
+              rng=np.random.default_rng(SEED), stop="never")
     from ehr_release.errors import ParameterError
 
     with pytest.raises(ParameterError, match="'merge_stop' must be one of exhaust, paper"):

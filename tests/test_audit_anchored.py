@@ -48,7 +48,7 @@ def _file_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EHR_RELEASE_AUDIT_RETIRED_KEYS", raising=False)
 
 
-def _run(engine, out: Path, requester: str = "alice") -> str:  # type: ignore[no-untyped-def]
+def _run(engine, out: Path, requester: str = "alice") -> str:
     ds = DatasetRecord(fingerprint="ab" * 32, rows=10, codes=30, columns_json="{}", source="x")
     run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester=requester,
                           algorithm="code-counts", parameters={"k": "2"}, out_dir=str(out),
@@ -58,7 +58,7 @@ def _run(engine, out: Path, requester: str = "alice") -> str:  # type: ignore[no
     return run.id
 
 
-def _published(engine, out: Path, head: str | None = None) -> str:  # type: ignore[no-untyped-def]
+def _published(engine, out: Path, head: str | None = None) -> str:
     """A run taken to ``published`` the way ``publish_release`` records it (no Prefect)."""
     run_id = _run(engine, out)
     runs.decide(run_id, reviewer="bob", decision="approve", reason="fine", engine=engine)
@@ -77,13 +77,13 @@ def _published(engine, out: Path, head: str | None = None) -> str:  # type: igno
     return run_id
 
 
-def _sql(engine, statement: str, **params: object) -> None:  # type: ignore[no-untyped-def]
+def _sql(engine, statement: str, **params: object) -> None:
     with Session(engine) as s:
-        s.exec(text(statement).bindparams(**params))  # type: ignore[call-overload]
+        s.exec(text(statement).bindparams(**params))
         s.commit()
 
 
-def _rechain_unkeyed(engine, start: int) -> None:  # type: ignore[no-untyped-def]
+def _rechain_unkeyed(engine, start: int) -> None:
     """What an attacker without the key can do: recompute every hash from ``start`` on with
     the published (plain SHA-256) algorithm, keeping the links consistent."""
     with Session(engine) as s:
@@ -102,7 +102,7 @@ def _rechain_unkeyed(engine, start: int) -> None:  # type: ignore[no-untyped-def
         s.commit()
 
 
-def _problems(engine) -> str:  # type: ignore[no-untyped-def]
+def _problems(engine) -> str:
     problems, summary = check_integrity(engine)
     return "\n".join(problems) or summary
 
@@ -122,7 +122,7 @@ def test_untouched_history_verifies_and_is_anchored(db_url, ehr_home, tmp_path):
     assert [a.seq for a in read_anchors(engine)] == [1, 6, 7, 8]
 
 
-def _events(engine) -> list[AuditEvent]:  # type: ignore[no-untyped-def]
+def _events(engine) -> list[AuditEvent]:
     with Session(engine) as s:
         return list(s.exec(select(AuditEvent).order_by(col(AuditEvent.seq))).all())
 

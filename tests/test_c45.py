@@ -162,7 +162,7 @@ def test_a_weight_is_that_many_copies(rows: list[tuple[str, int, str, int]]) -> 
 
 @settings(max_examples=30, deadline=None)
 @given(st.integers(2, 4), st.integers(3, 12), st.randoms(use_true_random=False))
-def test_a_separating_category_is_learned_exactly(k: int, per: int, rnd) -> None:  # type: ignore[no-untyped-def]
+def test_a_separating_category_is_learned_exactly(k: int, per: int, rnd) -> None:
     """A category that determines the class (≥ 3 cases per value) is the root test and the
     tree fits the training data exactly, whatever the row order; the other two columns
     repeat the same values under every category, so they carry no class information."""

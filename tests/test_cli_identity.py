@@ -29,7 +29,7 @@ def _awaiting() -> str:
 
 
 def _reject(run_id: str, reviewer: str, env: dict[str, str] | None = None,
-            stdin: str | None = None):  # type: ignore[no-untyped-def]
+            stdin: str | None = None):
     return CliRunner().invoke(app, ["approve", run_id, "--reviewer", reviewer, "--decision",
                                     "reject", "--reason", "too coarse"], env=env, input=stdin)
 

@@ -36,7 +36,7 @@ values = st.recursive(
     max_leaves=12)
 
 
-def _checker_accepts(value, spec) -> bool:  # type: ignore[no-untyped-def]
+def _checker_accepts(value, spec) -> bool:
     try:
         _check(value, spec, "")
     except ShapeError:
@@ -46,15 +46,15 @@ def _checker_accepts(value, spec) -> bool:  # type: ignore[no-untyped-def]
 
 @given(spec=specs, value=values)
 @settings(max_examples=2000, deadline=None)
-def test_fast_and_naming_checks_agree(spec, value) -> None:  # type: ignore[no-untyped-def]
+def test_fast_and_naming_checks_agree(spec, value) -> None:
     assert _conforms(value, spec) == _checker_accepts(value, spec)
 
 
 @given(spec=specs, data=st.data())
 @settings(max_examples=300, deadline=None)
-def test_agreement_on_values_shaped_like_the_spec(spec, data) -> None:  # type: ignore[no-untyped-def]
+def test_agreement_on_values_shaped_like_the_spec(spec, data) -> None:
     """Random values rarely conform; build ones that mostly do, then perturb nothing."""
-    def build(s):  # type: ignore[no-untyped-def]
+    def build(s):
         if isinstance(s, str):
             return {"str": "v", "int": 1, "number": 1.5, "bool": True}[s]
         if isinstance(s, Enum):

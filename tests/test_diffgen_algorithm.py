@@ -38,11 +38,11 @@ records = st.lists(
 
 
 @pytest.fixture(scope="module")
-def config_path(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def config_path(tmp_path_factory) -> Path:
     return table1_config_path(tmp_path_factory.mktemp("cfg"))
 
 
-def _dataset(rows):  # type: ignore[no-untyped-def]
+def _dataset(rows):
     return table1_dataset([(i + 1, s, a, c, y) for i, (s, a, c, y) in enumerate(rows)])
 
 
@@ -50,7 +50,7 @@ def _dataset(rows):  # type: ignore[no-untyped-def]
 @given(rows=records, eps=st.sampled_from([Fraction(1, 10), Fraction(1), Fraction(3, 2)]),
        h=st.integers(1, 7), score=st.sampled_from(["max", "infogain"]),
        policy=st.sampled_from(["final-counts", "discard"]), seed=st.integers(0, 2**16))
-def test_any_run_is_verified_and_spends_what_the_policy_says(config_path, rows, eps, h,  # type: ignore[no-untyped-def]
+def test_any_run_is_verified_and_spends_what_the_policy_says(config_path, rows, eps, h,
                                                              score, policy, seed) -> None:
     config = load_config(str(config_path))
     data = _dataset(rows)
@@ -81,7 +81,7 @@ def test_any_run_is_verified_and_spends_what_the_policy_says(config_path, rows, 
     assert report.holds, report.to_dict()
 
 
-def test_h_beyond_the_available_specializations_stops_early(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_h_beyond_the_available_specializations_stops_early(tmp_path) -> None:
     text = TABLE1_YAML.split("numerical:")[0] + "categorical:\n  sex:\n    Any_Sex: [Male, " \
         "Female]\n"
     path = table1_config_path(tmp_path, text)
@@ -99,7 +99,7 @@ def test_h_beyond_the_available_specializations_stops_early(tmp_path) -> None:  
     assert report.holds, report.to_dict()
 
 
-def test_three_classes_use_log2_3_as_infogain_sensitivity(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_three_classes_use_log2_3_as_infogain_sensitivity(tmp_path) -> None:
     path = table1_config_path(tmp_path, TABLE1_YAML.replace('["Y", "N"]', '["Y", "N", "M"]'))
     config = load_config(str(path))
     rows = [(i + 1, "Male" if i % 2 else "Female", 20 + i, ["11"], "YNM"[i % 3])
@@ -115,7 +115,7 @@ def test_three_classes_use_log2_3_as_infogain_sensitivity(tmp_path) -> None:  # 
     assert report.holds, report.to_dict()
 
 
-def test_production_noise_runs_without_a_seed(config_path) -> None:  # type: ignore[no-untyped-def]
+def test_production_noise_runs_without_a_seed(config_path) -> None:
     config = load_config(str(config_path))
     params = DiffGenParams(Fraction(1, 2), 3)
     result = run_diffgen(encode_dataset(table1_dataset(), config), params, noise_source(None))

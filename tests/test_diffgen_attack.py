@@ -26,21 +26,21 @@ FORBIDDEN = ("ehr_release.algorithms", "ehr_release.privacy.disassociation",
              "ehr_release.privacy.json_lines")
 
 
-def _groups(files):  # type: ignore[no-untyped-def]
+def _groups(files):
     return pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
 
 
-def _with_groups(files, frame):  # type: ignore[no-untyped-def]
+def _with_groups(files, frame):
     return {**files, "groups.csv": frame.to_csv(index=False).encode()}
 
 
-def _exact(files, data, params):  # type: ignore[no-untyped-def]
+def _exact(files, data, params):
     frame = _groups(files)
     frame["count"] = true_counts(files, data, params).astype(str)
     return _with_groups(files, frame)
 
 
-def _swap_first_groups(files, n_classes: int = 2):  # type: ignore[no-untyped-def]
+def _swap_first_groups(files, n_classes: int = 2):
     frame = _groups(files)
     order = [*range(n_classes, 2 * n_classes), *range(n_classes), *range(2 * n_classes,
                                                                          len(frame))]
@@ -48,11 +48,11 @@ def _swap_first_groups(files, n_classes: int = 2):  # type: ignore[no-untyped-de
 
 
 @pytest.fixture(scope="module")
-def release():  # type: ignore[no-untyped-def]
+def release():
     return make_release(n=600, predictors=f"{PREDICTORS},codes", h=6)
 
 
-def test_an_honest_release_passes(release) -> None:  # type: ignore[no-untyped-def]
+def test_an_honest_release_passes(release) -> None:
     files, data, params = release
     report = attack(files, data, params)
     assert report.passed, report.measured
@@ -60,14 +60,14 @@ def test_an_honest_release_passes(release) -> None:  # type: ignore[no-untyped-d
     assert "counts exact, mechanism allows ≤" in report.measured
 
 
-def test_exact_counts_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_exact_counts_fail(release) -> None:
     files, data, params = release
     report = attack(_exact(files, data, params), data, params)
     assert not report.passed
     assert "more counts equal their true count" in report.measured
 
 
-def test_rows_sorted_by_count_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_rows_sorted_by_count_fail(release) -> None:
     files, data, params = release
     frame = _groups(files)
     key = frame.groupby([c for c in frame.columns if c not in ("count", "in_hospital_death")],
@@ -76,14 +76,14 @@ def test_rows_sorted_by_count_fail(release) -> None:  # type: ignore[no-untyped-
     assert not attack(_with_groups(files, by_count), data, params).passed
 
 
-def test_classes_in_data_order_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_classes_in_data_order_fail(release) -> None:
     files, data, params = release
     frame = _groups(files)
     flipped = frame.iloc[[i ^ 1 for i in range(len(frame))]]
     assert not attack(_with_groups(files, flipped), data, params).passed
 
 
-def test_the_report_carries_no_value(release) -> None:  # type: ignore[no-untyped-def]
+def test_the_report_carries_no_value(release) -> None:
     files, data, params = release
     report = attack(_swap_first_groups(files), data, params)
     text = report.measured + report.attacker_model + report.required
@@ -113,7 +113,7 @@ _releases = st.tuples(st.integers(40, 200), st.integers(0, 10_000), st.integers(
                       st.sampled_from(["0.5", "1", "2"]), st.booleans())
 
 
-def _random_release(case):  # type: ignore[no-untyped-def]
+def _random_release(case):
     n, seed, h, eps, codes = case
     return make_release(n=n, seed=seed, h=h, epsilon=eps,
                         predictors=f"{PREDICTORS},codes" if codes else PREDICTORS)
@@ -121,7 +121,7 @@ def _random_release(case):  # type: ignore[no-untyped-def]
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_releases)
-def test_the_attack_never_fails_an_honest_release(case) -> None:  # type: ignore[no-untyped-def]
+def test_the_attack_never_fails_an_honest_release(case) -> None:
     files, data, params = _random_release(case)
     report = attack(files, data, params)
     assert report.passed, report.measured
@@ -129,7 +129,7 @@ def test_the_attack_never_fails_an_honest_release(case) -> None:  # type: ignore
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_releases)
-def test_the_attack_finds_a_planted_order(case) -> None:  # type: ignore[no-untyped-def]
+def test_the_attack_finds_a_planted_order(case) -> None:
     files, data, params = _random_release(case)
     assume(len(_groups(files)) >= 4)
     assert not attack(_swap_first_groups(files), data, params).passed
@@ -137,7 +137,7 @@ def test_the_attack_finds_a_planted_order(case) -> None:  # type: ignore[no-unty
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_releases)
-def test_the_attack_finds_exact_counts_whenever_the_noise_law_can(case) -> None:  # type: ignore[no-untyped-def]
+def test_the_attack_finds_exact_counts_whenever_the_noise_law_can(case) -> None:
     """Exact counts are flagged whenever all-exact has probability ≤ 1e-6 under the
     mechanism (below that, no test at that false-alarm rate can tell them apart)."""
     files, data, params = _random_release(case)

@@ -20,11 +20,11 @@ from tests.test_diffgen_counts_check import PREDICTORS, make_release, true_count
 
 
 @pytest.fixture(scope="module")
-def release():  # type: ignore[no-untyped-def]
+def release():
     return make_release(n=400, predictors=f"{PREDICTORS},codes", h=5)
 
 
-def _closed(report):  # type: ignore[no-untyped-def]
+def _closed(report):
     return next(r for r in report.requirements if r.name == "closed world")
 
 
@@ -38,7 +38,7 @@ def test_an_honest_release_is_closed_and_holds(fmt: str) -> None:
     assert report.holds, [r for r in report.failures]
 
 
-def test_a_planted_per_group_column_fails_naming_it(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_planted_per_group_column_fails_naming_it(release) -> None:
     files, data, params = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     groups.insert(2, "true_count", true_counts(files, data, params).astype(str))
@@ -48,7 +48,7 @@ def test_a_planted_per_group_column_fails_naming_it(release) -> None:  # type: i
     assert "true_count" in _closed(report).measured
 
 
-def test_a_planted_field_in_the_ledger_fails_naming_it(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_planted_field_in_the_ledger_fails_naming_it(release) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     ledger["charges"][-1]["true_total"] = data.n_patients
@@ -58,7 +58,7 @@ def test_a_planted_field_in_the_ledger_fails_naming_it(release) -> None:  # type
     assert "true_total" in _closed(report).measured
 
 
-def test_a_planted_field_in_a_cut_attribute_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_planted_field_in_a_cut_attribute_fails(release) -> None:
     files, data, params = release
     cut = json.loads(files["cut.json"])
     cut["attributes"][0]["support"] = [3, 1, 4]
@@ -68,7 +68,7 @@ def test_a_planted_field_in_a_cut_attribute_fails(release) -> None:  # type: ign
     assert "attributes[0]" in _closed(report).measured
 
 
-def test_an_extra_file_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_an_extra_file_fails(release) -> None:
     files, data, params = release
     extra = {**files, "codes.txt": b"401.9;250.00\n"}
     report = verify_release(ENTRY, extra, data, params, None)
@@ -76,7 +76,7 @@ def test_an_extra_file_fails(release) -> None:  # type: ignore[no-untyped-def]
     assert "codes.txt" in _closed(report).measured
 
 
-def test_both_groups_files_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_both_groups_files_fail(release) -> None:
     files, data, params = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     raw = io.BytesIO()
@@ -85,7 +85,7 @@ def test_both_groups_files_fail(release) -> None:  # type: ignore[no-untyped-def
     assert not verify_release(ENTRY, both, data, params, None).holds
 
 
-def test_count_records_is_the_sum_of_released_counts(release) -> None:  # type: ignore[no-untyped-def]
+def test_count_records_is_the_sum_of_released_counts(release) -> None:
     files, _, _ = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]))
     assert count_records(files) == int(groups["count"].sum()) > 0

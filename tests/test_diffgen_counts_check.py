@@ -58,7 +58,7 @@ def release() -> tuple[dict[str, bytes], Dataset, dict[str, Any]]:
     return make_release()
 
 
-def test_the_honest_release_holds(release) -> None:  # type: ignore[no-untyped-def]
+def test_the_honest_release_holds(release) -> None:
     files, data, params = release
     report = verifier.verify(files, data, params)
     assert report.holds, [r for r in report.failures]
@@ -66,7 +66,7 @@ def test_the_honest_release_holds(release) -> None:  # type: ignore[no-untyped-d
     assert {"groups complete", "counts noisy"} <= names
 
 
-def test_exact_true_counts_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_exact_true_counts_fail(release) -> None:
     files, data, params = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     groups["count"] = true_counts(files, data, params).astype(str)
@@ -74,7 +74,7 @@ def test_exact_true_counts_fail(release) -> None:  # type: ignore[no-untyped-def
     assert _failed(exact, data, params) == {"counts noisy"}
 
 
-def test_truly_empty_groups_left_out_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_truly_empty_groups_left_out_fail(release) -> None:
     files, data, params = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     groups["true"] = true_counts(files, data, params)
@@ -89,7 +89,7 @@ def test_truly_empty_groups_left_out_fail(release) -> None:  # type: ignore[no-u
     assert "groups complete" in _failed(pruned, data, params)
 
 
-def test_a_declared_sensitivity_must_be_paid_for(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_declared_sensitivity_must_be_paid_for(release) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     ledger["charges"][-1]["sensitivity"] = "2"  # same scale: pays 2ε for what charges ε
@@ -155,7 +155,7 @@ def test_exact_counts_are_caught_from_the_stated_number_of_groups() -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(40, 200), st.integers(0, 10_000), st.integers(1, 6),
        st.sampled_from(["0.5", "1", "2"]), st.booleans())
-def test_honest_random_releases_pass_the_counts_checks(n, seed, h, eps, codes) -> None:  # type: ignore[no-untyped-def]
+def test_honest_random_releases_pass_the_counts_checks(n, seed, h, eps, codes) -> None:
     files, data, params = make_release(n=n, seed=seed, h=h, epsilon=eps,
                                        predictors=f"{PREDICTORS},codes" if codes
                                        else PREDICTORS)

@@ -23,7 +23,7 @@ from ehr_release.utility.diffgen import paper_protocol
 
 
 @pytest.fixture(scope="module")
-def adult(request):  # type: ignore[no-untyped-def]
+def adult(request):
     from tests.conftest import SHARED_DATA
 
     if not (SHARED_DATA / "adult" / "adult.data").exists():
@@ -31,14 +31,14 @@ def adult(request):  # type: ignore[no-untyped-def]
     return read_adult(SHARED_DATA / "adult")
 
 
-def test_adult_has_45222_complete_records_and_fits_its_configuration(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_has_45222_complete_records_and_fits_its_configuration(adult) -> None:
     assert adult.n_patients == 45_222
     enc = encode_dataset(adult, load_config("adult"))
     assert enc.n == 45_222 and enc.set_valued is None
     assert round(np.mean(enc.classes == 0), 3) == 0.752  # ≤50K: 75.2% (adult.names)
 
 
-def test_adult_release_through_the_registry_verifies(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_release_through_the_registry_verifies(adult) -> None:
     entry = registry.get("diffgen")
     params = entry.parse({"epsilon": "1", "h": "10", "taxonomies": "adult", "eval_runs": "0"})
     files = entry.anonymize(adult, params, np.random.default_rng(0))
@@ -53,7 +53,7 @@ def test_adult_release_through_the_registry_verifies(adult) -> None:  # type: ig
 
 
 @pytest.mark.slow
-def test_adult_accuracy_at_epsilon_1_beats_the_lower_bound(adult) -> None:  # type: ignore[no-untyped-def]
+def test_adult_accuracy_at_epsilon_1_beats_the_lower_bound(adult) -> None:
     config = load_config("adult")
     stats = paper_protocol(encode_dataset(adult, config), config,
                            DiffGenParams(Fraction(1), 10), 3, np.random.default_rng(1))
@@ -63,7 +63,7 @@ def test_adult_accuracy_at_epsilon_1_beats_the_lower_bound(adult) -> None:  # ty
     assert ca < ba
 
 
-def test_mimic_demo_folder_runs_verifies_and_evaluates(shared_data) -> None:  # type: ignore[no-untyped-def]
+def test_mimic_demo_folder_runs_verifies_and_evaluates(shared_data) -> None:
     data = read_dataset(shared_data / "mimic3-demo")
     entry = registry.get("diffgen")
     params = entry.parse({"epsilon": "1", "h": "5", "taxonomies": "mimic-demo",

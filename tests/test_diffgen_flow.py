@@ -15,7 +15,7 @@ from tests.flow_helpers import decide, start, wait_status
 pytestmark = pytest.mark.slow
 
 
-def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_path) -> None:
     from ehr_release.request import ReleaseRequest
 
     data = write_sample(generate_sample(400, seed=2), tmp_path / "patients.csv")

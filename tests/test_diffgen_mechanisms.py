@@ -38,7 +38,7 @@ def _discrete_laplace_law(scale: float) -> tuple[float, float]:
 
 @pytest.mark.parametrize("make", SOURCES)
 @pytest.mark.parametrize("scale", [2.0, 10.0])
-def test_laplace_noise_has_the_charged_scale(make, scale) -> None:  # type: ignore[no-untyped-def]
+def test_laplace_noise_has_the_charged_scale(make, scale) -> None:
     n = 40_000
     counts = np.full(n, 100, dtype=np.int64)
     noise = make().laplace(counts, scale) - 100
@@ -51,7 +51,7 @@ def test_laplace_noise_has_the_charged_scale(make, scale) -> None:  # type: igno
 
 
 @pytest.mark.parametrize("make", SOURCES)
-def test_exponential_mechanism_selects_with_em_probabilities(make) -> None:  # type: ignore[no-untyped-def]
+def test_exponential_mechanism_selects_with_em_probabilities(make) -> None:
     scores = np.array([0.0, 1.0, 2.0, 2.0])
     scale = 1.0
     n = 12_000
@@ -65,7 +65,7 @@ def test_exponential_mechanism_selects_with_em_probabilities(make) -> None:  # t
 
 
 @pytest.mark.parametrize("make", SOURCES)
-def test_split_points_follow_length_weighted_exponential_law(make) -> None:  # type: ignore[no-untyped-def]
+def test_split_points_follow_length_weighted_exponential_law(make) -> None:
     dom = NumericalDomain(0, 10, integer=True)
     values = np.array([2.0, 2.0, 6.0])
     classes = np.array([0, 0, 1])
@@ -106,7 +106,7 @@ def test_infogain_sensitivity_bounds_log2_of_the_class_count() -> None:
 
 
 @pytest.mark.parametrize("bad", [Fraction(0), Fraction(-1)])
-def test_mechanisms_refuse_a_non_positive_budget(bad) -> None:  # type: ignore[no-untyped-def]
+def test_mechanisms_refuse_a_non_positive_budget(bad) -> None:
     with pytest.raises(ValueError):
         Laplace(bad)
     with pytest.raises(ValueError):
@@ -133,7 +133,7 @@ def test_ledger_composes_sequentially_and_in_parallel_and_refuses_overdraft() ->
         ledger.charge(Laplace(third), step=3, phase="x", scope=PARALLEL, touched="no group")
 
 
-def test_a_seed_for_dp_noise_is_refused_outside_test_mode(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_seed_for_dp_noise_is_refused_outside_test_mode(monkeypatch) -> None:
     monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "0")
     with pytest.raises(ParameterError, match="test mode"):
         noise_source(3)

@@ -15,7 +15,7 @@ from tests.test_diffgen_table1 import TABLE1, TABLE1_YAML, table1_config_path, t
 
 
 @pytest.fixture
-def entry():  # type: ignore[no-untyped-def]
+def entry():
     return registry.get("diffgen")
 
 
@@ -28,26 +28,26 @@ def cfg(tmp_path: Path) -> str:
                                              ("epsilon", "inf"), ("epsilon", "nan"),
                                              ("h", "0"), ("h", "-2"), ("h", "1.5"),
                                              ("score", "gini"), ("unused_budget", "keep")])
-def test_bad_run_parameters_name_the_parameter(entry, cfg, name, value) -> None:  # type: ignore[no-untyped-def]
+def test_bad_run_parameters_name_the_parameter(entry, cfg, name, value) -> None:
     given = {"epsilon": "1", "h": "2", "taxonomies": cfg, name: value}
     with pytest.raises(ParameterError) as info:
         entry.parse(given)
     assert info.value.parameter == name
 
 
-def test_unknown_configuration_is_refused(entry) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_configuration_is_refused(entry) -> None:
     with pytest.raises(ParameterError, match="shipped configuration"):
         entry.parse({"epsilon": "1", "h": "2", "taxonomies": "no-such-config"})
 
 
-def test_a_class_with_one_value_is_refused(entry, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_class_with_one_value_is_refused(entry, tmp_path) -> None:
     path = table1_config_path(tmp_path, TABLE1_YAML.replace('values: ["Y", "N"]',
                                                             'values: ["Y"]'))
     with pytest.raises(ConfigError, match="at least two"):
         entry.parse({"epsilon": "1", "h": "2", "taxonomies": str(path)})
 
 
-def test_a_value_missing_from_its_taxonomy_is_refused(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_a_value_missing_from_its_taxonomy_is_refused(cfg) -> None:
     rows = [*TABLE1[:2], (3, "Other", 40, ["12"], "N")]
     with pytest.raises(InputError) as info:
         encode_dataset(table1_dataset(rows), load_config(cfg))
@@ -55,26 +55,26 @@ def test_a_value_missing_from_its_taxonomy_is_refused(cfg) -> None:  # type: ign
     assert "'Other'" in str(info.value)
 
 
-def test_a_number_outside_its_public_domain_is_refused(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_a_number_outside_its_public_domain_is_refused(cfg) -> None:
     rows = [*TABLE1[:2], (3, "Male", 66, ["12"], "N")]  # domain [18, 66)
     with pytest.raises(InputError, match=r"public domain \[18, 66\)") as info:
         encode_dataset(table1_dataset(rows), load_config(cfg))
     assert info.value.column == "age"
 
 
-def test_an_undeclared_class_value_is_refused(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_an_undeclared_class_value_is_refused(cfg) -> None:
     rows = [*TABLE1[:2], (3, "Male", 40, ["12"], "maybe")]
     with pytest.raises(InputError, match="not declared"):
         encode_dataset(table1_dataset(rows), load_config(cfg))
 
 
-def test_a_code_outside_the_set_valued_taxonomy_is_refused(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_a_code_outside_the_set_valued_taxonomy_is_refused(cfg) -> None:
     rows = [*TABLE1[:2], (3, "Male", 40, ["31"], "N")]
     with pytest.raises(InputError, match="'31'"):
         encode_dataset(table1_dataset(rows), load_config(cfg))
 
 
-def test_a_configured_column_missing_from_the_data_points_to_predictors(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_a_configured_column_missing_from_the_data_points_to_predictors(cfg) -> None:
     data = table1_dataset()
     data.patients.drop(columns=["sex"], inplace=True)
     with pytest.raises(InputError, match="predictors"):
@@ -84,12 +84,12 @@ def test_a_configured_column_missing_from_the_data_points_to_predictors(cfg) -> 
 
 @pytest.mark.parametrize(("domains", "predictors"), [("age=18", None), ("age=a:b", None),
                                                      (None, "age,height")])
-def test_malformed_overrides_are_refused(cfg, domains, predictors) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_overrides_are_refused(cfg, domains, predictors) -> None:
     with pytest.raises(ParameterError):
         load_config(cfg, domains=domains, predictors=predictors)
 
 
-def test_domain_override_replaces_the_configured_domain(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_domain_override_replaces_the_configured_domain(cfg) -> None:
     dom = load_config(cfg, domains="age=0:120").numerical["age"]
     assert (dom.lo, dom.hi, dom.integer) == (0, 120, True)
 
@@ -105,14 +105,14 @@ def test_domain_override_replaces_the_configured_domain(cfg) -> None:  # type: i
      "integer"),
     ("class: {column: c, values: [a, b]}\nextra: 1\n", "unknown section"),
 ])
-def test_malformed_configurations_are_refused(tmp_path, text, message) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_configurations_are_refused(tmp_path, text, message) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(str(path))
 
 
-def test_a_too_wide_set_valued_node_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_too_wide_set_valued_node_is_refused(tmp_path) -> None:
     leaves = ", ".join(f'"c{i}"' for i in range(17))
     text = TABLE1_YAML.split("set_valued:")[0] + (
         f"set_valued:\n  codes:\n    taxonomy:\n      Any_Code: [{leaves}]\n")
@@ -124,7 +124,7 @@ def test_a_too_wide_set_valued_node_is_refused(tmp_path) -> None:  # type: ignor
     assert encode_dataset(data, load_config(str(fixed))).n == 2
 
 
-def test_anonymize_refuses_bad_data_through_the_registry(entry, cfg) -> None:  # type: ignore[no-untyped-def]
+def test_anonymize_refuses_bad_data_through_the_registry(entry, cfg) -> None:
     params = entry.parse({"epsilon": "1", "h": "2", "taxonomies": cfg})
     rows = [*TABLE1[:2], (3, "Other", 40, ["12"], "N")]
     with pytest.raises(InputError):

@@ -58,7 +58,7 @@ set_valued:
 """
 
 
-def table1_dataset(rows=TABLE1) -> Dataset:  # type: ignore[no-untyped-def]
+def table1_dataset(rows=TABLE1) -> Dataset:
     demo = pd.DataFrame({"sex": [r[1] for r in rows], "age": [r[2] for r in rows],
                          "class": [r[4] for r in rows]})
     return Dataset.from_records([r[3] for r in rows], demo, class_column="class",
@@ -77,7 +77,7 @@ def config_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def enc(config_path: Path):  # type: ignore[no-untyped-def]
+def enc(config_path: Path):
     return encode_dataset(table1_dataset(), load_config(str(config_path)))
 
 
@@ -90,7 +90,7 @@ def test_budget_arithmetic_gives_epsilon_prime_one_tenth() -> None:
     assert epsilon_prime(Fraction(1), 1, 2) == Fraction(1, 10)
 
 
-def test_max_scores_at_the_root(enc) -> None:  # type: ignore[no-untyped-def]
+def test_max_scores_at_the_root(enc) -> None:
     state = SearchState(enc, "max")
     values, classes = state.interval_records(1, 0)
     dom = enc.numerical[0].domain
@@ -106,7 +106,7 @@ def test_max_scores_at_the_root(enc) -> None:  # type: ignore[no-untyped-def]
     assert by_name == {"sex": 4.0, "age": 7.0, "codes": 4.0}
 
 
-def test_infogain_scores_at_the_root_follow_the_entropy_formula(enc) -> None:  # type: ignore[no-untyped-def]
+def test_infogain_scores_at_the_root_follow_the_entropy_formula(enc) -> None:
     state = SearchState(enc, "infogain")
     state.points[0][0] = 37.0
     cands = state.candidates()
@@ -119,7 +119,7 @@ def test_infogain_scores_at_the_root_follow_the_entropy_formula(enc) -> None:  #
     assert by_name["age"] == pytest.approx(1.0 - 5 / 8 * h_left)
 
 
-def test_specializing_any_code_gives_the_papers_partitions(enc) -> None:  # type: ignore[no-untyped-def]
+def test_specializing_any_code_gives_the_papers_partitions(enc) -> None:
     state = SearchState(enc, "max")
     split = state.prepare_set(0)
     names = state.enc.set_valued.index.names
@@ -135,7 +135,7 @@ def test_specializing_any_code_gives_the_papers_partitions(enc) -> None:  # type
     assert by_label == {"1*": {3, 4, 5, 6}, "1*;2*": {1, 2, 7, 8}}
 
 
-def test_example1_linkage_is_broken_by_the_generalized_codes(enc, config_path) -> None:  # type: ignore[no-untyped-def]
+def test_example1_linkage_is_broken_by_the_generalized_codes(enc, config_path) -> None:
     raw = [r for r in TABLE1 if r[1] == "Female" and "11" in r[3]]
     assert [r[0] for r in raw] == [4]  # a female with code 11 is uniquely record #4
     cut = {"attributes": [
@@ -150,7 +150,7 @@ def test_example1_linkage_is_broken_by_the_generalized_codes(enc, config_path) -
 
 
 @pytest.mark.parametrize("seed", [None, 7])
-def test_the_example_runs_end_to_end_and_verifies(config_path, seed) -> None:  # type: ignore[no-untyped-def]
+def test_the_example_runs_end_to_end_and_verifies(config_path, seed) -> None:
     config = load_config(str(config_path))
     enc = encode_dataset(table1_dataset(), config)
     params = DiffGenParams(Fraction(1), 2)

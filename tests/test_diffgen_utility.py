@@ -25,19 +25,19 @@ PREDICTORS = "age,gender,ethnicity,marital_status,insurance,codes"
 
 
 @pytest.fixture(scope="module")
-def sample():  # type: ignore[no-untyped-def]
+def sample():
     return generate_sample(600, seed=5)
 
 
 @pytest.fixture(scope="module")
-def release(sample):  # type: ignore[no-untyped-def]
+def release(sample):
     entry = registry.get("diffgen")
     params = entry.parse({"epsilon": "1", "h": "4", "taxonomies": "mimic-demo",
                           "predictors": PREDICTORS, "eval_runs": "1"})
     return entry, params, entry.anonymize(sample, params, np.random.default_rng(3))
 
 
-def test_registry_choices_are_the_utilitys_and_default_to_today(release) -> None:  # type: ignore[no-untyped-def]
+def test_registry_choices_are_the_utilitys_and_default_to_today(release) -> None:
     entry, params, _ = release
     assert registry_diffgen.CLASSIFIERS == utility.CLASSIFIERS
     assert registry_diffgen.PROTOCOLS == utility.PROTOCOLS
@@ -48,7 +48,7 @@ def test_registry_choices_are_the_utilitys_and_default_to_today(release) -> None
         assert info.value.parameter == name
 
 
-def test_defaults_keep_todays_metric_names(release, sample) -> None:  # type: ignore[no-untyped-def]
+def test_defaults_keep_todays_metric_names(release, sample) -> None:
     entry, params, files = release
     report = entry.evaluate(files, sample, params, np.random.default_rng(0))
     accuracy = {k for k in report.metrics if k.split(" ")[0] in ("CA", "BA", "LA")}
@@ -56,12 +56,12 @@ def test_defaults_keep_todays_metric_names(release, sample) -> None:  # type: ig
                         "LA (%) mean of 1", "LA (%) std"}
 
 
-def test_cross_validation_tests_every_record_once_per_run(monkeypatch, sample) -> None:  # type: ignore[no-untyped-def]
+def test_cross_validation_tests_every_record_once_per_run(monkeypatch, sample) -> None:
     config = load_config("mimic-demo", predictors=PREDICTORS)
     enc = encode_dataset(sample, config)
     seen: list[tuple[int, int]] = []
 
-    def fake_split(train, test, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def fake_split(train, test, *args, **kwargs):
         seen.append((train.n, test.n))
         share = float(np.mean(test.classes == 0))
         return {"CA": share, "BA": share, "LA": share}
@@ -78,7 +78,7 @@ def test_cross_validation_tests_every_record_once_per_run(monkeypatch, sample) -
     assert stats["LA"] == pytest.approx(np.full(3, np.mean(enc.classes == 0)), abs=1e-12)
 
 
-def test_stratified_folds_give_the_majority_share_as_la(sample) -> None:  # type: ignore[no-untyped-def]
+def test_stratified_folds_give_the_majority_share_as_la(sample) -> None:
     """LA under cross-validation is the training majority on each held-out fold; with
     stratified folds the pooled figure is the data's majority share (CART keeps it fast)."""
     config = load_config("mimic-demo", predictors=PREDICTORS)
@@ -90,7 +90,7 @@ def test_stratified_folds_give_the_majority_share_as_la(sample) -> None:  # type
     assert 0 <= stats["CA"][0] <= 1 and "CA other" not in stats
 
 
-def test_c45_under_the_papers_protocol_reports_both_classifiers(release, sample) -> None:  # type: ignore[no-untyped-def]
+def test_c45_under_the_papers_protocol_reports_both_classifiers(release, sample) -> None:
     entry, params, files = release
     chosen = dict(params, classifier="c45", protocol="10x10cv", eval_runs=1)
     report = entry.evaluate(files, sample, chosen, np.random.default_rng(0))
@@ -111,13 +111,13 @@ def test_below_baseline_reads_the_protocols_own_figures() -> None:
     metrics = {f"CA (%) {label}": 70.0, f"LA (%) {label}": 75.0,
                # today's keys would say the opposite: they must not be read
                "CA (%) mean of 10": 90.0, "LA (%) mean of 10": 75.0}
-    flagged = utility.below_baseline(metrics, None, "y", 10, label)  # type: ignore[arg-type]
+    flagged = utility.below_baseline(metrics, None, "y", 10, label)
     assert flagged and "CA 70.0 %" in flagged[0] and "LA 75.0 %" in flagged[0]
-    assert utility.below_baseline(metrics, None, "y", 10) == []  # type: ignore[arg-type]
+    assert utility.below_baseline(metrics, None, "y", 10) == []
 
 
 @pytest.mark.slow
-def test_adult_c45_baseline_is_the_papers(request) -> None:  # type: ignore[no-untyped-def]
+def test_adult_c45_baseline_is_the_papers(request) -> None:
     """Paper, Adult: BA = 85.3 % with C4.5 on raw data; CA at ε = 1, h = 10 well above LA."""
     from ehr_release.taxonomies.adult import read_adult
     from tests.conftest import SHARED_DATA

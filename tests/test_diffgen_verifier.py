@@ -40,7 +40,7 @@ def _bigger_table1() -> Dataset:
 
 
 @pytest.fixture
-def release(tmp_path: Path):  # type: ignore[no-untyped-def]
+def release(tmp_path: Path):
     path = table1_config_path(tmp_path)
     config = load_config(str(path))
     data = _bigger_table1()
@@ -52,22 +52,22 @@ def release(tmp_path: Path):  # type: ignore[no-untyped-def]
     return files, data, vparams
 
 
-def _failed(files, data, params) -> set[str]:  # type: ignore[no-untyped-def]
+def _failed(files, data, params) -> set[str]:
     report = verifier.verify(files, data, params)
     return {r.name for r in report.failures}
 
 
-def _with_ledger(files, change):  # type: ignore[no-untyped-def]
+def _with_ledger(files, change):
     ledger = json.loads(files["ledger.json"])
     change(ledger)
     return {**files, "ledger.json": json.dumps(ledger).encode()}
 
 
-def _phases(files) -> list[str]:  # type: ignore[no-untyped-def]
+def _phases(files) -> list[str]:
     return [c["phase"] for c in json.loads(files["ledger.json"])["charges"]]
 
 
-def test_honest_release_holds_and_exercises_every_step_kind(release) -> None:  # type: ignore[no-untyped-def]
+def test_honest_release_holds_and_exercises_every_step_kind(release) -> None:
     files, data, params = release
     report = verifier.verify(files, data, params)
     assert report.holds, report.to_dict()
@@ -79,19 +79,19 @@ def test_honest_release_holds_and_exercises_every_step_kind(release) -> None:  #
 
 
 @pytest.mark.parametrize("phase", ["split", "emptiness", "selection", "initial-split"])
-def test_a_missing_charge_fails(release, phase) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_charge_fails(release, phase) -> None:
     files, data, params = release
 
-    def drop(ledger):  # type: ignore[no-untyped-def]
+    def drop(ledger):
         i = next(i for i, c in enumerate(ledger["charges"]) if c["phase"] == phase)
         del ledger["charges"][i]
     assert "charges complete and scoped" in _failed(_with_ledger(files, drop), data, params)
 
 
-def test_a_selection_claimed_parallel_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_selection_claimed_parallel_fails(release) -> None:
     files, data, params = release
 
-    def mis_scope(ledger):  # type: ignore[no-untyped-def]
+    def mis_scope(ledger):
         for c in ledger["charges"]:
             if c["phase"] == "selection":
                 c["scope"], c["group"] = "parallel", "all selections"
@@ -99,10 +99,10 @@ def test_a_selection_claimed_parallel_fails(release) -> None:  # type: ignore[no
     assert "charges complete and scoped" in failed
 
 
-def test_parallel_group_spanning_two_steps_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_parallel_group_spanning_two_steps_fails(release) -> None:
     files, data, params = release
 
-    def merge(ledger):  # type: ignore[no-untyped-def]
+    def merge(ledger):
         for c in ledger["charges"]:
             if c["phase"] == "split":
                 c["group"] = "every split"
@@ -110,18 +110,18 @@ def test_parallel_group_spanning_two_steps_fails(release) -> None:  # type: igno
     assert "charges complete and scoped" in failed
 
 
-def test_noise_smaller_than_charged_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_noise_smaller_than_charged_fails(release) -> None:
     files, data, params = release
 
-    def shrink(ledger):  # type: ignore[no-untyped-def]
+    def shrink(ledger):
         ledger["charges"][-1]["scale"] /= 2
     assert _failed(_with_ledger(files, shrink), data, params) == {"noise calibrated"}
 
 
-def test_overspent_total_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_overspent_total_fails(release) -> None:
     files, data, params = release
 
-    def overspend(ledger):  # type: ignore[no-untyped-def]
+    def overspend(ledger):
         final = ledger["charges"][-1]
         final["epsilon"] = str(Fraction(final["epsilon"]) * 2)
         final["scale"] /= 2
@@ -130,21 +130,21 @@ def test_overspent_total_fails(release) -> None:  # type: ignore[no-untyped-def]
     assert {"ε composition", "charges complete and scoped"} <= failed
 
 
-def test_declared_total_must_match_the_recomputed_one(release) -> None:  # type: ignore[no-untyped-def]
+def test_declared_total_must_match_the_recomputed_one(release) -> None:
     files, data, params = release
 
-    def understate(ledger):  # type: ignore[no-untyped-def]
+    def understate(ledger):
         ledger["spent"] = "1/2"
     assert _failed(_with_ledger(files, understate), data, params) == {"ε composition"}
 
 
-def test_verifying_with_other_parameters_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_verifying_with_other_parameters_fails(release) -> None:
     files, data, params = release
     failed = _failed(files, data, {**params, "h": H - 1})
     assert {"parameters", "ε' derivation", "charges complete and scoped"} <= failed
 
 
-def test_a_released_value_outside_the_public_configuration_fails(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_released_value_outside_the_public_configuration_fails(release) -> None:
     files, data, params = release
     frame = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str)
     frame["sex"] = "Ghost"  # a value no taxonomy declares
@@ -153,7 +153,7 @@ def test_a_released_value_outside_the_public_configuration_fails(release) -> Non
     assert "released values public" in _failed(tampered, data, params)
 
 
-def test_negative_counts_fail(release) -> None:  # type: ignore[no-untyped-def]
+def test_negative_counts_fail(release) -> None:
     files, data, params = release
     frame = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str)
     frame.loc[0, "count"] = "-3"
@@ -161,7 +161,7 @@ def test_negative_counts_fail(release) -> None:  # type: ignore[no-untyped-def]
     assert _failed(tampered, data, params) == {"released values public"}
 
 
-def test_original_data_outside_the_domain_is_reported(release) -> None:  # type: ignore[no-untyped-def]
+def test_original_data_outside_the_domain_is_reported(release) -> None:
     files, data, params = release
     patients = data.patients.copy()
     patients.iloc[0, patients.columns.get_loc("age")] = 70  # domain is [18, 66)

@@ -43,11 +43,11 @@ structures = st.recursive(
     max_leaves=30)
 
 
-def _yaml(value) -> str:  # type: ignore[no-untyped-def]
+def _yaml(value) -> str:
     return yaml.safe_dump(value, allow_unicode=True)
 
 
-def _only_own_errors(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _only_own_errors(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except EhrReleaseError:
@@ -78,7 +78,7 @@ def test_policy_spec_strings(spec: str) -> None:
         _only_own_errors(build_policy, parsed, CODE_SETS)
 
 
-def _read_hierarchy(ref: str):  # type: ignore[no-untyped-def]
+def _read_hierarchy(ref: str):
     if ref == "icd9":
         return icd9_hierarchy()
     raise ConfigError(f"unknown hierarchy {ref!r}")
@@ -86,7 +86,7 @@ def _read_hierarchy(ref: str):  # type: ignore[no-untyped-def]
 
 @FUZZ
 @given(structures)
-def test_artuc_configuration(raw) -> None:  # type: ignore[no-untyped-def]
+def test_artuc_configuration(raw) -> None:
     _only_own_errors(parse_config, raw, _read_hierarchy, source="fuzz.yaml")
 
 
@@ -95,7 +95,7 @@ def test_artuc_configuration(raw) -> None:  # type: ignore[no-untyped-def]
     "attributes": st.dictionaries(st.sampled_from(["age", "gender", "zip"]), structures,
                                   min_size=1, max_size=3),
     "constraints": st.lists(structures, max_size=3)}))
-def test_artuc_configuration_near_valid(raw) -> None:  # type: ignore[no-untyped-def]
+def test_artuc_configuration_near_valid(raw) -> None:
     _only_own_errors(parse_config, raw, _read_hierarchy, source="fuzz.yaml")
 
 
@@ -103,7 +103,7 @@ def test_artuc_configuration_near_valid(raw) -> None:  # type: ignore[no-untyped
 @given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "c", "root"]), st.text(max_size=3)),
                           st.one_of(st.none(), st.sampled_from(["a", "b", "root"]),
                                     st.floats(allow_nan=True))), max_size=8))
-def test_hierarchy_tables(pairs) -> None:  # type: ignore[no-untyped-def]
+def test_hierarchy_tables(pairs) -> None:
     frame = pd.DataFrame(pairs, columns=["child", "parent"]) if pairs else \
         pd.DataFrame({"child": [], "parent": []})
     _only_own_errors(hierarchy_from_pairs, frame, "fuzz.csv")
@@ -114,7 +114,7 @@ def test_hierarchy_tables(pairs) -> None:  # type: ignore[no-untyped-def]
        st.one_of(st.none(), st.text(max_size=20), st.just("age=17:91;hours=1:100"),
                  st.just("age=91:17"), st.just("age=nan:1")),
        st.one_of(st.none(), st.text(max_size=20)))
-def test_taxonomy_files(tmp_path_factory, text: str, domains, predictors) -> None:  # type: ignore[no-untyped-def]
+def test_taxonomy_files(tmp_path_factory, text: str, domains, predictors) -> None:
     path = tmp_path_factory.mktemp("tax") / "fuzz.yaml"
     path.write_text(text, encoding="utf-8")
     _only_own_errors(load_config, str(path), domains=domains, predictors=predictors)
@@ -127,7 +127,7 @@ EDGE_VALUES = ["", "0", "-1", "1", "2", "nan", "inf", "-inf", "1e308", "10" * 30
 @pytest.mark.parametrize("name", registry.names())
 @FUZZ
 @given(data=st.data())
-def test_every_algorithms_parameters(name: str, data) -> None:  # type: ignore[no-untyped-def]
+def test_every_algorithms_parameters(name: str, data) -> None:
     entry = registry.get(name)
     names = [p.name for p in entry.params if p.name != "seed"]
     given_ = data.draw(st.dictionaries(

@@ -44,7 +44,7 @@ structures = st.recursive(
     max_leaves=25)
 
 
-def _yaml(value) -> bytes:  # type: ignore[no-untyped-def]
+def _yaml(value) -> bytes:
     return yaml.safe_dump(value, allow_unicode=True).encode()
 
 
@@ -62,7 +62,7 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def _loads_or_own_error(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _loads_or_own_error(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except EhrReleaseError as exc:
@@ -71,7 +71,7 @@ def _loads_or_own_error(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def folder(tmp_path: Path):  # type: ignore[no-untyped-def]
+def folder(tmp_path: Path):
     def fresh() -> Path:  # one folder per example (the fixture is shared by all of them)
         path = tmp_path / uuid.uuid4().hex
         path.mkdir()
@@ -89,7 +89,7 @@ taxonomy_like = st.dictionaries(
 
 @FUZZ
 @given(st.one_of(contents, taxonomy_like.map(_yaml)))
-def test_taxonomy_files(folder, data: bytes) -> None:  # type: ignore[no-untyped-def]
+def test_taxonomy_files(folder, data: bytes) -> None:
     path = _write(folder(), "taxonomy.yaml", data)
     _loads_or_own_error(taxonomies.load_config, str(path))
 
@@ -111,7 +111,7 @@ artuc_like = st.fixed_dictionaries({
 @FUZZ
 @given(st.one_of(contents, artuc_like.map(_yaml)), contents, contents,
        st.one_of(st.none(), contents))
-def test_artuc_configuration_files(folder, config: bytes, csv: bytes, tree: bytes,  # type: ignore[no-untyped-def]
+def test_artuc_configuration_files(folder, config: bytes, csv: bytes, tree: bytes,
                                    constraints: bytes | None) -> None:
     base = folder()
     path = _write(base, "config.yaml", config)
@@ -123,7 +123,7 @@ def test_artuc_configuration_files(folder, config: bytes, csv: bytes, tree: byte
 
 @FUZZ
 @given(contents, st.sampled_from(["h.csv", "h.yaml", "h.txt"]))
-def test_hierarchy_files(folder, data: bytes, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_hierarchy_files(folder, data: bytes, name: str) -> None:
     base = folder()
     _write(base, name, data)
     _loads_or_own_error(read_hierarchy_file, name, base)
@@ -142,7 +142,7 @@ policy_like = st.one_of(
 
 @FUZZ
 @given(st.one_of(contents, policy_like.map(_yaml)))
-def test_policy_files(folder, data: bytes) -> None:  # type: ignore[no-untyped-def]
+def test_policy_files(folder, data: bytes) -> None:
     path = _write(folder(), "policy.yaml", data)
     dataset = Dataset.from_records([["401.9", "250.00"], ["272.0"], ["401.9"]])
     policy = _loads_or_own_error(resolve_policy, str(path), dataset)

@@ -133,7 +133,7 @@ def test_sampling_is_seeded_and_keeps_every_rare_set(monkeypatch) -> None:
 # --------------------------------------------------------------------------- brute force
 def _covers(value: object, shown: object, attr) -> bool:
     if isinstance(attr, NumericalAttribute):
-        return shown[0] <= float(value) <= shown[1]  # type: ignore[index]
+        return shown[0] <= float(value) <= shown[1]
     return shown == value or shown in set(attr.hierarchy.ancestors(str(value)))
 
 

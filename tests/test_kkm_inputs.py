@@ -43,7 +43,7 @@ BAD = (st.sampled_from([-1, 61, -0.5, 60.5, None, float("nan"), "forty", ""]),
 
 
 @st.composite
-def invalid(draw):  # type: ignore[no-untyped-def]
+def invalid(draw):
     """A valid row with one attribute's value replaced by one it must refuse."""
     row = list(draw(valid))
     which = draw(st.integers(0, 2))
@@ -62,19 +62,19 @@ def _dataset(records, columns=("age", "origin", "sex")) -> Dataset:
     return Dataset.from_records([sorted(r[3]) for r in records], demo)
 
 
-def _outcome(read, dataset, config):  # type: ignore[no-untyped-def]
+def _outcome(read, dataset, config):
     try:
         return read(dataset, config)
     except (ConfigError, InputError) as exc:
         return exc
 
 
-def _assert_same(dataset: Dataset, config) -> str:  # type: ignore[no-untyped-def]
+def _assert_same(dataset: Dataset, config) -> str:
     theirs, ours = _outcome(rt_data, dataset, config), _outcome(read_original, dataset, config)
     if isinstance(theirs, Exception) or isinstance(ours, Exception):
         assert type(ours) is type(theirs) and str(ours) == str(theirs)
         if isinstance(theirs, InputError):
-            assert (ours.row, ours.column) == (theirs.row, theirs.column)  # type: ignore[union-attr]
+            assert (ours.row, ours.column) == (theirs.row, theirs.column)
         return "refused alike"
     assert ours.patient_ids == theirs.patient_ids
     assert ours.codes == theirs.codes

@@ -76,7 +76,7 @@ def long_files(draw: st.DrawFn) -> tuple[str, str]:
 
 def _full_reader_error(*args: Path | None, class_column: str | None = None) -> str | None:
     try:
-        read_dataset(args[0], args[1], class_column=class_column)  # type: ignore[arg-type]
+        read_dataset(args[0], args[1], class_column=class_column)
     except InputError as exc:
         return str(exc)
     return None
@@ -84,7 +84,7 @@ def _full_reader_error(*args: Path | None, class_column: str | None = None) -> s
 
 def _preflight_error(*args: Path | None, class_column: str | None = None) -> str | None:
     try:
-        preflight(args[0], args[1], class_column=class_column)  # type: ignore[arg-type]
+        preflight(args[0], args[1], class_column=class_column)
     except InputError as exc:
         return str(exc)
     return None

@@ -21,7 +21,7 @@ from tests import doubles
 from tests.flow_helpers import request_for, run_approved, start
 
 
-def _failed_with(req) -> str:  # type: ignore[no-untyped-def]
+def _failed_with(req) -> str:
     thread, box = start(req)
     thread.join(180)
     run = runs.get_run(req.run_id)
@@ -68,7 +68,7 @@ def test_low_utility_is_refused_unless_allowed(env) -> None:
 def test_a_failed_attack_stops_the_run_before_any_reviewer(env, monkeypatch) -> None:
     from ehr_release import registry
 
-    def attack(files, dataset, params):  # type: ignore[no-untyped-def]
+    def attack(files, dataset, params):
         return AttackReport("knows one code of the target", 3, True, 1, params["k"], False)
 
     table = dict(registry._entries())
@@ -87,7 +87,7 @@ def test_a_failed_attack_stops_the_run_before_any_reviewer(env, monkeypatch) -> 
 def test_an_attack_that_crashes_fails_closed_without_quoting_values(env, monkeypatch) -> None:
     from ehr_release import registry
 
-    def attack(files, dataset, params):  # type: ignore[no-untyped-def]
+    def attack(files, dataset, params):
         raise KeyError("MRN-0042")
 
     table = dict(registry._entries())

@@ -114,7 +114,7 @@ def test_deployment_entry_point_runs_the_release_on_the_requested_runner(env, mo
 
     seen: list[object] = []
 
-    def probing(dataset, params, rng):  # type: ignore[no-untyped-def]
+    def probing(dataset, params, rng):
         seen.append(FlowRunContext.get().task_runner)
         return doubles.CODE_COUNTS.anonymize(dataset, params, rng)
 

@@ -116,7 +116,7 @@ def _writer(url: str, worker: int, n: int, threads: int = 1) -> None:
         th.join()
 
 
-def _decider(url: str, run_id: str, reviewer: str, decision: str, out) -> None:  # type: ignore[no-untyped-def]
+def _decider(url: str, run_id: str, reviewer: str, decision: str, out) -> None:
     from ehr_release.storage import runs as r
     from ehr_release.storage.engine import get_engine as ge
 

@@ -126,9 +126,9 @@ def test_result_tables_share_the_base_columns():
     shared = {"id", "run_id", "created_at"}
     for table in (VerificationResult, UtilityResult, ArtifactRecord):
         assert issubclass(table, RunRecordBase)
-        columns = set(table.__table__.columns.keys())  # type: ignore[attr-defined]
+        columns = set(table.__table__.columns.keys())
         assert shared <= columns
-        run_id = table.__table__.columns["run_id"]  # type: ignore[attr-defined]
+        run_id = table.__table__.columns["run_id"]
         assert run_id.index and [fk.target_fullname for fk in run_id.foreign_keys] == [
             "release_runs.id"]
     assert issubclass(VerificationResult, RunReportBase)

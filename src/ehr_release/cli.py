@@ -42,7 +42,7 @@ def _hidden_prompt(text: str) -> str:
     return str(typer.prompt(text, hide_input=True))
 
 
-def _identity(name: str, role: str, credential_env: str | None = None):  # type: ignore[no-untyped-def]
+def _identity(name: str, role: str, credential_env: str | None = None):
     """``name`` authenticated for ``role`` when the site has users (see governance)."""
     from ehr_release.governance import CREDENTIAL_ENV, cli_identity
 

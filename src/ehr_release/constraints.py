@@ -485,11 +485,11 @@ def _bounds(attr: Attribute, elements: list[Element]) -> tuple[np.ndarray, np.nd
     """Elements as closed numeric intervals; a node as the span of its leaves (DFS order),
     so two nodes overlap exactly when one contains the other."""
     if isinstance(attr, NumericalAttribute):
-        return (np.array([e.low for e in elements], dtype=float),  # type: ignore[union-attr]
-                np.array([e.high for e in elements], dtype=float))  # type: ignore[union-attr]
+        return (np.array([e.low for e in elements], dtype=float),
+                np.array([e.high for e in elements], dtype=float))
     h = attr.hierarchy
     position = {leaf: i for i, leaf in enumerate(h.leaves_under(h.root))}
-    spans = [[position[x] for x in (h.leaves_under(e)[0], h.leaves_under(e)[-1])]  # type: ignore[arg-type]
+    spans = [[position[x] for x in (h.leaves_under(e)[0], h.leaves_under(e)[-1])]
              for e in elements]
     arr = np.array(spans, dtype=float)
     return arr[:, 0], arr[:, 1]

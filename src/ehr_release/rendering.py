@@ -39,7 +39,7 @@ def environment() -> Environment:
 def stylesheet() -> str:
     """The shared print stylesheet (A4, running header, page numbers, tables that fit)."""
     env = environment()
-    return env.loader.get_source(env, "certificate.css")[0]  # type: ignore[union-attr]
+    return env.loader.get_source(env, "certificate.css")[0]
 
 
 def html_to_pdf(html: str) -> bytes:

@@ -44,7 +44,7 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
     errors.install(app)
 
     @app.middleware("http")
-    async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def security_headers(request: Request, call_next):
         response: Response = await call_next(request)
         response.headers["Content-Security-Policy"] = (
             "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "

@@ -46,7 +46,7 @@ def install(app: FastAPI) -> None:
                           + (", ".join(fields) or "(unnamed)"))
 
     @app.middleware("http")
-    async def plain_errors(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def plain_errors(request: Request, call_next):
         try:
             return await call_next(request)
         except Exception as exc:  # noqa: BLE001 — the last line of defence, by design

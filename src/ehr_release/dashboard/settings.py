@@ -28,4 +28,4 @@ class DashboardSettings:
 
 
 def settings_of(request: Request) -> DashboardSettings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    return request.app.state.settings

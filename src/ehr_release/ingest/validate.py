@@ -32,7 +32,7 @@ def code_verdicts(uniques: object) -> dict[str, str | None]:
     ICD-9-CM hierarchy (the root is not a code)."""
     hierarchy = icd9_hierarchy()
     out: dict[str, str | None] = {}
-    for raw in uniques:  # type: ignore[attr-defined]
+    for raw in uniques:
         code = normalize_icd9(raw)
         out[raw] = code if code in hierarchy and code != hierarchy.root else None
     return out

@@ -233,7 +233,7 @@ def _record_point(c: dict[str, Any], name: str, lo: Fraction, hi: Fraction,
     replay_.points[(name, lo, hi)] = point
 
 
-def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,  # type: ignore[no-untyped-def]
+def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
                     replay_: Replay) -> Fraction:
     """Check the selected value and the follow-up charges of one step; return their cost."""
     d = sel.get("detail", {})

@@ -247,7 +247,7 @@ def _inside_mask(demo: DemoKey, config: RTConfig, data: OriginalView, cache: dic
     for attr, v in zip(config.attributes, demo, strict=True):
         col = data.demographics[attr.name]
         if isinstance(attr, NumericalAttribute):
-            lo, hi = v  # type: ignore[misc]
+            lo, hi = v
             mask &= (col.to_numpy(dtype=float) >= lo) & (col.to_numpy(dtype=float) <= hi)
         else:
             key = (attr.name, v)
@@ -413,9 +413,9 @@ def _within(demo: DemoKey, part: tuple, config: RTConfig) -> bool:
     for attr, v, limit in zip(config.attributes, demo, part, strict=True):
         if isinstance(attr, NumericalAttribute):
             assert isinstance(limit, Interval)
-            if not limit.covers(Interval(*v)):  # type: ignore[misc]
+            if not limit.covers(Interval(*v)):
                 return False
-        elif not (v == limit or limit in attr.hierarchy.ancestors(v)):  # type: ignore[arg-type]
+        elif not (v == limit or limit in attr.hierarchy.ancestors(v)):
             return False
     return True
 
@@ -432,12 +432,12 @@ def release_ncp(records: list[Released], config: RTConfig) -> float:
             value = 0.0
             for attr, v in zip(config.attributes, r.demo, strict=True):
                 if isinstance(attr, NumericalAttribute):
-                    value += attr.weight * (v[1] - v[0]) / attr.span  # type: ignore[index]
+                    value += attr.weight * (v[1] - v[0]) / attr.span
                 else:
                     assert isinstance(attr, CategoricalAttribute)
                     h = attr.hierarchy
-                    if not h.is_leaf(v):  # type: ignore[arg-type]
-                        value += attr.weight * (len(h.leaves_under(v))  # type: ignore[arg-type]
+                    if not h.is_leaf(v):
+                        value += attr.weight * (len(h.leaves_under(v))
                                                 / len(h.leaves_under(h.root)))
             per_demo[r.demo] = value
         total += per_demo[r.demo]

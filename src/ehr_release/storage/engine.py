@@ -126,7 +126,7 @@ def _busy_timeout_s() -> float:
     return value
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
     # Let SQLAlchemy, not pysqlite, decide when transactions begin (see _sqlite_begin_immediate).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
@@ -136,7 +136,7 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def
     cur.close()
 
 
-def _sqlite_begin_immediate(conn) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_begin_immediate(conn) -> None:
     # Take the write lock at BEGIN, so two writers serialize instead of both reading the
     # same chain head and one failing at COMMIT.
     conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -102,7 +102,7 @@ def record_ncp(release: Release, config: RTConfig) -> np.ndarray:
             h = attr.hierarchy
             total = len(h.leaves_under(h.root))
             cost = {v: 0.0 if h.is_leaf(v) else len(h.leaves_under(v)) / total
-                    for v in set(vals)}  # type: ignore[arg-type]
+                    for v in set(vals)}
             out += attr.weight * np.array([cost[v] for v in vals])
     return out
 
@@ -191,7 +191,7 @@ class Estimator:
         vals = [d[name] for d in self.release.demographics]
         if isinstance(attr, NumericalAttribute):
             arr = np.array(vals, dtype=float).reshape(-1, 2)
-            v = float(value)  # type: ignore[arg-type]
+            v = float(value)
             inside = (arr[:, 0] <= v) & (v <= arr[:, 1])
             if self.integral[name]:
                 width = np.floor(arr[:, 1]) - np.ceil(arr[:, 0]) + 1
@@ -204,7 +204,7 @@ class Estimator:
         h = attr.hierarchy
         want = set(h.leaves_under(str(value)))
         share = {g: len(want & set(h.leaves_under(g))) / len(h.leaves_under(g))
-                 for g in set(vals)}  # type: ignore[arg-type]
+                 for g in set(vals)}
         return np.array([share[g] for g in vals])
 
     def _holders(self, code: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -312,16 +312,16 @@ def constraint_share(release: Release, config: RTConfig) -> float:
 
 def _within(attr: object, value: object, element: object) -> bool:
     if isinstance(attr, NumericalAttribute):
-        lo, hi = value  # type: ignore[misc]
-        return element.low <= lo and hi <= element.high  # type: ignore[attr-defined]
+        lo, hi = value
+        return element.low <= lo and hi <= element.high
     assert isinstance(attr, CategoricalAttribute)
     return value == element or element in attr.hierarchy.ancestors(str(value))
 
 
 def _overlaps(attr: object, value: object, element: object) -> bool:
     if isinstance(attr, NumericalAttribute):
-        lo, hi = value  # type: ignore[misc]
-        return lo <= element.high and element.low <= hi  # type: ignore[attr-defined]
+        lo, hi = value
+        return lo <= element.high and element.low <= hi
     assert isinstance(attr, CategoricalAttribute)
     up = attr.hierarchy.ancestors
     return value == element or element in up(str(value)) or value in up(str(element))

@@ -477,9 +477,9 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
         for row in rows:
             if row["known codes"] == m:
                 metrics[f"share of {m}-code sets in one record (original)"] = float(
-                    row["unique (original)"])  # type: ignore[arg-type]
+                    row["unique (original)"])
                 metrics[f"share of {m}-code sets with < k candidates (release)"] = float(
-                    row["< k (release)"])  # type: ignore[arg-type]
+                    row["< k (release)"])
         notes.append("Re-identification risk (the paper's Fig. 12): for code sets of 1–5 codes "
                      "held by sampled original records, the share held by one record and by "
                      "fewer than k records in the original, and the share with at most one / "

@@ -673,7 +673,7 @@ class FullQueue(_Queue):
     def _rewrite(self, old: int, new: int | None) -> None:
         for p in list(self.members.get(old, ())):
             self._remove(p)
-            q = tuple(sorted({new if x == old else x for x in p} - {None}))  # type: ignore[misc]
+            q = tuple(sorted({new if x == old else x for x in p} - {None}))
             if q:
                 self._add(q)
         self.members.pop(old, None)

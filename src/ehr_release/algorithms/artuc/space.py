@@ -92,7 +92,7 @@ class DemographicSpace:
         self.categorical = [i for i, a in enumerate(config.attributes)
                             if isinstance(a, CategoricalAttribute)]
         num = [config.attributes[i] for i in self.numerical]
-        self.span = np.array([a.span for a in num], dtype=float)  # type: ignore[union-attr]
+        self.span = np.array([a.span for a in num], dtype=float)
         self.w_num = np.array([a.weight for a in num], dtype=float)
         self.w_cat = np.array([config.attributes[i].weight for i in self.categorical], float)
         n = len(data.patient_ids)

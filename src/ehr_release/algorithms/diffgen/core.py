@@ -163,7 +163,7 @@ class DiffGen:
     def _emptiness(self, step: int, chosen: Candidate, detail: dict[str, Any]) -> None:
         st = self.state
         split = st.prepare_set(chosen.value)
-        children = st.enc.set_valued.index.children[chosen.value]  # type: ignore[union-attr]
+        children = st.enc.set_valued.index.children[chosen.value]
         detail["children"] = [st.node_name(chosen.col, c) for c in children]
         mech = Laplace(self.eps1)
         threshold = emptiness_threshold(self.eps1)

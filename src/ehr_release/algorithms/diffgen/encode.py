@@ -173,7 +173,7 @@ def _numerical(name: str, dom: NumericalDomain, column: pd.Series,
     return NumericalColumn(name, dom, values)
 
 
-def _set_valued(name: str, item_of, index: TreeIndex, dataset: Dataset,  # type: ignore[no-untyped-def]
+def _set_valued(name: str, item_of, index: TreeIndex, dataset: Dataset,
                 where: str) -> SetColumn:
     widest = max((len(c) for c in index.children), default=0)
     if widest > MAX_SET_FANOUT:

@@ -164,7 +164,7 @@ def _opendp() -> _OpenDP:
 
 
 @cache
-def _opendp_laplace(scale: float):  # type: ignore[no-untyped-def]
+def _opendp_laplace(scale: float):
     dp = _opendp()
     meas = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")),
                              dp.l1_distance(T="i64"), scale=scale)
@@ -175,7 +175,7 @@ def _opendp_laplace(scale: float):  # type: ignore[no-untyped-def]
 
 
 @cache
-def _opendp_gumbel_max(scale: float):  # type: ignore[no-untyped-def]
+def _opendp_gumbel_max(scale: float):
     dp = _opendp()
     space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float))
     meas = dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)

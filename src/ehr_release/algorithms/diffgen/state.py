@@ -127,14 +127,14 @@ class SearchState:
         return self.set_label(value)
 
     def set_label(self, cutset_id: int) -> str:
-        names = self.enc.set_valued.index.names  # type: ignore[union-attr]
+        names = self.enc.set_valued.index.names
         nodes = sorted(names[i] for i in self.cutsets[cutset_id])
         return SET_SEPARATOR.join(nodes) if nodes else EMPTY_SET
 
     def node_name(self, col: int, value: int) -> str:
         """A cut member's name: a node (categorical, set-valued) or an interval label."""
         if self.kinds[col] == SET_VALUED:
-            return self.enc.set_valued.index.names[value]  # type: ignore[union-attr]
+            return self.enc.set_valued.index.names[value]
         return self.value_label(col, value)
 
     # ------------------------------------------------------------------ candidates and scores
@@ -145,7 +145,7 @@ class SearchState:
         for col, kind in enumerate(self.kinds):
             if kind == SET_VALUED:
                 held = set().union(*(self.cutsets[i] for i in np.unique(live_rows[:, col])))
-                index = self.enc.set_valued.index  # type: ignore[union-attr]
+                index = self.enc.set_valued.index
                 out.extend(Candidate(col, kind, v) for v in sorted(held)
                            if not index.is_leaf(v))
                 continue
@@ -212,15 +212,15 @@ class SearchState:
         Records without any item hold the root until it is specialized (mask 0 there).
         """
         sv = self.enc.set_valued
-        index = sv.index  # type: ignore[union-attr]
+        index = sv.index
         nonleaf = np.array([not index.is_leaf(i) for i in range(len(index.names))])
         node = self.item_node
-        sel = alive[sv.item_record] & nonleaf[node]  # type: ignore[union-attr]
+        sel = alive[sv.item_record] & nonleaf[node]
         if only is not None:
             sel &= node == only
-        rec = sv.item_record[sel]  # type: ignore[union-attr]
+        rec = sv.item_record[sel]
         v = node[sel].astype(np.int64)
-        child = index.anc[sv.item_leaf[sel], index.depth[v] + 1]  # type: ignore[union-attr]
+        child = index.anc[sv.item_leaf[sel], index.depth[v] + 1]
         bits = np.left_shift(np.int64(1), index.child_pos[child].astype(np.int64))
         key = rec * len(index.names) + v
         order = np.argsort(key, kind="stable")
@@ -233,7 +233,7 @@ class SearchState:
             mask = np.zeros(0, dtype=np.int64)
         rec_out, node_out = key // len(index.names), key % len(index.names)
         if 0 in self.cuts[self.set_col] and only in (None, 0):
-            empty = np.flatnonzero(alive & (sv.n_items == 0))  # type: ignore[union-attr]
+            empty = np.flatnonzero(alive & (sv.n_items == 0))
             rec_out = np.concatenate([rec_out, empty])
             node_out = np.concatenate([node_out, np.zeros(len(empty), dtype=np.int64)])
             mask = np.concatenate([mask, np.zeros(len(empty), dtype=np.int64)])
@@ -309,7 +309,7 @@ class SearchState:
 
     def prepare_set(self, v: int) -> SetSplit:
         """Count, per partition holding ``v``, the records of every child combination."""
-        index = self.enc.set_valued.index  # type: ignore[union-attr]
+        index = self.enc.set_valued.index
         k = len(index.children[v])
         combos = np.arange(0 if v == 0 else 1, 1 << k, dtype=np.int64)
         parts = self._affected(self.set_col, v)
@@ -324,7 +324,7 @@ class SearchState:
 
     def apply_set(self, split: SetSplit, keep: np.ndarray) -> None:
         """Create the kept child partitions; records of dropped ones leave the release."""
-        index = self.enc.set_valued.index  # type: ignore[union-attr]
+        index = self.enc.set_valued.index
         children = index.children[split.node]
         col = self.set_col
         table = np.full(keep.shape, -1, dtype=np.int64)
@@ -345,7 +345,7 @@ class SearchState:
         self._move_records(split.parts, table, split.records, split.record_combo)
         sv = self.enc.set_valued
         moved = self.item_node == split.node
-        self.item_node[moved] = index.anc[sv.item_leaf[moved],  # type: ignore[union-attr]
+        self.item_node[moved] = index.anc[sv.item_leaf[moved],
                                           index.depth[split.node] + 1]
         self.cuts[col] = sorted(set(self.cuts[col]) - {split.node} | set(children))
         self._scores.clear()  # records of dropped combinations left every column's scores

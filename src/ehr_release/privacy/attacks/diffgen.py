@@ -106,7 +106,7 @@ def _generalized(original: Dataset, config: DiffGenConfig,
                 lift[code] = None if leaf is None else next(
                     (n for n in [leaf, *tax.tree.ancestors(leaf)] if n in cut), None)
             if lift[code] is not None and pid in sets:
-                sets[pid].add(lift[code])  # type: ignore[arg-type]
+                sets[pid].add(lift[code])
         if root in cut:
             rows[name] = [root] * len(pats)
         else:

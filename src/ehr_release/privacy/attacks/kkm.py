@@ -250,7 +250,7 @@ def _covering(rel: _Release, config: RTConfig, values: np.ndarray
         for a, (attr, v) in enumerate(zip(config.attributes, demo, strict=True)):
             col = values[:, a]
             if isinstance(attr, NumericalAttribute):
-                lo, hi = v  # type: ignore[misc]
+                lo, hi = v
                 num = col.astype(float)
                 mask &= (num >= lo) & (num <= hi)
             else:
