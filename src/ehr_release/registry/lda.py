@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records, release_files
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.params import Interval, OneOf, Param
@@ -27,6 +26,9 @@ from ehr_release.privacy.lda import LdaSettings, verify_lda
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import UtilityReport, VerificationReport
 from ehr_release.utility.lda import evaluate_trajectories
+
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    from ehr_release.dataset import Dataset
 
 NAME = "lda"
 AGE_FIRST, AGE_DEPTH = 1, 7  # the thesis' age hierarchy: 1–128 as a full binary tree
@@ -70,6 +72,8 @@ def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
         If a diagnosis has no age (naming how many and the first patient) or an age lies
         outside 1–128.
     """
+    from ehr_release.dataset import AGE, CODE, PATIENT_ID
+
     diag = dataset.diagnoses
     source = dataset.source or None
     if not len(diag):
@@ -80,16 +84,19 @@ def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
         first = diag[missing].iloc[0]
         what = ("no diagnosis has an age" if missing.all()
                 else f"{int(missing.sum())} of {len(diag)} diagnoses have no age")
-        raise InputError(f"LDA needs longitudinal data (an age for every diagnosis): {what} "
-                         f"(first: patient {first[PATIENT_ID]!r}, code {first[CODE]!r})",
-                         file=source)
+        # Which patient and code: terminal-only detail (InputError.public() leaves it out of
+        # everything stored), since the audit trail must never hold a patient's values.
+        raise InputError(f"LDA needs longitudinal data (an age for every diagnosis): {what}",
+                         file=source,
+                         detail=f"first: patient {first[PATIENT_ID]!r}, code {first[CODE]!r}")
     ages = diag[AGE].to_numpy(dtype=np.int64)
     off = (ages < AGE_FIRST) | (ages > AGE_LAST)
     if off.any():
         first = diag[off].iloc[0]
-        raise InputError(f"age {int(first[AGE])} of patient {first[PATIENT_ID]!r} (code "
-                         f"{first[CODE]!r}) is outside the age hierarchy "
-                         f"{AGE_FIRST}–{AGE_LAST}; {int(off.sum())} diagnoses are", file=source)
+        raise InputError(f"{int(off.sum())} diagnoses have an age outside the age hierarchy "
+                         f"{AGE_FIRST}–{AGE_LAST}", file=source,
+                         detail=f"first: age {int(first[AGE])} of patient "
+                                f"{first[PATIENT_ID]!r} (code {first[CODE]!r})")
     return dataset.trajectories()
 
 

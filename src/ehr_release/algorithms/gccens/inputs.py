@@ -22,15 +22,19 @@ def check_sample_in_population(sample_ids: Sequence[str], sample: Sequence[Multi
     population extracted for a few codes (as in the thesis) matches a richer sample.
     """
     where = {pid: i for i, pid in enumerate(population_ids)}
-    for pid, record in zip(sample_ids, sample, strict=True):
+    # The patient, code and counts go to ``detail`` only: InputError.public() keeps them out
+    # of everything stored (audit trail, run record), which must hold no patient value.
+    for row, (pid, record) in enumerate(zip(sample_ids, sample, strict=True), start=1):
         pos = where.get(pid)
         if pos is None:
-            raise InputError(f"sample patient {pid!r} is not in the population", file=source)
+            raise InputError(f"sample patient #{row} is not in the population", file=source,
+                             detail=f"patient {pid!r}")
         held = population[pos]
         for code, n in record.items():
             need = min(n, caps.get(code, n))
             if held.get(code, 0) < need:
                 raise InputError(
-                    f"sample patient {pid!r} has {need} × {code} but the population record "
-                    f"has {held.get(code, 0)}; the sample must be drawn from the population",
-                    file=source)
+                    f"sample patient #{row} holds more instances of a code than its "
+                    "population record; the sample must be drawn from the population",
+                    file=source, detail=f"patient {pid!r} has {need} × {code}, the "
+                                        f"population record {held.get(code, 0)}")

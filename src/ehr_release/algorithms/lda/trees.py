@@ -67,8 +67,8 @@ class CodeTree:
         try:
             return np.array([self.ids[c] for c in codes], dtype=np.int64)
         except KeyError as exc:
-            raise InputError(f"code {exc.args[0]!r} is not a node of the ICD hierarchy",
-                             file=source) from None
+            raise InputError("a code is not a node of the ICD hierarchy", file=source,
+                             detail=f"code {exc.args[0]!r}") from None
 
     def with_lca_table(self, codes: np.ndarray) -> CodeTree:
         """The same tree with a precomputed LCA table over ``codes`` and their ancestors.
@@ -138,8 +138,8 @@ class AgeTree:
         ages = np.asarray(ages, dtype=np.int64)
         bad = (ages < self.first) | (ages > self.last)
         if bad.any():
-            raise InputError(f"age {int(ages[bad][0])} is outside the age hierarchy "
-                             f"{self.first}–{self.last}", file=source)
+            raise InputError(f"an age is outside the age hierarchy {self.first}–{self.last}",
+                             file=source, detail=f"age {int(ages[bad][0])}")
         return ages - self.first
 
     def level(self, node: np.ndarray) -> np.ndarray:
