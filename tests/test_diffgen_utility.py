@@ -40,6 +40,12 @@ def release(sample):
 def test_registry_choices_are_the_utilitys_and_default_to_today(release) -> None:
     entry, params, _ = release
     assert registry_diffgen.CLASSIFIERS == utility.CLASSIFIERS
+    from ehr_release.algorithms.diffgen import UNUSED_POLICIES
+    from ehr_release.algorithms.diffgen.release import FORMATS
+    from ehr_release.algorithms.diffgen.scores import SCORES
+
+    assert (registry_diffgen.SCORES, registry_diffgen.UNUSED_POLICIES,
+            registry_diffgen.FORMATS) == (SCORES, UNUSED_POLICIES, FORMATS)
     assert registry_diffgen.PROTOCOLS == utility.PROTOCOLS
     assert (params["classifier"], params["protocol"]) == ("cart", "splits")
     for name, bad in (("classifier", "id3"), ("protocol", "5x2cv")):

@@ -157,3 +157,31 @@ def test_cli_refuses_a_bad_file_without_loading_pandas(tmp_path: Path) -> None:
         [sys.executable, "-m", "ehr_release.cli", "audit", "export"],
         capture_output=True, text=True, env=env, timeout=120, check=False)
     assert "ingest.rejected" in audit.stdout
+
+
+def test_every_algorithms_parameters_are_checked_without_pandas() -> None:
+    """Registry entries are declarations: parsing parameters loads no anonymizer, verifier
+    or pandas, so a bad parameter is refused as fast as a bad file (issue 16)."""
+    probe = ("import sys\n"
+             "from ehr_release import registry\n"
+             "from ehr_release.errors import EhrReleaseError\n"
+             "for name in registry.names():\n"
+             "    try:\n"
+             "        registry.get(name).parse({'k': '1', 'epsilon': '-1'})\n"
+             "    except EhrReleaseError:\n"
+             "        pass\n"
+             "    assert 'pandas' not in sys.modules, name\n"
+             "print('checked', len(registry.names()))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "checked" in done.stdout
+
+
+def test_choices_spelled_in_the_registry_match_the_anonymizers() -> None:
+    """The registry repeats a few choice lists so parsing stays light; they must agree."""
+    from ehr_release.algorithms.artuc.merging import STOP_RULES
+    from ehr_release.algorithms.rmr import CODE_MODELS
+    from ehr_release.registry import artuc, rmr
+
+    assert artuc.STOP_RULES == STOP_RULES and rmr.CODE_MODELS == CODE_MODELS

@@ -76,15 +76,23 @@ def input_files(params: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-def make_plan(request: ReleaseRequest, dataset: Dataset | None = None) -> ReleasePlan:
-    """Resolve ``request``: parse its parameters, read its input (unless ``dataset`` is the
-    input already read), fingerprint everything. Raises the first bad parameter or input."""
-    from ehr_release.intake import load_request_dataset
+def parse_request_params(request: ReleaseRequest) -> tuple[AlgorithmEntry, dict[str, Any]]:
+    """The request's entry and typed parameters; loads no anonymizer and no pandas."""
     from ehr_release.registry import get as get_algorithm
 
     entry = get_algorithm(request.algorithm)
-    params = entry.parse(request.params)
+    return entry, entry.parse(request.params)
+
+
+def make_plan(request: ReleaseRequest, dataset: Dataset | None = None, *,
+              parsed: tuple[AlgorithmEntry, dict[str, Any]] | None = None) -> ReleasePlan:
+    """Resolve ``request``: parse its parameters (unless ``parsed`` holds them), read its
+    input (unless ``dataset`` is the input already read), fingerprint everything. Raises
+    the first bad parameter or input."""
+    entry, params = parsed or parse_request_params(request)
     if dataset is None:
+        from ehr_release.intake import load_request_dataset
+
         dataset = load_request_dataset(request)
     return ReleasePlan(request=request, entry=entry, params=params, dataset=dataset,
                        fingerprint=dataset.fingerprint(), inputs=input_files(params))

@@ -51,16 +51,19 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
     flow that dies while it starts still leaves a run that ``status`` reports as stalled.
     """
     from ehr_release.ingest.preflight import preflight
+    from ehr_release.plan import make_plan, parse_request_params
 
     try:
-        # Without pandas first (its import alone is ~0.4 s): a bad file is refused at once.
+        # Parameters, then the file, without pandas (its import alone is ~0.4 s): a bad
+        # request is refused at once. Then the full read; the ingest stage makes the same
+        # plan again (it trusts no caller).
+        parsed = parse_request_params(request)
         preflight(request.input_path, request.diagnoses_path,
                   admissions_path=request.admissions_path, class_column=request.class_column)
-        from ehr_release.intake import register_run  # no Prefect
-        from ehr_release.plan import make_plan
-
-        plan = make_plan(request)  # the ingest stage makes the same plan (it trusts no caller)
+        plan = make_plan(request, parsed=parsed)
         if register:
+            from ehr_release.intake import register_run  # no Prefect
+
             register_run(request, plan.dataset, plan.fingerprint)
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,

@@ -8,18 +8,13 @@ evaluation. This module registers no entry of its own.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ehr_release.algorithms.artuc import RECORDS_FILE
-from ehr_release.dataset import Dataset
-from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
-from ehr_release.privacy.kkm import verify_kkm
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import (
     PARAMS,
+    attack,
     config_defaults,
     config_of,
     epsilon_of,
@@ -27,6 +22,11 @@ from ehr_release.registry.artuc import (
     run,
 )
 from ehr_release.reports import VerificationReport
+
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    import numpy as np
+
+    from ehr_release.dataset import Dataset
 
 PRIVACY_MODEL = ("(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
                  "of a patient cannot tell its record from ≥ k−1 others")
@@ -39,10 +39,14 @@ def artuc_variant(name: str, summary: str, *, ncp_bound: bool,
 
     def anonymize(dataset: Dataset, params: dict[str, Any],
                   rng: np.random.Generator) -> ReleaseFiles:
+        from ehr_release.algorithms.artuc import RECORDS_FILE
+
         return {RECORDS_FILE: run(name, dataset, params, rng)}
 
     def verify(files: ReleaseFiles, original: Dataset,
                params: dict[str, Any]) -> VerificationReport:
+        from ehr_release.privacy.kkm import verify_kkm
+
         return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
                           m=params["m"], delta=params["delta"] if ncp_bound else None,
                           epsilon=epsilon_of(params, original), constrained=constrained)

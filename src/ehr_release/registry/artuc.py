@@ -12,38 +12,29 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
 
-from ehr_release.algorithms.artuc import (
-    Relaxing,
-    artuc,
-    artuc_unconstrained,
-    baseline,
-    release_files,
-    to_jsonl,
-)
-from ehr_release.algorithms.artuc.merging import STOP_RULES
-from ehr_release.constraints import (
-    RTConfig,
-    load_config,
-    rt_data,
-    with_code_weights,
-    with_weights,
-)
-from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
-from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
-from ehr_release.privacy.kkm import verify_kkm
 from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import UtilityReport, VerificationReport
-from ehr_release.utility.artuc import RelaxCheck, evaluate_release
-from ehr_release.workers import gendiag_runner_for
+from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+
+# The anonymizer, configuration reader, verifier, attack and evaluation load pandas; they
+# are imported where used, so a request's parameters are checked before any of them loads.
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ehr_release.algorithms.artuc import Relaxing
+    from ehr_release.constraints import RTConfig
+    from ehr_release.dataset import Dataset
+
+#: The merge stop rules of ``algorithms/artuc/merging.py``, spelled here so parsing
+#: parameters does not load the anonymizer (a test keeps them equal).
+STOP_RULES = ("exhaust", "paper")
 
 EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
 _EPSILON = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
@@ -177,6 +168,8 @@ ARTUC_PARAMS = (
 
 @lru_cache(maxsize=4)
 def _load(path: str, constraints: str, _stamp: tuple[int, ...]) -> RTConfig:
+    from ehr_release.constraints import load_config
+
     return load_config(path, constraints or None)
 
 
@@ -188,6 +181,8 @@ def config_of(params: dict[str, Any]) -> RTConfig:
         paths.append(Path(extra).resolve())
     stamp = tuple(x for p in paths for x in (p.stat().st_mtime_ns, p.stat().st_size))
     config = _load(str(paths[0]), str(paths[1]) if extra else "", stamp)
+    from ehr_release.constraints import with_code_weights, with_weights
+
     config = with_weights(config, params.get("weights") or "")
     return with_code_weights(config, params.get("code_weights") or "")
 
@@ -210,6 +205,8 @@ def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
     if eps_max < eps:
         raise ParameterError("relax_epsilon", f"must be ≥ epsilon ({eps:g}): it is the most "
                              "codes suppressed the owner accepts when relaxing ε", text)
+    from ehr_release.algorithms.artuc import Relaxing
+
     return Relaxing(delta_max, eps_max)
 
 
@@ -219,6 +216,10 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
         from ehr_release.registry.rmr import release_bytes
 
         return release_bytes(dataset, params, rng)
+    from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
+    from ehr_release.constraints import rt_data
+    from ehr_release.workers import gendiag_runner_for
+
     config = config_of(params)
     data = rt_data(dataset, config)
     eps = epsilon_of(params, dataset)
@@ -241,6 +242,8 @@ def verify(name: str, files: ReleaseFiles, original: Dataset,
     A release of Algorithm 2 (``relax``) is held to the owner's ceilings relax_delta and
     relax_epsilon (parameters, not data); (k, k^m)-anonymity, truthfulness and the utility
     constraints are checked exactly as always. What was relaxed is in the utility report."""
+    from ehr_release.privacy.kkm import verify_kkm
+
     delta = None if name == "artuc-baseline" else params["delta"]
     epsilon = epsilon_of(params, original)
     relaxing = relaxing_of(params, original) if name == "artuc" else None
@@ -253,6 +256,8 @@ def verify(name: str, files: ReleaseFiles, original: Dataset,
 
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
+    from ehr_release.utility.artuc import RelaxCheck, evaluate_release
+
     comparators = {}
     compare = wants_comparison(params, original.n_patients)
     if compare:
@@ -276,6 +281,10 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
 
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
+    from ehr_release.algorithms.artuc import artuc, release_files
+    from ehr_release.constraints import rt_data
+    from ehr_release.workers import gendiag_runner_for
+
     config = config_of(params)
     anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],
                  delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng,
@@ -283,6 +292,13 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                  stop=params.get("merge_stop", "exhaust"),
                  relaxing=relaxing_of(params, dataset))
     return release_files(anon)  # anon.relaxations stay out: evaluate recomputes them
+
+
+def attack(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> AttackReport:
+    """The (k, k^m) adversary (:mod:`ehr_release.privacy.attacks.kkm`), loaded when used."""
+    from ehr_release.privacy.attacks.kkm import attack as kkm_attack
+
+    return kkm_attack(files, original, params)
 
 
 ENTRY = AlgorithmEntry(

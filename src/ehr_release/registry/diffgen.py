@@ -9,20 +9,8 @@ the attack audit (``privacy/attacks/diffgen.py``) and the utility evaluation
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from ehr_release.algorithms.diffgen import (
-    UNUSED_POLICIES,
-    encode_dataset,
-    noise_source,
-    run_diffgen,
-)
-from ehr_release.algorithms.diffgen.release import FORMATS, release_files
-from ehr_release.algorithms.diffgen.scores import SCORES
-from ehr_release.dataset import Dataset
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
@@ -30,9 +18,19 @@ from ehr_release.registry import AlgorithmEntry
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.taxonomies import load_config, shipped_names
 
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    import numpy as np
+
+    from ehr_release.dataset import Dataset
+
 #: Choices of the utility's accuracy protocol, spelled here so parsing parameters does not
 #: import scikit-learn (``utility/diffgen.py`` holds the same tuples; a test keeps them equal).
 CLASSIFIERS = ("cart", "c45")
+#: The anonymizer's choices, spelled here for the same reason (``algorithms/diffgen`` loads
+#: pandas); a test keeps them equal to the anonymizer's own.
+SCORES = ("max", "infogain")
+UNUSED_POLICIES = ("final-counts", "discard")
+FORMATS = ("csv", "parquet")
 PROTOCOLS = ("splits", "10x10cv")
 
 
@@ -82,13 +80,15 @@ PARAMS = (
 def anonymize(dataset: Dataset, params: dict[str, Any],
               rng: np.random.Generator) -> dict[str, bytes]:
     """Check the data against the public configuration, run DiffGen, serialize."""
+    from ehr_release.algorithms.diffgen import encode_dataset, noise_source, run_diffgen
+    from ehr_release.algorithms.diffgen.release import release_files
     from ehr_release.utility.diffgen import config_for, diffgen_params
 
     config = config_for(params)
     enc = encode_dataset(dataset, config)
     run_params = diffgen_params(params)
     result = run_diffgen(enc, run_params, noise_source(params.get("seed"), rng))
-    return release_files(result, config, run_params, params.get("format", "csv"))
+    return release_files(result, config, run_params, params["format"])
 
 
 def verify(files: dict[str, bytes], original: Dataset,
@@ -117,6 +117,8 @@ def count_records(files: dict[str, bytes]) -> int:
     Not the number of groups, which is never 0 for a run that kept any partition: a release
     whose every count is 0 holds nothing a classifier can be trained on.
     """
+    import pandas as pd
+
     if "groups.csv" in files:
         counts = pd.read_csv(io.BytesIO(files["groups.csv"]), usecols=["count"])["count"]
     elif "groups.parquet" in files:

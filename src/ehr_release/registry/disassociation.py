@@ -12,11 +12,10 @@ import sys
 from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.policies import (
@@ -29,6 +28,9 @@ from ehr_release.policies import (
 from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    from ehr_release.dataset import Dataset
 
 #: Below this many VerPart batches the task runner's overhead is not worth it.
 MIN_PARALLEL_BATCHES = 2

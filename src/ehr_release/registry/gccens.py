@@ -11,17 +11,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ehr_release.algorithms.gccens import PopulationIndex, gccens, resolve_caps
 from ehr_release.algorithms.gccens.inputs import check_sample_in_population
 from ehr_release.algorithms.gccens.release import RECORDS_FILE, read_records, release_files
-from ehr_release.dataset import Dataset
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import normalize_icd9
-from ehr_release.ingest.readers import read_dataset
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.attacks.gccens import attack_kmap, declared_caps
 from ehr_release.privacy.formats.gccens import SCHEMA
@@ -29,6 +27,9 @@ from ehr_release.privacy.gccens import verify_kmap
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.utility.gccens import evaluate_censoring
+
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    from ehr_release.dataset import Dataset
 
 _CAP_ITEM = re.compile(r"^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$")
 CAPS_RULE = ("must be 'max', one integer cap ≥ 0 for every code, or CODE:CAP pairs "
@@ -97,6 +98,8 @@ class Population:
 
 @lru_cache(maxsize=2)
 def _read_population(path: str, _mtime_ns: int, _size: int) -> Population:
+    from ehr_release.ingest.readers import read_dataset
+
     dataset = read_dataset(Path(path))
     return Population(dataset.patient_ids, [dict(m) for m in dataset.code_multisets()],
                       {"records": dataset.n_patients, "fingerprint": dataset.fingerprint()})

@@ -14,29 +14,33 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
 
-from ehr_release.algorithms.artuc import RECORDS_FILE, to_jsonl
-from ehr_release.algorithms.rmr import CODE_MODELS, rmr
-from ehr_release.constraints import read_hierarchy_file, rt_data
-from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError
-from ehr_release.hierarchy import Hierarchy
 from ehr_release.params import OneOf, Param
-from ehr_release.privacy.attacks.kkm import attack
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import (
     PARAMS,
+    attack,
     config_defaults,
     config_of,
     epsilon_of,
     evaluate,
     verify,
 )
+
+if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    import numpy as np
+
+    from ehr_release.dataset import Dataset
+    from ehr_release.hierarchy import Hierarchy
+
+#: How RmR generalizes codes (``algorithms/rmr``'s CODE_MODELS, spelled here so parsing
+#: parameters does not load the anonymizer; a test keeps them equal).
+CODE_MODELS = ("hierarchy", "set")
 
 NAME = "rmr"
 REFERENCE = ("Poulis, Loukides, Gkoulalas-Divanis & Skiadopoulos, ECML PKDD 2013; the "
@@ -65,6 +69,8 @@ def _code_hierarchy(path: str, _stamp: tuple[int, int]) -> Hierarchy:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     codes = raw.get("codes") if isinstance(raw, Mapping) else None
     ref = codes.get("hierarchy", "icd9") if isinstance(codes, Mapping) else "icd9"
+    from ehr_release.constraints import read_hierarchy_file
+
     return read_hierarchy_file(str(ref), Path(path).parent)
 
 
@@ -78,6 +84,10 @@ def code_hierarchy_of(params: Mapping[str, Any]) -> Hierarchy:
 
 def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
     """RmR on ``dataset`` → the bytes of its records file (also ArtUC's comparator)."""
+    from ehr_release.algorithms.artuc import to_jsonl
+    from ehr_release.algorithms.rmr import rmr
+    from ehr_release.constraints import rt_data
+
     config = config_of(params)
     anon = rmr(rt_data(dataset, config), config, code_hierarchy_of(params), k=params["k"],
                m=params["m"], delta=params["delta"],
@@ -88,6 +98,8 @@ def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Gener
 
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
+    from ehr_release.algorithms.artuc import RECORDS_FILE
+
     return {RECORDS_FILE: release_bytes(dataset, params, rng)}
 
 

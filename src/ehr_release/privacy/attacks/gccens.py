@@ -35,13 +35,15 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
 from ehr_release.hierarchy import normalize_icd9
 from ehr_release.reports import AttackReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 RECORDS_FILE = "censored.jsonl"
 META_FILE = "censoring.json"

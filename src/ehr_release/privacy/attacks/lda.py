@@ -36,13 +36,15 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
 from ehr_release.reports import AttackReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 RECORDS_FILE = "trajectories.jsonl"
 META_FILE = "lda.json"
