@@ -52,7 +52,8 @@ def test_a_value_missing_from_its_taxonomy_is_refused(cfg) -> None:
     with pytest.raises(InputError) as info:
         encode_dataset(table1_dataset(rows), load_config(cfg))
     assert info.value.column == "sex" and info.value.row == 3
-    assert "'Other'" in str(info.value)
+    assert "'Other'" in str(info.value)  # on the terminal
+    assert "Other" not in info.value.public()  # never in what is stored
 
 
 def test_a_number_outside_its_public_domain_is_refused(cfg) -> None:

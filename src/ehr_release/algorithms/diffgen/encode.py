@@ -121,9 +121,9 @@ def encode_dataset(dataset: Dataset, config: DiffGenConfig) -> Encoded:
     classes = np.array([lookup.get(t, -1) for t in texts], dtype=np.int64)[codes]
     if (classes < 0).any():
         row = _first_bad(classes < 0)
-        raise InputError(f"class value {texts[codes[row - 1]]!r} is not declared in the "
-                         f"configuration ({list(config.class_values)})", file=where, row=row,
-                         column=config.class_column)
+        raise InputError(f"class value is not declared in the configuration "
+                         f"({list(config.class_values)})", file=where, row=row,
+                         column=config.class_column, detail=f"found {texts[codes[row - 1]]!r}")
     cats = [_categorical(name, tree_index(tree), pats[name], where)
             for name, tree in config.categorical.items()]
     nums = [_numerical(name, dom, pats[name], where) for name, dom in config.numerical.items()]
@@ -147,10 +147,9 @@ def _categorical(name: str, index: TreeIndex, column: pd.Series,
     bad = np.array([i < 0 or not index.is_leaf(int(i)) for i in ids], dtype=bool)
     if bad.any():
         row = _first_bad(bad[inverse])
-        raise InputError(f"value {uniq[inverse[row - 1]]!r} is not a leaf of the {name!r} "
-                         "taxonomy "
-                         "(values must be declared in the public configuration)", file=where,
-                         row=row, column=name)
+        raise InputError(f"value is not a leaf of the {name!r} taxonomy (values must be "
+                         "declared in the public configuration)", file=where, row=row,
+                         column=name, detail=f"found {uniq[inverse[row - 1]]!r}")
     return CategoricalColumn(name, index, ids[inverse])
 
 
@@ -160,16 +159,16 @@ def _numerical(name: str, dom: NumericalDomain, column: pd.Series,
     bad = ~np.isfinite(values)
     if bad.any():
         row = _first_bad(bad)
-        raise InputError(f"{column.iloc[row - 1]!r} is not a number", file=where, row=row,
-                         column=name)
+        raise InputError("not a number", file=where, row=row, column=name,
+                         detail=f"found {column.iloc[row - 1]!r}")
     outside = (values < dom.lo) | (values >= dom.hi)
     if dom.integer:
         outside |= values != np.floor(values)
     if outside.any():
         row = _first_bad(outside)
         kind = "integer " if dom.integer else ""
-        raise InputError(f"{values[row - 1]:g} is not an {kind}value of the public domain "
-                         f"[{dom.lo:g}, {dom.hi:g})", file=where, row=row, column=name)
+        raise InputError(f"not an {kind}value of the public domain [{dom.lo:g}, {dom.hi:g})",
+                         file=where, row=row, column=name, detail=f"found {values[row - 1]:g}")
     return NumericalColumn(name, dom, values)
 
 
@@ -190,8 +189,9 @@ def _set_valued(name: str, item_of, index: TreeIndex, dataset: Dataset,
     bad = np.array([n is None for n in leaf_names], dtype=bool)
     if bad.any():
         row = _first_bad(bad[inverse])
-        raise InputError(f"code {codes[row - 1]!r} has no leaf in the {name!r} taxonomy at "
-                         "the configured depth", file=where, row=row, column=CODE)
+        raise InputError(f"a code has no leaf in the {name!r} taxonomy at the configured "
+                         "depth", file=where, row=row, column=CODE,
+                         detail=f"code {codes[row - 1]!r}")
     leaf_ids = np.array([index.ids[n] for n in leaf_names], dtype=np.int64)
     records = dataset.patients.index.get_indexer(diag[PATIENT_ID])
     pairs = np.unique(records.astype(np.int64) * len(index.names) + leaf_ids[inverse])
