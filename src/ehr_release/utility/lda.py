@@ -1,8 +1,23 @@
 """Utility of an LDA release: ILM, ALM, AvgRE on (ICD, age) counts, per-level histograms.
 
-* ILM / ALM: the loss metric per attribute (thesis Def. 8), measured on the cheapest
-  embedding of each published trajectory into its original (see
-  :mod:`ehr_release.algorithms.lda.loss`).
+* ILM / ALM (embedding): the loss metric per attribute (thesis Def. 7–8), measured on the
+  cheapest order-preserving embedding of each published trajectory into its original (see
+  :mod:`ehr_release.algorithms.lda.loss`); the figure the release declares and the verifier
+  recomputes.
+* ILM / ALM (A-GS): the thesis' own accounting — the loss A-GS (Algorithm 3) accumulates,
+  ``i[m, n]`` and ``a[m, n]``: each generalization charged on both sides, LM(x + y → LCA)
+  (Def. 6), every unmatched pair on either side charged as suppressed. The clustering's
+  merge order is not in the release, so it is computed per record: A-GS of the published
+  trajectory (X, the anonymized side, as a representative enters A-GS) with its original
+  (Y), unweighted (Alg. 3 returns ``w_ICD ×`` this), then Def. 8 as above. See
+  :func:`ags_loss` for why it equals the embedding figure whenever both weights are
+  positive, and how it relates to the cluster-accumulated cost the algorithm sees.
+* Shares kept (thesis §IV.4.4, Figure 13): the share of original pairs whose published ICD
+  code is at the 3-digit level or finer ("retained more than 30% of the ICD codes at the
+  3-digit level or below", D50Pop, k = 5) and whose published age block spans ≤ 16 years
+  ("more than 60% of the Age values are retained at the 16-year level or below");
+  suppressed pairs count at the top level (thesis: Baseline's suppressed values "appear in
+  the Any and 128-year levels"), so they are never kept.
 * AvgRE (thesis §IV.4.1): the workload is every (ICD, age) pair held by ≥ 1% of the original
   trajectories; a(Q) counts the original trajectories holding the pair, e(Q) sums over
   published trajectories the probability that they hold it, each generalized pair spread
@@ -30,9 +45,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ehr_release.algorithms.lda.align import ags_align
 from ehr_release.algorithms.lda.anonymize import PublishedPair, encode
 from ehr_release.algorithms.lda.loss import dataset_loss
-from ehr_release.algorithms.lda.model import LossModel
+from ehr_release.algorithms.lda.model import LossModel, Traj
 from ehr_release.reports import Chart, UtilityReport
 
 NAME = "lda"
@@ -45,6 +61,10 @@ NOTHING_AVGRE = 1.0
 MIN_GAIN_OVER_NOTHING = 0.05
 ICD9_LEVELS = {0: "any", 1: "chapter", 2: "section", 3: "3-digit", 4: "4-digit",
                5: "5-digit"}
+#: Thesis §IV.4.4: ICD codes "at the 3-digit level or below" (3-, 4- and 5-digit codes).
+THREE_DIGIT_LEVEL = 3
+#: Thesis §IV.4.4: Age values "at the 16-year level or below" (blocks of 1–16 years).
+AGE_BLOCK_YEARS = 16
 
 
 def _published_nodes(model: LossModel, published: Sequence[Sequence[PublishedPair]]):
@@ -55,6 +75,50 @@ def _published_nodes(model: LossModel, published: Sequence[Sequence[PublishedPai
                        dtype=np.int64)
         out.append((icd, age))
     return out
+
+
+def ags_loss(model: LossModel, originals: Sequence[Traj], published: Sequence[Traj]
+             ) -> tuple[float, float]:
+    """ILM, ALM as A-GS accounts them (thesis Algorithm 3, Def. 6), per record (Def. 7–8).
+
+    Each published trajectory P is aligned by A-GS with its original O — P as X (the side
+    already anonymized, as a cluster representative enters A-GS), O as Y, the release's
+    weights choosing the alignment — and A-GS's accumulated ``i[m, n]``, ``a[m, n]`` are
+    taken without the weights (Alg. 3 returns them multiplied by w_ICD, w_Age): each matched
+    pair costs LM(P_j → LCA) + LM(O_h → LCA), each unmatched pair of either side its
+    suppression. Then Def. 8: mean of loss / |A| / |O| over records with pairs.
+
+    Why it equals the embedding figure when both weights are positive: write
+    Φ(T) = Σ_{t∈T} (L(t) − L(root)) per attribute. Any embedding of P into O costs
+    Φ(P) − Φ(O), whichever embedding; any alignment costs that plus
+    2·Σ_matched (L(LCA) − L(P_j)) + 2·Σ_unmatched P_j (L(root) − L(P_j)) ≥ 0, in each
+    attribute. A release embeds, so A-GS's optimum is an embedding in both attributes.
+    With a zero weight, A-GS may settle, at no weighted cost, on an alignment that costs
+    more in the unweighted attribute (ties prefer generalizing) — then the two differ; and
+    a trajectory that does not embed (a release the verifier rejects) still gets a figure.
+
+    What this is not: the cost the clustering accumulated while building a cluster's
+    representative R_s from members Y_1 … Y_s through R_2 … R_{s−1}, which is
+    Φ(R_s) − Φ(Y_1) + Σ_{j≥2} (Φ(R_j) − Φ(Y_j)) — the per-record sum minus
+    Σ_{j≥2} (Φ(R_s) − Φ(R_j)) ≥ 0: equal for a cluster of 2, smaller otherwise, because
+    a representative generalized again is charged once rather than once per earlier
+    member. The intermediate representatives are not in the release.
+    """
+    memo: dict[tuple[bytes, ...], tuple[int, int]] = {}
+    ilm = alm = 0.0
+    counted = 0
+    for orig, pub in zip(originals, published, strict=True):
+        if not len(orig[0]):
+            continue  # Def. 8's LM(T)/|T| is 0/0 for an empty trajectory
+        key = (orig[0].tobytes(), orig[1].tobytes(), pub[0].tobytes(), pub[1].tobytes())
+        if key not in memo:
+            out = ags_align(model, pub, orig)
+            memo[key] = (out.d_icd, out.d_age)
+        d_icd, d_age = memo[key]
+        ilm += d_icd / model.icd.size / len(orig[0])
+        alm += d_age / model.age.size / len(orig[0])
+        counted += 1
+    return (ilm / counted, alm / counted) if counted else (0.0, 0.0)
 
 
 def workload(originals: Sequence[Sequence[tuple[str, int]]],
@@ -97,13 +161,13 @@ def avg_relative_error(originals: Sequence[Sequence[tuple[str, int]]],
     return float(np.mean(errors))
 
 
-def level_histograms(model: LossModel, originals: Sequence[Sequence[tuple[str, int]]],
-                     published: Sequence[Sequence[PublishedPair]]
-                     ) -> tuple[list[dict], list[dict]]:
-    """Share of original pairs published at each ICD level and each age-block size."""
+def _level_counts(model: LossModel, originals: Sequence[Sequence[tuple[str, int]]],
+                  published: Sequence[Sequence[PublishedPair]]
+                  ) -> tuple[Counter[int], Counter[int], int]:
+    """Original pairs per published ICD level and per age level (block of 2**level years),
+    suppressed pairs at the top (ICD root, whole age domain); and the number of pairs."""
     icd_levels: Counter[int] = Counter()
     age_levels: Counter[int] = Counter()
-    top_icd = int(model.icd.level.max())
     for orig, pub in zip(originals, published, strict=True):
         for code, (lo, hi) in pub:
             icd_levels[int(model.icd.level[model.icd.ids[code]])] += 1
@@ -111,8 +175,45 @@ def level_histograms(model: LossModel, originals: Sequence[Sequence[tuple[str, i
         dropped = len(orig) - len(pub)
         icd_levels[0] += dropped
         age_levels[model.age.depth] += dropped
-    total = max(sum(len(t) for t in originals), 1)
-    named = ICD9_LEVELS if top_icd == 5 else {}
+    return icd_levels, age_levels, sum(len(t) for t in originals)
+
+
+def _is_icd9_shaped(model: LossModel) -> bool:
+    """Levels named as in ICD-9-CM (root, chapter, section, 3-, 4-, 5-digit)."""
+    return int(model.icd.level.max()) == max(ICD9_LEVELS)
+
+
+def kept_shares(model: LossModel, originals: Sequence[Sequence[tuple[str, int]]],
+                published: Sequence[Sequence[PublishedPair]]) -> dict[str, float]:
+    """Thesis §IV.4.4 (Figures 13–14): shares of original pairs kept specific.
+
+    ``"share of ICD codes at 3-digit level or finer"``: published code at the 3-, 4- or
+    5-digit level (reported only for a hierarchy with the ICD-9-CM level shape, where
+    "3-digit" means something); ``"share of ages in blocks ≤ 16 years"``: published age
+    block of at most 16 years.
+    The denominator is every original pair; a suppressed pair is never kept. Empty data:
+    nothing was lost, both shares 1.
+    """
+    icd_levels, age_levels, total = _level_counts(model, originals, published)
+    out: dict[str, float] = {}
+    if _is_icd9_shaped(model):
+        fine = sum(n for lv, n in icd_levels.items() if lv >= THREE_DIGIT_LEVEL)
+        out["share of ICD codes at 3-digit level or finer"] = fine / total if total else 1.0
+    narrow = sum(n for lv, n in age_levels.items() if (1 << lv) <= AGE_BLOCK_YEARS)
+    if (1 << model.age.depth) <= AGE_BLOCK_YEARS:  # a small age tree: its root is narrow,
+        narrow -= total - sum(len(t) for t in published)  # but a dropped pair is not kept
+    out[f"share of ages in blocks ≤ {AGE_BLOCK_YEARS} years"] = narrow / total if total else 1.0
+    return out
+
+
+def level_histograms(model: LossModel, originals: Sequence[Sequence[tuple[str, int]]],
+                     published: Sequence[Sequence[PublishedPair]]
+                     ) -> tuple[list[dict], list[dict]]:
+    """Share of original pairs published at each ICD level and each age-block size."""
+    icd_levels, age_levels, total = _level_counts(model, originals, published)
+    total = max(total, 1)
+    top_icd = int(model.icd.level.max())
+    named = ICD9_LEVELS if _is_icd9_shaped(model) else {}
     icd_rows = [{"ICD level": named.get(lv, f"level {lv}"),
                  "% of pairs": round(100 * icd_levels[lv] / total, 2)}
                 for lv in range(top_icd, -1, -1)]
@@ -153,23 +254,38 @@ def evaluate_trajectories(originals: Sequence[Sequence[tuple[str, int]]],
                           k: int, *, algorithm: str = NAME, chart: bool = True) -> UtilityReport:
     """Utility report of an LDA release, records in the same order as ``originals``."""
     orig_nodes = encode(model, originals)
-    ilm, alm, per_record = dataset_loss(model, orig_nodes, _published_nodes(model, published))
+    pub_nodes = _published_nodes(model, published)
+    ilm, alm, per_record = dataset_loss(model, orig_nodes, pub_nodes)
+    ags_ilm, ags_alm = ags_loss(model, orig_nodes, pub_nodes)
     queries = workload(originals)
     total = sum(len(t) for t in originals)
     kept = sum(len(t) for t in published)
     metrics = {
         "ILM": ilm, "ALM": alm,
+        "ILM (A-GS)": ags_ilm, "ALM (A-GS)": ags_alm,
         "AvgRE": avg_relative_error(originals, published, model),
         "workload queries": float(len(queries)),
         "share of pairs suppressed": 1 - kept / total if total else 0.0,
+        **kept_shares(model, originals, published),
         "distinct published trajectories": float(len({tuple(t) for t in published})),
     }
     icd_rows, age_rows = level_histograms(model, originals, published)
     notes = [f"AvgRE over the {len(queries)} (ICD, age) pairs held by ≥ "
              f"{WORKLOAD_SHARE:.0%} of the original trajectories.",
              "ILM/ALM use the cheapest order-preserving embedding of each published "
-             "trajectory into its original; L(leaf) = "
-             f"{model.leaf_count}, w_ICD = {model.w_icd}, w_Age = {model.w_age}."]
+             "trajectory into its original (the figures the release declares); L(leaf) = "
+             f"{model.leaf_count}, w_ICD = {model.w_icd}, w_Age = {model.w_age}.",
+             "ILM (A-GS)/ALM (A-GS) are the thesis' accounting (Algorithm 3): A-GS aligns "
+             "each published trajectory with its original and accumulates LM on both sides "
+             "of every generalization plus every suppression, unweighted (Alg. 3 returns "
+             "w_ICD·ILM, w_Age·ALM). With both weights positive they equal ILM/ALM for a "
+             "release that embeds. They are per record, since the release does not show the "
+             "order in which clusters were merged; the clustering's own cost of a cluster "
+             "charges a representative generalized again once, so it is at most the sum of "
+             "its members' per-record losses (equal for clusters of 2).",
+             "Shares kept (thesis §IV.4.4): original pairs published with an ICD code at the "
+             "3-digit level or finer, and with an age block of ≤ 16 years; suppressed pairs "
+             "are not kept. Thesis, D50Pop at k = 5: more than 30 % and more than 60 %."]
     if any(r is None for r in per_record):
         notes.append("Some published trajectories do not embed into their original: the "
                      "loss figures leave them out (the verifier rejects such a release).")
