@@ -602,6 +602,23 @@ def code_set_index(config: RTConfig, codes: Iterable[str]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- weights
+def _named_weights(text: str, parameter: str, allowed: Callable[[float], bool],
+                   rule: str) -> dict[str, float]:
+    """``"a=0.5,b=0.5"`` → {"a": 0.5, "b": 0.5}; a malformed item, a weight ``allowed``
+    refuses or a name given twice is a :class:`ParameterError` for ``parameter``."""
+    given: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = math.nan
+        if not sep or not allowed(weight) or name.strip() in given:
+            raise ParameterError(parameter, rule, text)
+        given[name.strip()] = weight
+    return given
+
+
 def with_weights(config: RTConfig, text: str) -> RTConfig:
     """Override attribute weights from ``"age=0.5,gender=0.5"`` (empty text: keep them).
 
@@ -612,17 +629,8 @@ def with_weights(config: RTConfig, text: str) -> RTConfig:
     """
     if not text.strip():
         return config
-    given: dict[str, float] = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        try:
-            weight = float(value)
-        except ValueError:
-            weight = -1.0
-        if not sep or weight < 0 or name.strip() in given:
-            raise ParameterError("weights", "must look like NAME=WEIGHT,... with weights ≥ 0",
-                                 text)
-        given[name.strip()] = weight
+    given = _named_weights(text, "weights", lambda w: w >= 0,
+                           "must look like NAME=WEIGHT,... with weights ≥ 0")
     if set(given) != set(config.names):
         raise ParameterError("weights", f"must give a weight to each attribute "
                              f"({', '.join(config.names)}) and no other", text)
@@ -647,17 +655,8 @@ def with_code_weights(config: RTConfig, text: str) -> RTConfig:
     """
     if not text.strip():
         return config
-    given: dict[str, float] = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        try:
-            weight = float(value)
-        except ValueError:
-            weight = -1.0
-        if not sep or not 0 <= weight <= 1 or name.strip() in given:
-            raise ParameterError("code_weights", "must look like CONSTRAINT=WEIGHT,... with "
-                                 "weights in [0, 1]", text)
-        given[name.strip()] = weight
+    given = _named_weights(text, "code_weights", lambda w: 0 <= w <= 1,
+                           "must look like CONSTRAINT=WEIGHT,... with weights in [0, 1]")
     template = {u.name: u.name.split("[", 1)[0] for u in config.constraints}
     unknown = sorted(set(given) - set(template) - set(template.values()))
     if unknown:
