@@ -136,3 +136,14 @@ def cli_env_compare(ehr_home, tmp_path):
     data = tmp_path / "extract.csv"
     data.write_text(CSV)
     return data, tmp_path / "out"
+
+
+def test_artucs_own_comparators_are_off_inside_a_comparison() -> None:
+    """The other candidates are the comparison; the row keeps the parameters as given."""
+    from ehr_release import registry
+    from ehr_release.flows.compare import within_comparison
+
+    artuc, dis = registry.get("artuc"), registry.get("disassociation")
+    assert within_comparison(artuc, {"k": "5"}) == {"compare": "false", "k": "5"}
+    assert within_comparison(artuc, {"k": "5", "compare": "true"})["compare"] == "true"
+    assert within_comparison(dis, {"k": "5"}) == {"k": "5"}  # takes no such parameter
