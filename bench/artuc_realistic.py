@@ -1,0 +1,132 @@
+"""ArtUC on data whose codes depend on age and gender (issue 18 goal 6, measurement).
+
+Two datasets of the EHRD shape (age + gender, ICD-9 codes), same constraints (the paper's
+UC1 for EHRD: 12-year age bands × chapters, gender All):
+
+* ``realistic``: :mod:`ehr_release.synthetic` fitted to the MIMIC-III demo
+  (``../shared/data/mimic3-demo``) — code prevalence by age band and gender;
+* ``independent``: ``bench/artuc.py``'s EHRD-like generator — codes independent of age and
+  gender.
+
+Parameters are the registry entry's (``registry.get("artuc")``) parsed from k, m=2,
+δ=0.04, ε=6% of the distinct codes; merging is the paper's Step 19 (least-UL cluster
+first) with the registry's merge stop rule (``--stop``, default ``exhaust``). ArtUC runs
+with ε unbounded so a run that Step 26 would refuse still reports NCP, UL and the codes
+suppressed; ``ε met`` says whether the suppressed codes stay within ε. Each case runs in
+its own process; GenDiag uses ``--workers`` processes.
+
+    .venv/bin/python bench/artuc_realistic.py [--n 20000] [--k 5,10]
+        [--data realistic,independent] [--stop exhaust] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ehr_release import registry
+from ehr_release.algorithms.artuc import artuc
+from ehr_release.algorithms.artuc.artuc import in_process
+from ehr_release.constraints import rt_data
+from ehr_release.dataset import Dataset
+from ehr_release.errors import ParameterError
+from ehr_release.ingest import read_dataset
+from ehr_release.params import parse_params
+from ehr_release.registry.artuc import config_of, epsilon_of
+from ehr_release.synthetic import fit, generate
+from ehr_release.workers import gendiag_processes, usable_cpus
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT.parent / "shared" / "data" / "mimic3-demo"
+CONFIG = {
+    "attributes": {"age": {"type": "numerical", "domain": [0, 100]},
+                   "gender": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}},
+    "codes": {"hierarchy": "icd9"},
+    "constraints": [{"name": "UC1", "age": {"bands": 12, "from": 0, "to": 107},
+                     "gender": "All", "codes": "chapters"}],
+}
+
+
+def make(data: str, n: int) -> Dataset:
+    if data == "realistic":
+        return generate(fit(read_dataset(DEMO)), n, np.random.default_rng(7))
+    sys.path.insert(0, str(Path(__file__).parent))
+    from artuc import ehrd_like  # bench/artuc.py
+
+    return ehrd_like(n)[0]
+
+
+def run_case(data: str, n: int, k: int, stop: str, workers: int, config: Path) -> dict:
+    dataset = make(data, n)
+    entry = registry.get("artuc")
+    params = parse_params(entry.params, {"k": str(k), "m": "2", "delta": "0.04",
+                                         "epsilon": "6%", "config": str(config),
+                                         "merge_stop": stop})
+    cfg = config_of(params)
+    eps = epsilon_of(params, dataset)
+    rt = rt_data(dataset, cfg)
+    row = {"data": data, "records": dataset.n_patients,
+           "codes": len(dataset.distinct_codes()),
+           "avg codes": round(float(np.mean([len(c) for c in rt.codes])), 2),
+           "k": k, "m": params["m"], "δ": params["delta"], "ε": round(eps, 1), "stop": stop}
+    runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
+    start = time.perf_counter()
+    try:
+        anon = artuc(rt, cfg, k=params["k"], m=params["m"], delta=params["delta"],
+                     epsilon=float("inf"), rng=np.random.default_rng(0),
+                     gendiag_runner=runner, stop=params["merge_stop"])
+    except ParameterError as exc:  # Step 16 (δ)
+        row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        return row
+    row.update({"clusters": len(anon.clusters), "NCP": round(anon.ncp, 4),
+                "UL": round(anon.ul, 4), "suppressed": anon.suppressed_codes,
+                "suppressed/ε": round(anon.suppressed_codes / eps, 2),
+                "ε met": "yes" if anon.suppressed_codes <= eps else "no",
+                "seconds": round(time.perf_counter() - start, 1)})
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=20_000)
+    ap.add_argument("--k", default="5,10")
+    ap.add_argument("--data", default="realistic,independent")
+    ap.add_argument("--stop", default="exhaust")
+    ap.add_argument("--workers", type=int, default=usable_cpus())
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_case(args.one, args.n, int(args.k), args.stop, args.workers,
+                                  Path(args.config))))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "uc1.yaml"
+        config.write_text(yaml.safe_dump(CONFIG, sort_keys=False), encoding="utf-8")
+        rows = []
+        for data in args.data.split(","):
+            for k in args.k.split(","):
+                cmd = [sys.executable, __file__, "--one", data, "--n", str(args.n), "--k", k,
+                       "--stop", args.stop, "--workers", str(args.workers),
+                       "--config", str(config)]
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
+    cols = list(dict.fromkeys(c for r in rows for c in r))
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c, "")) for c in cols))
+
+
+if __name__ == "__main__":
+    main()
