@@ -39,7 +39,7 @@ import pandas as pd
 
 from ehr_release.algorithms.artuc import artuc
 from ehr_release.algorithms.artuc.artuc import in_process
-from ehr_release.constraints import parse_config, read_hierarchy_file, rt_data
+from ehr_release.configuration.constraints import parse_config, read_hierarchy_file, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy

@@ -36,7 +36,7 @@ import yaml
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc
 from ehr_release.algorithms.artuc.artuc import in_process
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.ingest import read_dataset

@@ -53,9 +53,9 @@ from ehr_release.algorithms.diffgen import (  # noqa: E402
 )
 from ehr_release.algorithms.diffgen.generalize import generalize  # noqa: E402
 from ehr_release.algorithms.diffgen.release import cut_document  # noqa: E402
+from ehr_release.configuration.taxonomies import load_config  # noqa: E402
+from ehr_release.configuration.taxonomies.adult import read_adult  # noqa: E402
 from ehr_release.dataset import Dataset  # noqa: E402
-from ehr_release.taxonomies import load_config  # noqa: E402
-from ehr_release.taxonomies.adult import read_adult  # noqa: E402
 from ehr_release.utility import diffgen as utility  # noqa: E402
 from ehr_release.verification import attack_release, verify_release  # noqa: E402
 

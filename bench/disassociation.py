@@ -29,9 +29,9 @@ import pandas as pd
 
 from ehr_release.algorithms.disassociation import disassociate_dataset, encode_dataset
 from ehr_release.algorithms.disassociation.encoding import distinct
+from ehr_release.configuration.policies import hierarchy_policy
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.policies import hierarchy_policy
 from ehr_release.privacy.attacks.disassociation import attack
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.disassociation import verify_release

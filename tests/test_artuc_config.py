@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from ehr_release.constraints import (
+from ehr_release.configuration.constraints import (
     Interval,
     assign_parts,
     code_set_index,

@@ -19,7 +19,7 @@ import pytest
 
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, to_jsonl
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import verify_kkm
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture

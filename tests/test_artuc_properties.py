@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
-from ehr_release.constraints import parse_config, rt_data
+from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy

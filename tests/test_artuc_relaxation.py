@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.algorithms.artuc import Relaxing, artuc, to_jsonl
-from ehr_release.constraints import parse_config, rt_data
+from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.closed_world import violations

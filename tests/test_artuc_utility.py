@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.utility.artuc import (
     Estimator,
     Query,

@@ -20,7 +20,7 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, to_jsonl
 from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.gendiag import gendiag
-from ehr_release.constraints import parse_config, rt_data, with_code_weights
+from ehr_release.configuration.constraints import parse_config, rt_data, with_code_weights
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.kkm import suppressed_occurrences

@@ -17,7 +17,7 @@ from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.formation import form_clusters
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from ehr_release.algorithms.artuc.merging import merge_identical
-from ehr_release.constraints import RTConfig, assign_parts, parse_config, rt_data
+from ehr_release.configuration.constraints import RTConfig, assign_parts, parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import verify_kkm
 

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.policies import UtilityPolicy
+from ehr_release.configuration.policies import UtilityPolicy
 from ehr_release.utility.cba import CbaState, cba
 from ehr_release.utility.generalization_baseline import InfrequentQueue, gendiag
 from tests.test_disassociation_example import POLICY, RECORDS

@@ -24,8 +24,8 @@ from ehr_release.algorithms.diffgen import (
 )
 from ehr_release.algorithms.diffgen.generalize import generalize
 from ehr_release.algorithms.diffgen.release import cut_document, release_files
+from ehr_release.configuration.taxonomies import load_config
 from ehr_release.privacy.diffgen import verify
-from ehr_release.taxonomies import load_config
 from tests.test_diffgen_table1 import TABLE1_YAML, table1_config_path, table1_dataset
 
 CODES = ["11", "12", "21", "22"]

@@ -27,9 +27,9 @@ from ehr_release.algorithms.diffgen.release import release_files
 from ehr_release.algorithms.diffgen.scores import score_tables
 from ehr_release.algorithms.diffgen.splits import split_candidates
 from ehr_release.algorithms.diffgen.state import SearchState
+from ehr_release.configuration.taxonomies import load_config
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.diffgen import verify
-from ehr_release.taxonomies import load_config
 
 TABLE1 = [  # ID, Sex, Age, Codes, Class
     (1, "Male", 34, ["11", "12", "21", "22"], "Y"),

@@ -15,10 +15,10 @@ import pytest
 
 from ehr_release import registry
 from ehr_release.algorithms.diffgen import DiffGenParams, encode_dataset
+from ehr_release.configuration.taxonomies import load_config
 from ehr_release.errors import ParameterError
 from ehr_release.registry import diffgen as registry_diffgen
 from ehr_release.sample import generate_sample
-from ehr_release.taxonomies import load_config
 from ehr_release.utility import diffgen as utility
 
 PREDICTORS = "age,gender,ethnicity,marital_status,insurance,codes"
@@ -125,7 +125,7 @@ def test_below_baseline_reads_the_protocols_own_figures() -> None:
 @pytest.mark.slow
 def test_adult_c45_baseline_is_the_papers(request) -> None:
     """Paper, Adult: BA = 85.3 % with C4.5 on raw data; CA at ε = 1, h = 10 well above LA."""
-    from ehr_release.taxonomies.adult import read_adult
+    from ehr_release.configuration.taxonomies.adult import read_adult
     from tests.conftest import SHARED_DATA
 
     if not (SHARED_DATA / "adult" / "adult.data").exists():

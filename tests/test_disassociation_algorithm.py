@@ -25,9 +25,9 @@ from ehr_release.algorithms.disassociation import (
 )
 from ehr_release.algorithms.disassociation import horpart as horpart_module
 from ehr_release.algorithms.disassociation.verpart import single_chunk_clusters, verpart
+from ehr_release.configuration.policies import UtilityPolicy, hierarchy_policy
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.ingest import read_dataset
-from ehr_release.policies import UtilityPolicy, hierarchy_policy
 from ehr_release.sample import generate_sample, write_sample
 
 CODES = [f"{c:03d}.{d}" for c in range(100, 104) for d in range(4)]

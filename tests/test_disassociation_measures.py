@@ -15,9 +15,9 @@ from ehr_release.algorithms.disassociation import (
     disassociate_dataset,
     encode_code_sets,
 )
+from ehr_release.configuration.policies import hierarchy_policy
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
-from ehr_release.policies import hierarchy_policy
 from ehr_release.sample import generate_sample
 from ehr_release.utility.disassociation import are, evaluate_release
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler

@@ -16,8 +16,8 @@ from ehr_release.algorithms.disassociation import (
     encode_code_sets,
     reconstruct,
 )
+from ehr_release.configuration.policies import UtilityPolicy, hierarchy_policy
 from ehr_release.dataset import Dataset
-from ehr_release.policies import UtilityPolicy, hierarchy_policy
 from ehr_release.sample import generate_sample
 from ehr_release.utility.bitsets import code_bitsets
 from ehr_release.utility.disassociation import (

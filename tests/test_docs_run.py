@@ -115,7 +115,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     write_sample(generate_sample(200, seed=16), root / "extract.csv")
     adult = (SHARED_DATA / "adult")
     if adult.is_dir():
-        from ehr_release.taxonomies.adult import adult_frame
+        from ehr_release.configuration.taxonomies.adult import adult_frame
 
         adult_frame(adult).head(2000).to_csv(root / "adult-small.csv", index=False)
     home = root / "home"

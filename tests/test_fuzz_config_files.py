@@ -18,9 +18,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ehr_release import taxonomies
-from ehr_release.constraints import load_config as load_artuc_config
-from ehr_release.constraints import read_hierarchy_file
+from ehr_release.configuration import taxonomies
+from ehr_release.configuration.constraints import load_config as load_artuc_config
+from ehr_release.configuration.constraints import read_hierarchy_file
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, EhrReleaseError
 from ehr_release.registry.disassociation import resolve_policy

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ehr_release import registry
 from ehr_release.algorithms import rmr as poulis
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
-from ehr_release.constraints import NumericalAttribute, parse_config, rt_data
+from ehr_release.configuration.constraints import NumericalAttribute, parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks import kkm as attack_module

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release.algorithms.artuc import artuc, to_jsonl
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.privacy.kkm import verify_kkm
 from tests.test_artuc_worked_example import SEED, worked_example
 

@@ -19,7 +19,7 @@ import yaml
 
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.verification import verify_release
 from tests.test_artuc_worked_example import CONFIG, SEED, worked_example

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.constraints import parse_config, rt_data
+from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, InputError
 from ehr_release.hierarchy import icd9_hierarchy

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ehr_release.algorithms.artuc import artuc, to_jsonl
-from ehr_release.constraints import rt_data
+from ehr_release.configuration.constraints import rt_data
 from ehr_release.privacy.kkm import verify_kkm
 from tests.test_artuc_worked_example import SEED, release_line, worked_example
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.policies import (
+from ehr_release.configuration.policies import (
     UtilityPolicy,
     build_policy,
     frequent_itemsets,
@@ -16,6 +14,8 @@ from ehr_release.policies import (
     parse_policy_yaml,
     similarity_policy,
 )
+from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.hierarchy import icd9_hierarchy
 
 CODES = ["296.00", "296.01", "295.04", "401.9", "401.1", "250.00"]
 

@@ -16,7 +16,7 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, to_jsonl
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.rmr import CodeAncestry, hierarchy_kkm, rmr
-from ehr_release.constraints import parse_config, rt_data
+from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks.kkm import attack_kkm

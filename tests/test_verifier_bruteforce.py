@@ -571,7 +571,7 @@ def kkm_oracle(records: list[dict], k: int, m: int) -> dict[str, bool]:
 
 @pytest.fixture(scope="module")
 def kkm_config():
-    from ehr_release.constraints import parse_config
+    from ehr_release.configuration.constraints import parse_config
     from tests.test_artuc_worked_example import CONFIG
 
     return parse_config(CONFIG, lambda ref: pytest.fail(f"no file hierarchy: {ref}"))

@@ -15,7 +15,7 @@ import pandas as pd
 from ehr_release import workers
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
 from ehr_release.algorithms.artuc.artuc import in_process
-from ehr_release.constraints import parse_config, rt_data
+from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.workers import MIN_RECORDS, gendiag_processes, gendiag_runner_for

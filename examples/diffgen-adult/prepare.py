@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ehr_release.taxonomies.adult import adult_frame
+from ehr_release.configuration.taxonomies.adult import adult_frame
 
 HERE = Path(__file__).resolve().parent
 

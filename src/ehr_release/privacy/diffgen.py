@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ehr_release.configuration.taxonomies import DiffGenConfig, load_config
 from ehr_release.dataset import CODE, Dataset
 from ehr_release.errors import EhrReleaseError
 from ehr_release.hierarchy import Hierarchy
@@ -43,7 +44,6 @@ from ehr_release.privacy.diffgen_counts import (
     true_counts,
 )
 from ehr_release.reports import Requirement, VerificationReport
-from ehr_release.taxonomies import DiffGenConfig, load_config
 
 NAME = "diffgen"
 _INTERVAL = re.compile(r"^\[([^,]+),([^)]+)\)$")

@@ -51,9 +51,9 @@ import numpy as np
 import pandas as pd
 from scipy import signal, stats
 
+from ehr_release.configuration.taxonomies import DiffGenConfig
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.hierarchy import Hierarchy
-from ehr_release.taxonomies import DiffGenConfig
 
 #: Probability that an honest release fails the residual test.
 FALSE_ALARM = 1e-6

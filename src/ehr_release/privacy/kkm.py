@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ehr_release.constraints import (
+from ehr_release.configuration.constraints import (
     CategoricalAttribute,
     Interval,
     NumericalAttribute,

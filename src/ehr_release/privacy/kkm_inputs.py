@@ -3,9 +3,9 @@
 Why not reuse the anonymizer's reading (``constraints.rt_data``): the verifier exists to
 catch the algorithm's mistakes, so it must not share them — a reading that, say, let an
 out-of-domain age through would then be accepted on both sides. The *configuration* is
-shared on purpose: :func:`ehr_release.constraints.load_config` / ``parse_config`` only turn
-the data owner's file into typed values (attributes, hierarchies, domains, constraints) and
-take no decision about the data, and both sides must judge against the same configuration.
+shared on purpose: :func:`ehr_release.configuration.constraints.load_config` /
+``parse_config`` only turn the data owner's file into typed values (attributes,
+hierarchies, domains, constraints) and take no decision about the data, and both sides must judge against the same configuration.
 What a record's configured demographics and codes are is decided here, from the
 configuration's definitions alone:
 
@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ehr_release.constraints import Attribute, NumericalAttribute, RTConfig
+from ehr_release.configuration.constraints import Attribute, NumericalAttribute, RTConfig
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, InputError
 

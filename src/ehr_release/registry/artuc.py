@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ehr_release.algorithms.artuc import Relaxing
-    from ehr_release.constraints import RTConfig
+    from ehr_release.configuration.constraints import RTConfig
     from ehr_release.dataset import Dataset
 
 #: The merge stop rules of ``algorithms/artuc/merging.py``, spelled here so parsing
@@ -168,7 +168,7 @@ ARTUC_PARAMS = (
 
 @lru_cache(maxsize=4)
 def _load(path: str, constraints: str, _stamp: tuple[int, ...]) -> RTConfig:
-    from ehr_release.constraints import load_config
+    from ehr_release.configuration.constraints import load_config
 
     return load_config(path, constraints or None)
 
@@ -181,7 +181,7 @@ def config_of(params: dict[str, Any]) -> RTConfig:
         paths.append(Path(extra).resolve())
     stamp = tuple(x for p in paths for x in (p.stat().st_mtime_ns, p.stat().st_size))
     config = _load(str(paths[0]), str(paths[1]) if extra else "", stamp)
-    from ehr_release.constraints import with_code_weights, with_weights
+    from ehr_release.configuration.constraints import with_code_weights, with_weights
 
     config = with_weights(config, params.get("weights") or "")
     return with_code_weights(config, params.get("code_weights") or "")
@@ -217,7 +217,7 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
 
         return release_bytes(dataset, params, rng)
     from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
-    from ehr_release.constraints import rt_data
+    from ehr_release.configuration.constraints import rt_data
     from ehr_release.workers import gendiag_runner_for
 
     config = config_of(params)
@@ -282,7 +282,7 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     from ehr_release.algorithms.artuc import artuc, release_files
-    from ehr_release.constraints import rt_data
+    from ehr_release.configuration.constraints import rt_data
     from ehr_release.workers import gendiag_runner_for
 
     config = config_of(params)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
+from ehr_release.configuration.taxonomies import load_config, shipped_names
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
 from ehr_release.registry import AlgorithmEntry
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
-from ehr_release.taxonomies import load_config, shipped_names
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np

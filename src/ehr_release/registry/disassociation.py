@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.params import Interval, Param, Satisfies
-from ehr_release.policies import (
+from ehr_release.configuration.policies import (
     POLICY_SYNTAX,
     PolicySpec,
     UtilityPolicy,
     build_policy,
     parse_policy_spec,
 )
+from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport

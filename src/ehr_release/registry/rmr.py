@@ -69,7 +69,7 @@ def _code_hierarchy(path: str, _stamp: tuple[int, int]) -> Hierarchy:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     codes = raw.get("codes") if isinstance(raw, Mapping) else None
     ref = codes.get("hierarchy", "icd9") if isinstance(codes, Mapping) else "icd9"
-    from ehr_release.constraints import read_hierarchy_file
+    from ehr_release.configuration.constraints import read_hierarchy_file
 
     return read_hierarchy_file(str(ref), Path(path).parent)
 
@@ -86,7 +86,7 @@ def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Gener
     """RmR on ``dataset`` → the bytes of its records file (also ArtUC's comparator)."""
     from ehr_release.algorithms.artuc import to_jsonl
     from ehr_release.algorithms.rmr import rmr
-    from ehr_release.constraints import rt_data
+    from ehr_release.configuration.constraints import rt_data
 
     config = config_of(params)
     anon = rmr(rt_data(dataset, config), config, code_hierarchy_of(params), k=params["k"],

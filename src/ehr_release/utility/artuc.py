@@ -30,7 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ehr_release.constraints import (
+from ehr_release.configuration.constraints import (
     CategoricalAttribute,
     NumericalAttribute,
     RTConfig,

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ehr_release.policies import UtilityPolicy
+from ehr_release.configuration.policies import UtilityPolicy
 from ehr_release.utility.generalization_baseline import (
     GeneralizedData,
     InfrequentQueue,

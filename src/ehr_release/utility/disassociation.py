@@ -39,9 +39,9 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from ehr_release.algorithms.disassociation import DisassociatedRelease
+from ehr_release.configuration.policies import UtilityPolicy, frequent_itemsets
 from ehr_release.dataset import Dataset
 from ehr_release.mapping import MapFn, serial_map
-from ehr_release.policies import UtilityPolicy, frequent_itemsets
 from ehr_release.reports import Chart, UtilityReport
 from ehr_release.utility.bitsets import code_bitsets
 from ehr_release.utility.cba import cba

@@ -24,7 +24,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ehr_release.policies import UtilityPolicy
+from ehr_release.configuration.policies import UtilityPolicy
 from ehr_release.utility.bitsets import code_bitsets
 
 

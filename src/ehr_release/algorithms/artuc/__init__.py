@@ -1,7 +1,7 @@
 """ArtUC: (k, k^m)-anonymity for demographics + diagnosis codes under utility constraints.
 
-Pure functions over an :class:`~ehr_release.constraints.RTData` and its
-:class:`~ehr_release.constraints.RTConfig`; no file I/O, no Prefect. The verifier in
+Pure functions over an :class:`~ehr_release.configuration.constraints.RTData` and its
+:class:`~ehr_release.configuration.constraints.RTConfig`; no file I/O, no Prefect. The verifier in
 ``privacy/kkm.py`` re-checks the result from the published bytes alone.
 """
 

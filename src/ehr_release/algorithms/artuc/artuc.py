@@ -44,7 +44,7 @@ from ehr_release.algorithms.artuc.merging import (
     merge_identical,
 )
 from ehr_release.algorithms.artuc.space import DemographicSpace
-from ehr_release.constraints import RTConfig, RTData, assign_parts, code_set_index
+from ehr_release.configuration.constraints import RTConfig, RTData, assign_parts, code_set_index
 from ehr_release.errors import ConfigError, ParameterError
 
 #: (code table, k, m) → a context in which a :data:`GenDiagMany` runs GenDiag on that table.

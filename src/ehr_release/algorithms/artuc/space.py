@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ehr_release.constraints import (
+from ehr_release.configuration.constraints import (
     CategoricalAttribute,
     Element,
     Interval,

@@ -19,7 +19,7 @@ from typing import Any
 from ehr_release.algorithms.diffgen.core import COUNT_COLUMN, DiffGenParams, DiffGenResult
 from ehr_release.algorithms.diffgen.encode import EMPTY_SET, SET_SEPARATOR
 from ehr_release.algorithms.diffgen.ledger import fraction_text
-from ehr_release.taxonomies import DiffGenConfig
+from ehr_release.configuration.taxonomies import DiffGenConfig
 
 GROUPS_CSV, GROUPS_PARQUET = "groups.csv", "groups.parquet"
 CUT_JSON, LEDGER_JSON = "cut.json", "ledger.json"

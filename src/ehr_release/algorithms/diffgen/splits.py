@@ -16,7 +16,7 @@ import numpy as np
 
 from ehr_release.algorithms.diffgen.noise import Exponential, NoiseSource
 from ehr_release.algorithms.diffgen.scores import score_tables
-from ehr_release.taxonomies import NumericalDomain
+from ehr_release.configuration.taxonomies import NumericalDomain
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from ehr_release.algorithms.disassociation.reconstruct import (
     reconstruct,
     reconstruct_dataset,
 )
+from ehr_release.configuration.policies import UtilityPolicy
 from ehr_release.dataset import Dataset
-from ehr_release.policies import UtilityPolicy
 
 
 def disassociate_dataset(dataset: Dataset, k: int, m: int, policy: UtilityPolicy,

@@ -48,7 +48,7 @@ from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.algorithms.rmr.apriori import hierarchy_kkm
 from ehr_release.algorithms.rmr.merging import merge_by_ncp
 from ehr_release.algorithms.rmr.taxonomy import CodeAncestry
-from ehr_release.constraints import RTConfig, RTData
+from ehr_release.configuration.constraints import RTConfig, RTData
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import Hierarchy
 

@@ -39,10 +39,10 @@ import numpy as np
 import pandas as pd
 from scipy import signal, stats
 
+from ehr_release.configuration.taxonomies import DiffGenConfig, load_config
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.hierarchy import Hierarchy
 from ehr_release.reports import AttackReport
-from ehr_release.taxonomies import DiffGenConfig, load_config
 
 ATTACKER = ("an adversary holding the whole extract compares every published count with "
             "the true count of its group and reads the order of the published rows")

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ehr_release.constraints import NumericalAttribute, RTConfig, load_config
+from ehr_release.configuration.constraints import NumericalAttribute, RTConfig, load_config
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
 from ehr_release.privacy.kkm_inputs import read_original

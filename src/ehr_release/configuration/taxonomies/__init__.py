@@ -24,8 +24,7 @@ from typing import Any
 
 import yaml
 
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.taxonomies.model import (
+from ehr_release.configuration.taxonomies.model import (
     DiffGenConfig,
     NumericalDomain,
     SetValuedTaxonomy,
@@ -33,6 +32,7 @@ from ehr_release.taxonomies.model import (
     parse_tree,
     set_valued_taxonomy,
 )
+from ehr_release.errors import ConfigError, ParameterError
 
 __all__ = [
     "DiffGenConfig",
@@ -46,14 +46,15 @@ __all__ = [
 
 def shipped_names() -> list[str]:
     """Names of the configurations shipped with the package (``adult``, ``mimic-demo``)."""
-    folder = resources.files("ehr_release.taxonomies")
+    folder = resources.files("ehr_release.configuration.taxonomies")
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
 def config_path(spec: str) -> Path:
     """The YAML file named by ``spec``: a shipped name or a path to a ``.yaml`` file."""
     if spec in shipped_names():
-        with resources.as_file(resources.files("ehr_release.taxonomies") / f"{spec}.yaml") as p:
+        shipped = resources.files("ehr_release.configuration.taxonomies") / f"{spec}.yaml"
+        with resources.as_file(shipped) as p:
             return Path(p)
     path = Path(spec)
     if path.suffix.lower() in {".yaml", ".yml"} and path.is_file():
