@@ -5,7 +5,8 @@ catch the algorithm's mistakes, so it must not share them — a reading that, sa
 out-of-domain age through would then be accepted on both sides. The *configuration* is
 shared on purpose: :func:`ehr_release.configuration.constraints.load_config` /
 ``parse_config`` only turn the data owner's file into typed values (attributes,
-hierarchies, domains, constraints) and take no decision about the data, and both sides must judge against the same configuration.
+hierarchies, domains, constraints) and take no decision about the data, and both sides
+must judge against the same configuration.
 What a record's configured demographics and codes are is decided here, from the
 configuration's definitions alone:
 
