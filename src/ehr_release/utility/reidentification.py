@@ -68,6 +68,8 @@ class CandidateCounter:
                     self.own.setdefault(code, {})[p] = (i, mask)
             for code in cluster.item_chunk:
                 self.own.setdefault(code, {})[p] = (-1, 0)
+        # Each code's clusters as a set, built once: a query intersects them smallest first.
+        self.holders_of = {code: frozenset(places) for code, places in self.own.items()}
         position = {c.id: p for p, c in enumerate(release.clusters)}
         self.joints: list[tuple[list[int], dict[str, tuple[int, int]]]] = []
         self.shared_in: dict[str, list[int]] = {}
@@ -95,7 +97,8 @@ class CandidateCounter:
         codes = set(codes)
         joints = {j for c in codes for j in self.shared_in.get(c, ())}
         in_joint = {p for j in joints for p in self.joints[j][0]}
-        holders = set.intersection(*(set(self.own.get(c, {})) for c in codes)) if codes else set()
+        held = sorted((self.holders_of.get(c, frozenset()) for c in codes), key=len)
+        holders = held[0].intersection(*held[1:]) if held else frozenset()
         total = sum(self._cluster(p, codes) for p in holders - in_joint)
         for j in joints:
             members, where = self.joints[j]
