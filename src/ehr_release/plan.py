@@ -35,7 +35,8 @@ class ReleasePlan:
 
     ``params`` are the entry's parsed parameters (defaults applied, types checked);
     ``inputs`` maps each file a parameter names (configuration, constraints, taxonomies,
-    population, policy) to the SHA-256 of its content.
+    population, policy) to the SHA-256 of its content; ``prepared`` holds those the entry
+    loads once for every stage (:attr:`~ehr_release.registry.AlgorithmEntry.prepare`).
     """
 
     request: ReleaseRequest
@@ -44,6 +45,7 @@ class ReleasePlan:
     dataset: Dataset
     fingerprint: str
     inputs: Mapping[str, str]
+    prepared: Mapping[str, Any]
 
     @property
     def run_id(self) -> str:
@@ -52,6 +54,12 @@ class ReleasePlan:
     @property
     def algorithm(self) -> str:
         return self.request.algorithm
+
+    def stage_params(self) -> dict[str, Any]:
+        """What a stage hands the entry: the parameters plus the inputs loaded once."""
+        from ehr_release.registry import PREPARED
+
+        return {**self.params, PREPARED: self.prepared}
 
     def rng(self) -> np.random.Generator:
         """The run's random stream: the seed parameter (test mode only), else OS entropy."""
@@ -95,4 +103,5 @@ def make_plan(request: ReleaseRequest, dataset: Dataset | None = None, *,
 
         dataset = load_request_dataset(request)
     return ReleasePlan(request=request, entry=entry, params=params, dataset=dataset,
-                       fingerprint=dataset.fingerprint(), inputs=input_files(params))
+                       fingerprint=dataset.fingerprint(), inputs=input_files(params),
+                       prepared=entry.prepare(params) if entry.prepare else {})

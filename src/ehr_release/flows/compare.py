@@ -36,6 +36,7 @@ from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.intake import load_comparison_dataset
 from ehr_release.randomness import check_random_state
+from ehr_release.registry import PREPARED
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
 from ehr_release.storage.actions import AuditAction
@@ -111,6 +112,8 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
     loss_metric = metric or entry.headline_loss
     try:
         parsed = entry.parse(within_comparison(entry, candidate.params))
+        if entry.prepare is not None:  # the candidate's configuration or population, once
+            parsed = {**parsed, PREPARED: entry.prepare(parsed)}
         seed = parsed.get("seed")
         release_id = f"{comparison_id}-{candidate.index}"
         files = anonymize_as_released(entry, dataset, parsed, check_random_state(seed),

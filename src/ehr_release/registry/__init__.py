@@ -30,6 +30,17 @@ if TYPE_CHECKING:  # annotations only: the CLI checks parameters before pandas l
 
 ReleaseFiles = dict[str, bytes]
 
+#: Key under which a release's stages find the inputs its parameters name, loaded once
+#: (:attr:`AlgorithmEntry.prepare`, carried by :class:`ehr_release.plan.ReleasePlan`).
+PREPARED = "_prepared"
+
+
+def prepared(params: Mapping[str, Any], name: str, load: Callable[[], Any]) -> Any:
+    """The input ``name`` as the release's plan loaded it, else ``load()`` (a call made
+    outside a release flow — a test, ``ehr-release verify`` — reads its file itself)."""
+    ready = params.get(PREPARED) or {}
+    return ready[name] if name in ready else load()
+
 
 @dataclass(frozen=True)
 class AlgorithmEntry:
@@ -49,6 +60,9 @@ class AlgorithmEntry:
     (:mod:`ehr_release.privacy.attacks`): the model's adversary run on the published bytes.
     ``count_records(files)`` is how many patient records the release holds: a release with
     none is not publishable unless the request allows an empty release.
+    ``prepare(params)`` loads the files the parameters name (a configuration, a population)
+    once per release; the plan hands the result to every stage under :data:`PREPARED`, so no
+    stage reads them again and no cache is needed.
     """
 
     name: str
@@ -65,6 +79,7 @@ class AlgorithmEntry:
     attack: Callable[[ReleaseFiles, Dataset, dict[str, Any]], AttackReport] | None = None
     count_records: Callable[[ReleaseFiles], int] | None = None
     defaults_from: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    prepare: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values).

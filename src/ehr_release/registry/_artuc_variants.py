@@ -19,6 +19,7 @@ from ehr_release.registry.artuc import (
     config_of,
     epsilon_of,
     evaluate,
+    prepare_inputs,
     run,
 )
 from ehr_release.reports import VerificationReport
@@ -65,4 +66,5 @@ def artuc_variant(name: str, summary: str, *, ncp_bound: bool,
         attack=attack,
         count_records=count_records,
         defaults_from=config_defaults,
+        prepare=prepare_inputs,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.randomness import check_random_state
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
 # The anonymizer, configuration reader, verifier, attack and evaluation load pandas; they
@@ -166,25 +165,29 @@ ARTUC_PARAMS = (
 )
 
 
-@lru_cache(maxsize=4)
-def _load(path: str, constraints: str, _stamp: tuple[int, ...]) -> RTConfig:
-    from ehr_release.configuration.constraints import load_config
+def _read_config(params: Mapping[str, Any]) -> RTConfig:
+    from ehr_release.configuration.constraints import (
+        load_config,
+        with_code_weights,
+        with_weights,
+    )
 
-    return load_config(path, constraints or None)
-
-
-def config_of(params: dict[str, Any]) -> RTConfig:
-    """The configuration named by the parameters, with the ``weights`` override applied."""
-    paths = [Path(params["config"]).resolve()]
     extra = params.get("constraints") or ""
-    if extra:
-        paths.append(Path(extra).resolve())
-    stamp = tuple(x for p in paths for x in (p.stat().st_mtime_ns, p.stat().st_size))
-    config = _load(str(paths[0]), str(paths[1]) if extra else "", stamp)
-    from ehr_release.configuration.constraints import with_code_weights, with_weights
-
+    config = load_config(str(Path(params["config"]).resolve()),
+                         str(Path(extra).resolve()) if extra else None)
     config = with_weights(config, params.get("weights") or "")
     return with_code_weights(config, params.get("code_weights") or "")
+
+
+def config_of(params: Mapping[str, Any]) -> RTConfig:
+    """The configuration named by the parameters, with the weight overrides applied: as the
+    release's plan loaded it (:func:`prepare_inputs`), else read now."""
+    return prepared(params, "config", lambda: _read_config(params))
+
+
+def prepare_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Load the configuration once per release (every stage gets it from the plan)."""
+    return {"config": _read_config(params)}
 
 
 def epsilon_of(params: dict[str, Any], dataset: Dataset) -> float:
@@ -318,4 +321,5 @@ ENTRY = AlgorithmEntry(
     attack=attack,
     count_records=count_records,
     defaults_from=config_defaults,
+    prepare=prepare_inputs,
 )

@@ -8,8 +8,8 @@ version, since anonymize, verify and evaluate each need it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.attacks.gccens import attack_kmap, declared_caps
 from ehr_release.privacy.formats.gccens import SCHEMA
 from ehr_release.privacy.gccens import verify_kmap
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 from ehr_release.utility.gccens import evaluate_censoring
 
@@ -96,28 +96,32 @@ class Population:
     info: dict[str, Any]
 
 
-@lru_cache(maxsize=2)
-def _read_population(path: str, _mtime_ns: int, _size: int) -> Population:
+def load_population(path: str) -> Population:
+    """Read the population dataset at ``path``."""
     from ehr_release.ingest.readers import read_dataset
 
-    dataset = read_dataset(Path(path))
+    p = Path(path).resolve()
+    if not p.exists():
+        raise InputError("population dataset does not exist", file=str(path))
+    dataset = read_dataset(p)
     return Population(dataset.patient_ids, [dict(m) for m in dataset.code_multisets()],
                       {"records": dataset.n_patients, "fingerprint": dataset.fingerprint()})
 
 
-def load_population(path: str) -> Population:
-    """Read (or reuse) the population dataset at ``path``."""
-    p = Path(path).resolve()
-    if not p.exists():
-        raise InputError("population dataset does not exist", file=str(path))
-    stat = p.stat()
-    return _read_population(str(p), stat.st_mtime_ns, stat.st_size)
+def population_of(params: Mapping[str, Any]) -> Population:
+    """The population as the release's plan loaded it once (a large one takes seconds to
+    read: 301,423 records, ~10 s), else read now."""
+    return prepared(params, "population", lambda: load_population(params["population"]))
+
+
+def prepare_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"population": load_population(params["population"])}
 
 
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     sample = [dict(m) for m in dataset.code_multisets()]
-    population = load_population(params["population"])
+    population = population_of(params)
     caps = parse_caps(params["caps"])
     initial = resolve_caps(sample, caps)
     check_sample_in_population(dataset.patient_ids, sample, population.ids,
@@ -128,7 +132,7 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
 
 
 def _verify(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> VerificationReport:
-    population = load_population(params["population"])
+    population = population_of(params)
     return verify_kmap(files, original.patient_ids, original.code_multisets(),
                        population.multisets, params["k"], parse_caps(params["caps"]),
                        population_info=population.info)
@@ -142,7 +146,7 @@ def _attack(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> A
     population itself when used outside the registry). Sharing it saves a second read of a
     large population (301,423 records: ~10 s).
     """
-    population = load_population(params["population"])
+    population = population_of(params)
     return attack_kmap(files, original.patient_ids, original.code_multisets(),
                        population.multisets, params["k"], declared_caps(params["caps"]))
 
@@ -154,7 +158,7 @@ def count_records(files: ReleaseFiles) -> int:
 
 def _evaluate(files: ReleaseFiles, original: Dataset, params: dict[str, Any],
               rng: np.random.Generator) -> UtilityReport:
-    population = load_population(params["population"])
+    population = population_of(params)
     sample = [dict(m) for m in original.code_multisets()]
     released = dict(read_records(files[RECORDS_FILE]))
     records = [released.get(pid, {}) for pid in original.patient_ids]
@@ -177,4 +181,5 @@ ENTRY = AlgorithmEntry(
     schema=SCHEMA,
     attack=_attack,
     count_records=count_records,
+    prepare=prepare_inputs,
 )

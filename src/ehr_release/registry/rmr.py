@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ import yaml
 from ehr_release.errors import ConfigError
 from ehr_release.params import OneOf, Param
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
 from ehr_release.registry.artuc import (
     PARAMS,
     attack,
@@ -29,6 +28,7 @@ from ehr_release.registry.artuc import (
     config_of,
     epsilon_of,
     evaluate,
+    prepare_inputs,
     verify,
 )
 
@@ -61,25 +61,30 @@ RMR_PARAMS = (*(replace(p, help=_HELP[p.name]) if p.name in _HELP else p for p i
               CODES)
 
 
-@lru_cache(maxsize=4)
-def _code_hierarchy(path: str, _stamp: tuple[int, int]) -> Hierarchy:
+def _read_code_hierarchy(path: Path) -> Hierarchy:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     codes = raw.get("codes") if isinstance(raw, Mapping) else None
     ref = codes.get("hierarchy", "icd9") if isinstance(codes, Mapping) else "icd9"
     from ehr_release.configuration.constraints import read_hierarchy_file
 
-    return read_hierarchy_file(str(ref), Path(path).parent)
+    return read_hierarchy_file(str(ref), path.parent)
 
 
 def code_hierarchy_of(params: Mapping[str, Any]) -> Hierarchy:
     """The code hierarchy the configuration names (resolved as the configuration's parser
-    resolves it: relative to the file, ``icd9`` by default)."""
-    path = Path(params["config"]).resolve()
-    stat = path.stat()
-    return _code_hierarchy(str(path), (stat.st_mtime_ns, stat.st_size))
+    resolves it: relative to the file, ``icd9`` by default): as the release's plan loaded
+    it, else read now."""
+    return prepared(params, "code_hierarchy",
+                    lambda: _read_code_hierarchy(Path(params["config"]).resolve()))
+
+
+def prepare_rmr_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration and the code hierarchy, loaded once per release."""
+    return {**prepare_inputs(params),
+            "code_hierarchy": _read_code_hierarchy(Path(params["config"]).resolve())}
 
 
 def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
@@ -119,4 +124,5 @@ ENTRY = AlgorithmEntry(
     attack=attack,
     count_records=count_records,
     defaults_from=config_defaults,
+    prepare=prepare_rmr_inputs,
 )

@@ -35,7 +35,7 @@ from ehr_release.verification import (
       cache_key_fn=release_stage_key, persist_result=True)
 def anonymize_task(plan: ReleasePlan) -> ReleaseFiles:
     run_id, algorithm = plan.run_id, plan.algorithm
-    files = anonymize_as_released(plan.entry, plan.dataset, dict(plan.params), plan.rng(),
+    files = anonymize_as_released(plan.entry, plan.dataset, plan.stage_params(), plan.rng(),
                                   run_id)
     sizes = [(name, f"{len(data):,} bytes") for name, data in sorted(files.items())]
     stage_artifact("anonymize", run_id, f"Algorithm `{algorithm}`\n\n"
@@ -58,7 +58,7 @@ def verify_task(plan: ReleasePlan, files: ReleaseFiles) -> VerificationReport:
     On top of the algorithm's own requirements, every release is checked for source ids.
     """
     run_id = plan.run_id
-    report = verify_release(plan.entry, files, plan.dataset, dict(plan.params), run_id)
+    report = verify_release(plan.entry, files, plan.dataset, plan.stage_params(), run_id)
     runs.save_verification(run_id, report.to_dict())
     rows = [(r.name, r.required, r.measured, "PASS" if r.passed else "FAIL")
             for r in report.requirements]
@@ -78,7 +78,7 @@ def attack_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificati
     published field: a release the verifier passed can still fail here.
     """
     run_id = plan.run_id
-    attack = attack_release(plan.entry, files, plan.dataset, dict(plan.params), run_id)
+    attack = attack_release(plan.entry, files, plan.dataset, plan.stage_params(), run_id)
     report = with_attack(verification, attack)
     runs.save_verification(run_id, report.to_dict())
     tried = f"{attack.knowledge_sets_tried:,} ({'every one' if attack.exhaustive else 'sampled'})"
@@ -98,7 +98,7 @@ def attack_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificati
       cache_policy=None)
 def evaluate_task(plan: ReleasePlan, files: ReleaseFiles) -> UtilityReport:
     entry, run_id = plan.entry, plan.run_id
-    report = entry.evaluate(files, as_released(entry, plan.dataset, run_id), dict(plan.params),
+    report = entry.evaluate(files, as_released(entry, plan.dataset, run_id), plan.stage_params(),
                             plan.rng())
     runs.save_utility(run_id, report.to_dict())
     stage_artifact("utility", run_id, md_table(

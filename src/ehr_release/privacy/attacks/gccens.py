@@ -33,7 +33,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,18 +124,12 @@ def _meta_hints(meta: Any, policy: Mapping[str, int]) -> Iterator[tuple[str, int
 
 
 # ---------------------------------------------------------------- the population
-@lru_cache(maxsize=2)
-def _read(path: str, _mtime_ns: int, _size: int) -> tuple[dict[str, int], ...]:
+def population_records(path: str) -> tuple[dict[str, int], ...]:
+    """The population's code multisets, read from ``path`` (the registry hands the attack
+    the population its plan already read; this reading serves a call outside a release)."""
     from ehr_release.ingest.readers import read_dataset
 
-    return tuple(dict(m) for m in read_dataset(Path(path)).code_multisets())
-
-
-def population_records(path: str) -> tuple[dict[str, int], ...]:
-    """The population's code multisets (read once per file version)."""
-    p = Path(path).resolve()
-    stat = p.stat()
-    return _read(str(p), stat.st_mtime_ns, stat.st_size)
+    return tuple(dict(m) for m in read_dataset(Path(path).resolve()).code_multisets())
 
 
 class _Profiles:
