@@ -29,6 +29,7 @@ from ehr_release.ingest.rules import (
     canonical_columns,
     check_path,
     code_error,
+    code_verdict,
     id_problem,
     require_columns,
     require_rows,
@@ -40,8 +41,6 @@ from ehr_release.ingest.rules import (
 MAX_PREFLIGHT_BYTES = 16 << 20
 
 CODES, PATIENT_ID, CODE, AGE = "codes", "patient_id", "code", "age"
-#: Mirrors ``readers.NON_DEMOGRAPHIC``' effect on the class column check: it is looked up
-#: among the patients table's columns other than the codes.
 
 
 class Undecided(Exception):
@@ -159,16 +158,9 @@ def _check_demographics(table: Table, path: Path, class_column: str | None) -> N
 
 
 def _check_codes(codes: list[tuple[str, int]], path: Path, column: str) -> None:
-    from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
-
-    hierarchy = icd9_hierarchy()
-    verdict: dict[str, bool] = {}
+    verdicts = {text: code_verdict(text) for text in {t for t, _ in codes}}
     for text, row in codes:
-        ok = verdict.get(text)
-        if ok is None:
-            code = normalize_icd9(text)
-            ok = verdict[text] = code in hierarchy and code != hierarchy.root
-        if not ok:
+        if verdicts[text] is None:
             raise code_error(text, path, row, column)
 
 

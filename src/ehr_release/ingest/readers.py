@@ -22,6 +22,7 @@ import pandas as pd
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import InputError
 from ehr_release.ingest.dates import ages_at, parse_dates
+from ehr_release.ingest.rules import CODE_SEPARATOR
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import check_unique_ids, normalize_codes, parse_ages
 
@@ -61,7 +62,7 @@ def read_wide(path: Path, *, class_column: str | None = None) -> Dataset:
     check_unique_ids(frame[PATIENT_ID], path)
     patients = _demographics(frame.drop(columns=[CODES]), path, class_column)
 
-    tokens = frame[CODES].str.split(r"[;\s]+", regex=True)
+    tokens = frame[CODES].str.split(CODE_SEPARATOR.pattern, regex=True)
     exploded = pd.DataFrame({PATIENT_ID: frame[PATIENT_ID], "tok": tokens,
                              "row": np.arange(1, len(frame) + 1)}).explode("tok")
     exploded = exploded[exploded["tok"].notna() & exploded["tok"].ne("")]

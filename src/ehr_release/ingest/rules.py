@@ -142,6 +142,16 @@ def age_error(verdict: str, text: str, path: Path, row: int, column: str) -> Inp
                       detail=f"found {text!r}")
 
 
+def code_verdict(text: str) -> str | None:
+    """The dotted ICD-9 code ``text`` names, or None when it is not a node of the ICD-9-CM
+    hierarchy (the root is not a code)."""
+    from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
+
+    hierarchy = icd9_hierarchy()
+    code = normalize_icd9(text)
+    return code if code in hierarchy and code != hierarchy.root else None
+
+
 def code_error(text: str, path: Path, row: int, column: str) -> InputError:
     """The one message for a code that is not a node of the ICD-9-CM hierarchy."""
     problem = ("malformed ICD-9 code: not a node of the ICD-9-CM hierarchy"
@@ -150,9 +160,10 @@ def code_error(text: str, path: Path, row: int, column: str) -> InputError:
                       detail=f"found {text!r}" if text else None)
 
 
+#: What separates the codes of a wide file's ``codes`` cell.
+CODE_SEPARATOR = re.compile(r"[;\s]+")
+
+
 def split_codes(cell: str) -> list[str]:
     """The tokens of a wide file's ``codes`` cell (separated by ``;`` or whitespace)."""
     return [t for t in CODE_SEPARATOR.split(cell) if t]
-
-
-CODE_SEPARATOR = re.compile(r"[;\s]+")

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
 from ehr_release.ingest.rules import (
     NOT_A_NUMBER,
     OUT_OF_RANGE,
     age_error,
     age_verdict,
     code_error,
+    code_verdict,
     id_problem,
 )
 
@@ -27,24 +27,13 @@ def check_unique_ids(ids: pd.Series, path: Path, column: str = "patient_id") -> 
     id_problem(ids.tolist(), path, column)
 
 
-def code_verdicts(uniques: object) -> dict[str, str | None]:
-    """Each distinct raw code → its dotted form, or None when it is not a node of the
-    ICD-9-CM hierarchy (the root is not a code)."""
-    hierarchy = icd9_hierarchy()
-    out: dict[str, str | None] = {}
-    for raw in uniques:
-        code = normalize_icd9(raw)
-        out[raw] = code if code in hierarchy and code != hierarchy.root else None
-    return out
-
-
 def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.Series:
     """Dotted ICD-9 codes for ``raw``; raises on the first code not in the hierarchy.
 
     ``rows`` gives the source row number of each entry (long tables map 1:1, wide tables
     repeat a row once per code).
     """
-    mapping = code_verdicts(pd.unique(raw))
+    mapping = {u: code_verdict(u) for u in pd.unique(raw)}
     bad = [u for u, v in mapping.items() if v is None]
     if bad:
         first = int(raw.isin(bad).to_numpy().argmax())
