@@ -14,29 +14,25 @@ from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import (
     PARAMS,
+    PRIVACY_MODEL,
     attack,
     config_defaults,
-    config_of,
-    epsilon_of,
     evaluate,
     prepare_inputs,
     run,
+    verify,
 )
-from ehr_release.reports import VerificationReport
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
 
     from ehr_release.dataset import Dataset
 
-PRIVACY_MODEL = ("(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
-                 "of a patient cannot tell its record from ≥ k−1 others")
 
 
-def artuc_variant(name: str, summary: str, *, ncp_bound: bool,
-                  constrained: bool) -> AlgorithmEntry:
-    """The entry for ``name``; ``ncp_bound``: the verifier checks NCP ≤ δ; ``constrained``:
-    it checks the utility constraints (Def. 9)."""
+def artuc_variant(name: str, summary: str) -> AlgorithmEntry:
+    """The entry for ``name``; what its verifier checks (NCP ≤ δ, the utility constraints)
+    is decided by :func:`ehr_release.registry.artuc.verify` from the name."""
 
     def anonymize(dataset: Dataset, params: dict[str, Any],
                   rng: np.random.Generator) -> ReleaseFiles:
@@ -44,21 +40,13 @@ def artuc_variant(name: str, summary: str, *, ncp_bound: bool,
 
         return {RECORDS_FILE: run(name, dataset, params, rng)}
 
-    def verify(files: ReleaseFiles, original: Dataset,
-               params: dict[str, Any]) -> VerificationReport:
-        from ehr_release.privacy.kkm import verify_kkm
-
-        return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
-                          m=params["m"], delta=params["delta"] if ncp_bound else None,
-                          epsilon=epsilon_of(params, original), constrained=constrained)
-
     return AlgorithmEntry(
         name=name,
         summary=summary,
         privacy_model=PRIVACY_MODEL,
         params=PARAMS,
         anonymize=anonymize,
-        verify=verify,
+        verify=lambda files, original, params: verify(name, files, original, params),
         evaluate=lambda files, original, params, rng: evaluate(name, files, original, params,
                                                                rng),
         headline_loss="ARE W3",

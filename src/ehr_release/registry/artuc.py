@@ -128,6 +128,12 @@ COMMON_PARAMS = (
           check=Satisfies(lambda v: v.strip().lower() in _COMPARE,
                           "must be auto, true or false")),
 )
+#: The guarantee every (k, k^m) entry gives (artuc, its variants, rmr).
+PRIVACY_MODEL = ("(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
+                 "of a patient cannot tell its record from ≥ k−1 others")
+#: The (k, k^m) entries whose releases are not held to the utility constraints (Def. 9).
+UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
+
 #: The paper's default NCP bound δ (§5.1); written here only.
 DEFAULT_DELTA = 0.04
 DELTA = Param("delta", float, "NCP bound δ of the generalized demographics",
@@ -240,7 +246,8 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
 
 def verify(name: str, files: ReleaseFiles, original: Dataset,
            params: dict[str, Any]) -> VerificationReport:
-    """Baseline has no NCP bound (δ only feeds its comparators); RmR has no constraints.
+    """Baseline has no NCP bound (δ only feeds its comparators); RmR and
+    artuc-unconstrained are not held to the utility constraints.
 
     A release of Algorithm 2 (``relax``) is held to the owner's ceilings relax_delta and
     relax_epsilon (parameters, not data); (k, k^m)-anonymity, truthfulness and the utility
@@ -254,7 +261,7 @@ def verify(name: str, files: ReleaseFiles, original: Dataset,
         delta, epsilon = relaxing.delta_max, relaxing.epsilon_max
     return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
                       m=params["m"], delta=delta, epsilon=epsilon,
-                      constrained=name != "rmr")
+                      constrained=name not in UNCONSTRAINED)
 
 
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
@@ -309,8 +316,7 @@ ENTRY = AlgorithmEntry(
     summary="ArtUC: (k, k^m)-anonymity of demographics + diagnosis codes under the data "
             "owner's utility constraints (clustering by NCP, merging by UL, set-generalized "
             "codes)",
-    privacy_model="(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
-                  "of a patient cannot tell its record from ≥ k−1 others",
+    privacy_model=PRIVACY_MODEL,
     params=ARTUC_PARAMS,
     anonymize=_anonymize,
     verify=lambda files, original, params: verify("artuc", files, original, params),

@@ -14,4 +14,4 @@ NAME = "artuc-baseline"
 
 ENTRY = artuc_variant(
     NAME, "ArtUC's Baseline: demographics replaced by their utility constraint's values, "
-    "codes made k^m-anonymous per constraint group", ncp_bound=False, constrained=True)
+    "codes made k^m-anonymous per constraint group")

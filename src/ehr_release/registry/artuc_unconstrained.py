@@ -16,5 +16,4 @@ NAME = "artuc-unconstrained"
 
 ENTRY = artuc_variant(
     NAME, "ArtUC without utility constraints: clustering by NCP, merging by UL within δ, any "
-    "codes set-generalized together (what the constraints cost ArtUC; not the paper's RmR)",
-    ncp_bound=True, constrained=False)
+    "codes set-generalized together (what the constraints cost ArtUC; not the paper's RmR)")

@@ -23,6 +23,7 @@ from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
 from ehr_release.registry.artuc import (
     PARAMS,
+    PRIVACY_MODEL,
     attack,
     config_defaults,
     config_of,
@@ -113,8 +114,7 @@ ENTRY = AlgorithmEntry(
     summary="RmR (Poulis et al., ECML PKDD 2013): demographics clustered and merged under an "
             "NCP bound δ, each cluster's codes generalized along the code hierarchy; no "
             "utility constraints",
-    privacy_model="(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
-                  "of a patient cannot tell its record from ≥ k−1 others",
+    privacy_model=PRIVACY_MODEL,
     params=RMR_PARAMS,
     anonymize=_anonymize,
     verify=lambda files, original, params: verify(NAME, files, original, params),
