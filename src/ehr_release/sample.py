@@ -150,6 +150,15 @@ def _chapter_sampler(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- generator
+def check_patient_count(n_patients: object) -> int:
+    """``n_patients`` as an int; a :class:`ParameterError` unless it is a positive integer
+    (a bool is not one). Every generator asks the same question here."""
+    if isinstance(n_patients, bool) or not isinstance(n_patients, int | np.integer) \
+            or n_patients < 1:
+        raise ParameterError("n_patients", "must be a positive integer", n_patients)
+    return int(n_patients)
+
+
 def generate_sample(
     n_patients: int,
     *,
@@ -188,9 +197,7 @@ def generate_sample(
     >>> ds.n_patients
     100
     """
-    if isinstance(n_patients, bool) or not isinstance(n_patients, int | np.integer) \
-            or n_patients < 1:
-        raise ParameterError("n_patients", "must be a positive integer", n_patients)
+    check_patient_count(n_patients)
     rng = np.random.default_rng(seed)
     vocab = sample_vocabulary()
     age = _ages(rng, n_patients)

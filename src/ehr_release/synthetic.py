@@ -78,6 +78,7 @@ import pandas as pd
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.sample import check_patient_count
 
 #: Age bands (inclusive); the last one holds MIMIC's 90 ("90 or older").
 AGE_BANDS: tuple[tuple[int, int], ...] = ((15, 44), (45, 64), (65, 79), (80, 90))
@@ -280,10 +281,7 @@ def generate(model: CodeModel, n_patients: int, rng: np.random.Generator) -> Dat
     >>> generate(model, 1000, np.random.default_rng(0)).n_patients  # doctest: +SKIP
     1000
     """
-    if isinstance(n_patients, bool) or not isinstance(n_patients, int | np.integer) \
-            or n_patients < 1:
-        raise ParameterError("n_patients", "must be a positive integer", n_patients)
-    n = int(n_patients)
+    n = check_patient_count(n_patients)
     cell = rng.choice(model.n_cells, n, p=model.cell_share)
     age = np.zeros(n, dtype=np.int64)
     k = np.zeros(n, dtype=np.int64)
