@@ -122,13 +122,8 @@ class StageProgress(_Display):
     def __call__(self, status: Status) -> None:
         now = self.clock()
         if status in _ORDER and _ORDER[status] >= self.done:
-            last = _ORDER[status]
-            names = ", ".join(self._label(i) for i in range(self.done, last + 1))
-            self._finish_task()
-            self.line(f"  {self.ok} {names:<34} {now - self.stage_started:7.1f} s "
-                      f"(total {now - self.started:.1f} s)")
-            self.done, self.stage_started = last + 1, now
-            self._start_next()
+            self._finish_through(_ORDER[status], f"{now - self.stage_started:7.1f} s "
+                                                 f"(total {now - self.started:.1f} s)", now)
         elif status not in _ORDER:
             self._finish_task()
             self.line(f"  {self.no} {status.value} after {now - self.started:.1f} s")
@@ -139,13 +134,15 @@ class StageProgress(_Display):
         They are listed as done earlier (no time: it was not spent here); the next stage
         starts the clock.
         """
-        if status not in _ORDER or _ORDER[status] < self.done:
-            return
-        last = _ORDER[status]
+        if status in _ORDER and _ORDER[status] >= self.done:
+            self._finish_through(_ORDER[status], "(done before)", self.clock())
+
+    def _finish_through(self, last: int, timing: str, now: float) -> None:
+        """Stages up to ``last`` are done: one line naming them, then the next one starts."""
         names = ", ".join(self._label(i) for i in range(self.done, last + 1))
         self._finish_task()
-        self.line(f"  {self.ok} {names:<34} (done before)")
-        self.done, self.stage_started = last + 1, self.clock()
+        self.line(f"  {self.ok} {names:<34} {timing}")
+        self.done, self.stage_started = last + 1, now
         self._start_next()
 
     def _finish_task(self) -> None:
