@@ -23,7 +23,7 @@ import numpy as np
 from ehr_release.algorithms.gccens import PopulationIndex, gccens
 from ehr_release.algorithms.gccens.release import release_files
 from ehr_release.privacy.attacks.gccens import attack_kmap
-from ehr_release.privacy.gccens import verify_kmap
+from ehr_release.privacy.gccens import check_kmap
 from ehr_release.utility.gccens import evaluate_censoring
 
 CODES = ("250", "272", "401", "724")
@@ -121,7 +121,7 @@ def main(quick: bool) -> None:
         files = release_files(ids, result, k=k, population={"records": n_pop,
                                                             "fingerprint": "bench"})
         t0 = time.perf_counter()
-        report = verify_kmap(files, ids, sample, population, k, caps)
+        report = check_kmap(files, ids, sample, population, k, caps)
         t_ver = time.perf_counter() - t0
         assert report.holds, report.failures
         t0 = time.perf_counter()

@@ -33,7 +33,7 @@ from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks.lda import attack_trajectories
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.lda import SCHEMA
-from ehr_release.privacy.lda import LdaSettings, verify_lda
+from ehr_release.privacy.lda import LdaSettings, check_trajectories
 from ehr_release.sample import sample_vocabulary
 from ehr_release.utility.lda import avg_relative_error
 
@@ -80,7 +80,7 @@ def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> st
     h = icd9_hierarchy()
     t0 = time.perf_counter()
     departures = list(violations(files, SCHEMA))
-    report = verify_lda(files, ids, trajs, h, LdaSettings(k))
+    report = check_trajectories(files, ids, trajs, h, LdaSettings(k))
     verify_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     attack = attack_trajectories(files, trajs, h, k, patient_ids=ids)

@@ -14,7 +14,7 @@ from ehr_release.algorithms.gccens import gccens
 from ehr_release.algorithms.gccens.release import META_FILE, RECORDS_FILE, release_files
 from ehr_release.privacy.attacks import gccens as attack_module
 from ehr_release.privacy.attacks.gccens import attack_kmap, declared_caps
-from ehr_release.privacy.gccens import verify_kmap
+from ehr_release.privacy.gccens import check_kmap
 
 CODES = ["250", "272", "401", "724"]
 INFO = {"records": 0, "fingerprint": "x"}
@@ -110,7 +110,7 @@ def test_cross_record_matching_is_reported_not_failed():
     population = [{"250": 1, "272": 1}, {"250": 1, "272": 1}, {"250": 1}]
     ids = ["a", "b", "c"]
     files = release_files(ids, gccens(population, population, 2, {}), k=2, population=INFO)
-    assert verify_kmap(files, ids, population, population, 2, {}).holds
+    assert check_kmap(files, ids, population, population, 2, {}).holds
     report = attack_kmap(files, ids, population, population, 2, {})
     assert report.passed and report.smallest_candidate_set == 2
     assert report.measured.endswith("narrows the smallest to 1")
@@ -154,7 +154,7 @@ def _release(problem):
 def test_attack_never_fails_a_correct_release(problem):
     population, ids, sample, k, caps = problem
     result, files = _release(problem)
-    assert verify_kmap(files, ids, sample, population, k, caps).holds
+    assert check_kmap(files, ids, sample, population, k, caps).holds
     report = attack_kmap(files, ids, sample, population, k, caps)
     assert report.passed, report
     assert report.smallest_candidate_set == min(brute_dis(population, r) for r in result.released)

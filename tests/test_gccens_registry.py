@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ehr_release import registry
+from ehr_release.configuration.caps import parse_caps
 from ehr_release.dataset import Dataset
 from ehr_release.errors import InputError, ParameterError
-from ehr_release.registry.gccens import parse_caps
 from ehr_release.sample import write_sample
 
 from .conftest import SHARED_DATA

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ehr_release.algorithms.gccens import gccens
 from ehr_release.algorithms.gccens.release import META_FILE, RECORDS_FILE, release_files
-from ehr_release.privacy.gccens import verify_kmap
+from ehr_release.privacy.gccens import check_kmap
 
 CODES = ["250", "272", "401", "724"]
 INFO = {"records": 0, "fingerprint": "x"}
@@ -49,7 +49,7 @@ def test_verifier_accepts_gccens_output_and_kmap_holds(problem):
     population, ids, sample, k, caps = problem
     result, files = _release(population, ids, sample, k, caps)
     assert all(brute_dis(population, r) >= k for r in result.released)
-    report = verify_kmap(files, ids, sample, population, k, caps, population_info=INFO)
+    report = check_kmap(files, ids, sample, population, k, caps, population_info=INFO)
     assert report.holds, report.failures
 
 
@@ -60,7 +60,7 @@ def test_verifier_rejects_uncensored_records_below_k(problem):
     result, files = _release(population, ids, sample, k, caps)
     capped = [dict(r) for r in result.capped]
     broken = _with_records(files, list(zip(ids, capped, strict=True)))  # skipped the loop
-    report = verify_kmap(broken, ids, sample, population, k, caps)
+    report = check_kmap(broken, ids, sample, population, k, caps)
     risky = any(brute_dis(population, r) < k for r in capped)
     assert report.holds is not risky
     if risky:
@@ -76,7 +76,7 @@ def test_verifier_rejects_added_instances(problem, data):
     code = data.draw(st.sampled_from(CODES))
     records = [dict(r) for r in result.released]
     records[i][code] = sample[i].get(code, 0) + 1  # more than the patient ever had
-    report = verify_kmap(_with_records(files, list(zip(ids, records, strict=True))), ids,
+    report = check_kmap(_with_records(files, list(zip(ids, records, strict=True))), ids,
                          sample, population, k, caps)
     assert "censoring only" in {r.name for r in report.failures}
 
@@ -85,21 +85,21 @@ def test_verifier_rejects_caps_missing_patients_and_bad_format():
     population = [Counter({"250": 3})] * 4
     sample = [Counter({"250": 3})]
     result, files = _release(population, ["p1"], sample, 2, {"250": 1})
-    assert verify_kmap(files, ["p1"], sample, population, 2, {"250": 1}).holds
+    assert check_kmap(files, ["p1"], sample, population, 2, {"250": 1}).holds
     over = _with_records(files, [("p1", {"250": 2})])
-    failed = {r.name for r in verify_kmap(over, ["p1"], sample, population, 2,
+    failed = {r.name for r in check_kmap(over, ["p1"], sample, population, 2,
                                           {"250": 1}).failures}
     assert failed == {"caps respected"}
     gone = _with_records(files, [])
-    failed = {r.name for r in verify_kmap(gone, ["p1"], sample, population, 2,
+    failed = {r.name for r in check_kmap(gone, ["p1"], sample, population, 2,
                                           {"250": 1}).failures}
     assert failed == {"one record per sample patient"}
     garbage = {**files, RECORDS_FILE: b"{not json\n"}
-    report = verify_kmap(garbage, ["p1"], sample, population, 2, {"250": 1})
+    report = check_kmap(garbage, ["p1"], sample, population, 2, {"250": 1})
     assert not report.holds and report.failures[0].name == "release format"
     negative = _with_records(files, [("p1", {"250": 0})])
-    assert not verify_kmap(negative, ["p1"], sample, population, 2, {"250": 1}).holds
-    assert not verify_kmap({RECORDS_FILE: files[RECORDS_FILE]}, ["p1"], sample, population,
+    assert not check_kmap(negative, ["p1"], sample, population, 2, {"250": 1}).holds
+    assert not check_kmap({RECORDS_FILE: files[RECORDS_FILE]}, ["p1"], sample, population,
                            2, {"250": 1}).holds
 
 
@@ -111,7 +111,7 @@ def test_verifier_rejects_published_caps_other_than_the_policy():
     assert json.loads(files[META_FILE])["caps"] == {}
     leaky = {**files, META_FILE: json.dumps({"k": 2, "caps": {"250": 3, "272": 1},
                                              "population": INFO}).encode()}
-    report = verify_kmap(leaky, ["p1"], sample, population, 2, {})
+    report = check_kmap(leaky, ["p1"], sample, population, 2, {})
     assert [r.name for r in report.failures] == ["parameters only"]
 
 
@@ -120,6 +120,6 @@ def test_verifier_rejects_release_for_another_population():
     _, files = _release(population, ["p1"], [Counter({"250": 1})], 2, {})
     meta = json.loads(files[META_FILE])
     assert meta["population"] == INFO
-    report = verify_kmap(files, ["p1"], [Counter({"250": 1})], population, 2, {},
+    report = check_kmap(files, ["p1"], [Counter({"250": 1})], population, 2, {},
                          population_info={"records": 3, "fingerprint": "other"})
     assert [r.name for r in report.failures] == ["population"]

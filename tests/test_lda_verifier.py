@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ehr_release.algorithms.lda import AgeTree, anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import META_FILE, RECORDS_FILE, release_files
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
-from ehr_release.privacy.lda import LdaSettings, verify_lda
+from ehr_release.privacy.lda import LdaSettings, check_trajectories
 
 CODES = ["401.0", "401.1", "401.9", "250.00", "250.01", "272.0", "272.4", "428.0", "427.31",
          "V45.81"]
@@ -101,7 +101,7 @@ def pub_of(rec):
 def test_verifier_accepts_lda_output_and_losses_match_brute_force(problem):
     trajs, *_ = problem
     ids, result, files, s = run(problem)
-    report = verify_lda(files, ids, trajs, H, s)
+    report = check_trajectories(files, ids, trajs, H, s)
     assert report.holds, report.failures
     losses = [brute_loss(t, pub_of(r), s) for t, r in zip(trajs, records(files), strict=True)]
     assert all(x is not None for x in losses)
@@ -122,7 +122,7 @@ def test_verifier_rejects_a_group_smaller_than_k(problem, data):
     recs = records(files)
     recs[i]["trajectory"] = [[c, [a, a]] for c, a in trajs[i]]  # published unprotected
     groups = [json.dumps(r["trajectory"]) for r in recs]
-    report = verify_lda(with_records(files, recs), ids, trajs, H, s)
+    report = check_trajectories(with_records(files, recs), ids, trajs, H, s)
     small = min(Counter(groups).values()) < k  # the group i left may now be short too
     assert ("k-anonymity" in failed(report)) is small
     assert "truthful generalization" not in failed(report)
@@ -144,7 +144,7 @@ def test_verifier_rejects_values_that_are_not_ancestors(problem, data):
         ages = {a for _, a in trajs[i]}
         free = next(a for a in range(1, 129) if a not in ages)
         recs[i]["trajectory"][j][1] = [free, free]
-    report = verify_lda(with_records(files, recs), ids, trajs, H, s)
+    report = check_trajectories(with_records(files, recs), ids, trajs, H, s)
     assert "truthful generalization" in failed(report)
     bad = next(r for r in report.failures if r.name == "truthful generalization")
     assert ids[i] in bad.evidence["patients"]
@@ -160,7 +160,7 @@ def test_out_of_order_trajectories_are_rejected_exactly_when_they_do_not_embed(p
     assume(longer)
     i = data.draw(st.sampled_from(longer))
     recs[i]["trajectory"] = recs[i]["trajectory"][::-1]
-    report = verify_lda(with_records(files, recs), ids, trajs, H, s)
+    report = check_trajectories(with_records(files, recs), ids, trajs, H, s)
     embeds = all(brute_loss(t, pub_of(r), s) is not None
                  for t, r in zip(trajs, recs, strict=True))
     assert ("truthful generalization" in failed(report)) is not embeds
@@ -174,10 +174,10 @@ def test_verifier_rejects_a_missing_or_repeated_patient(problem, data):
     recs = records(files)
     i = data.draw(st.integers(0, len(ids) - 1))
     gone = recs[:i] + recs[i + 1:]
-    report = verify_lda(with_records(files, gone), ids, trajs, H, s)
+    report = check_trajectories(with_records(files, gone), ids, trajs, H, s)
     assert "one record per patient" in failed(report)
     twice = recs + [recs[i]]
-    assert "one record per patient" in failed(verify_lda(with_records(files, twice), ids,
+    assert "one record per patient" in failed(check_trajectories(with_records(files, twice), ids,
                                                          trajs, H, s))
 
 
@@ -197,7 +197,7 @@ def toy_release():
 
 
 def test_worked_example_release_is_verified_and_losses_recomputed():
-    report = verify_lda(toy_release(), ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
+    report = check_trajectories(toy_release(), ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
     assert report.holds, report.failures
     loss = next(r for r in report.requirements if r.name == "declared loss").evidence
     assert loss["ilm"] == pytest.approx(1 / 6)
@@ -210,17 +210,18 @@ def test_declared_figures_and_settings_must_match():
     files = toy_release()
     meta = json.loads(files[META_FILE])
     lied = {**files, META_FILE: json.dumps({**meta, "ilm": meta["ilm"] / 2}).encode()}
-    assert failed(verify_lda(lied, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {"declared loss"}
+    assert failed(check_trajectories(lied, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
+        "declared loss"}
     other = LdaSettings(2, w_icd=0.9, w_age=0.1, age_first=33, age_depth=3)
-    assert "declared loss" in failed(verify_lda(files, ["x", "y"], [X, Y], TOY, other))
+    assert "declared loss" in failed(check_trajectories(files, ["x", "y"], [X, Y], TOY, other))
     higher_k = LdaSettings(3, age_first=33, age_depth=3)
-    assert failed(verify_lda(files, ["x", "y"], [X, Y], TOY, higher_k)) == {
+    assert failed(check_trajectories(files, ["x", "y"], [X, Y], TOY, higher_k)) == {
         "k-anonymity", "declared loss"}
     other_ages = {**files, META_FILE: json.dumps({**meta, "age_domain": [1, 128]}).encode()}
-    assert failed(verify_lda(other_ages, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
+    assert failed(check_trajectories(other_ages, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
         "declared loss"}
     silent = {**files, META_FILE: b"{}"}
-    assert verify_lda(silent, ["x", "y"], [X, Y], TOY, TOY_SETTINGS).holds
+    assert check_trajectories(silent, ["x", "y"], [X, Y], TOY, TOY_SETTINGS).holds
 
 
 @pytest.mark.parametrize("line", [
@@ -235,12 +236,12 @@ def test_declared_figures_and_settings_must_match():
 ])
 def test_malformed_releases_fail_the_format_check(line):
     files = {**toy_release(), RECORDS_FILE: line}
-    report = verify_lda(files, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
+    report = check_trajectories(files, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
     assert not report.holds and [r.name for r in report.requirements] == ["release format"]
 
 
 def test_missing_metadata_file_fails_the_format_check():
     files = toy_release()
     del files[META_FILE]
-    report = verify_lda(files, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
+    report = check_trajectories(files, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
     assert failed(report) == {"release format"}

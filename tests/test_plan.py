@@ -7,15 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ehr_release import registry
 from ehr_release.dataset import Dataset
 from ehr_release.plan import make_plan
+from ehr_release.prepared import PREPARED
 from ehr_release.request import ReleaseRequest
 from ehr_release.sample import generate_sample, write_sample
 
 
 def test_the_population_is_read_once_for_all_stages(tmp_path: Path, monkeypatch) -> None:
-    from ehr_release.registry import gccens
+    from ehr_release.ingest import population as population_input
 
     population = generate_sample(200, seed=4)
     write_sample(population, tmp_path / "population.csv")
@@ -24,8 +24,9 @@ def test_the_population_is_read_once_for_all_stages(tmp_path: Path, monkeypatch)
     sample = Dataset(population.patients.loc[sorted(keep)],
                      d[d["patient_id"].isin(keep)].reset_index(drop=True), source="sample")
     reads: list[str] = []
-    real = gccens.load_population
-    monkeypatch.setattr(gccens, "load_population", lambda p: reads.append(p) or real(p))
+    real = population_input.load_population
+    monkeypatch.setattr(population_input, "load_population",
+                        lambda p: reads.append(p) or real(p))
     request = ReleaseRequest(run_id="rel-" + "a" * 32, input_path="unused.csv",
                              algorithm="gccens", requester="steward", out_dir=str(tmp_path),
                              params={"k": "2", "population": str(tmp_path / "population.csv")})
@@ -49,5 +50,5 @@ def test_the_plan_shows_parameters_without_the_loaded_inputs(tmp_path: Path) -> 
                              params={"k": "2", "config": str(config)})
     sample = generate_sample(60, seed=2)
     plan = make_plan(request, sample)
-    assert registry.PREPARED not in plan.params
-    assert set(plan.stage_params()[registry.PREPARED]) == {"config"}
+    assert PREPARED not in plan.params
+    assert set(plan.stage_params()[PREPARED]) == {"config"}

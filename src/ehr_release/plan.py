@@ -57,7 +57,7 @@ class ReleasePlan:
 
     def stage_params(self) -> dict[str, Any]:
         """What a stage hands the entry: the parameters plus the inputs loaded once."""
-        from ehr_release.registry import PREPARED
+        from ehr_release.prepared import PREPARED
 
         return {**self.params, PREPARED: self.prepared}
 

@@ -35,8 +35,8 @@ from ehr_release.dataset import Dataset
 from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.intake import load_comparison_dataset
+from ehr_release.prepared import PREPARED
 from ehr_release.randomness import check_random_state
-from ehr_release.registry import PREPARED
 from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
 from ehr_release.storage.actions import AuditAction

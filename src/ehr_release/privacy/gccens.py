@@ -15,7 +15,7 @@ tell a population holder who is in the sample (issue 14, finding 2).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_release.privacy.json_lines import (
     MalformedRelease,
@@ -24,6 +24,9 @@ from ehr_release.privacy.json_lines import (
     release_meta,
 )
 from ehr_release.reports import Requirement, VerificationReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 NAME = "gccens"
 RECORDS_FILE = "censored.jsonl"
@@ -87,7 +90,7 @@ class _Population:
         return self._dis[key]
 
 
-def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
+def check_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
                 sample: Sequence[Mapping[str, int]], population: Sequence[Mapping[str, int]],
                 k: int, caps: Mapping[str, int],
                 population_info: Mapping[str, Any] | None = None) -> VerificationReport:
@@ -164,3 +167,18 @@ def verify_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
             f"{str(population_info.get('fingerprint'))[:12]}…", same,
             {"release": claimed, "verified": dict(population_info)}))
     return VerificationReport(NAME, reqs)
+
+
+def verify(files: Mapping[str, bytes], original: Dataset,
+           params: Mapping[str, Any]) -> VerificationReport:
+    """The entry point every family shares: k-map of ``files`` against the population named
+    by ``params['population']`` (as the release's plan read it), for the run's k and caps."""
+    from ehr_release.configuration.caps import parse_caps
+    from ehr_release.ingest.population import load_population
+    from ehr_release.prepared import prepared
+
+    population = prepared(params, "population", lambda: load_population(params["population"]))
+    return check_kmap(files, original.patient_ids, original.code_multisets(),
+                      population.multisets, int(params["k"]),
+                      parse_caps(str(params.get("caps", "max"))),
+                      population_info=population.info)

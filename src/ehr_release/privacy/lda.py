@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_release.hierarchy import Hierarchy
 from ehr_release.privacy.json_lines import (
@@ -32,6 +32,9 @@ from ehr_release.privacy.json_lines import (
     release_meta,
 )
 from ehr_release.reports import Requirement, VerificationReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 NAME = "lda"
 RECORDS_FILE = "trajectories.jsonl"
@@ -157,7 +160,7 @@ def cheapest_embedding(trees: _Trees, original: Original,
     return None if best is None else (best[1], best[2])
 
 
-def verify_lda(files: Mapping[str, bytes], patient_ids: Sequence[str],
+def check_trajectories(files: Mapping[str, bytes], patient_ids: Sequence[str],
                trajectories: Sequence[Original], hierarchy: Hierarchy, settings: LdaSettings,
                algorithm: str = NAME) -> VerificationReport:
     """Re-verify an LDA release.
@@ -252,3 +255,17 @@ def _declared(meta: Mapping[str, Any], trees: _Trees, original: Mapping[str, Ori
                        f"recomputed ILM {ilm:.6f}, ALM {alm:.6f}; declared "
                        f"{declared or 'nothing'}", not wrong and not off,
                        {"ilm": ilm, "alm": alm, "settings_differ": wrong, "loss_differs": off})
+
+
+def verify(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, Any], *,
+           algorithm: str = NAME) -> VerificationReport:
+    """The entry point every family shares: ``files`` against the original trajectories,
+    for the run's k, weights and leaf convention on the thesis' age hierarchy (1–128,
+    :class:`LdaSettings`' defaults) and the shipped ICD-9-CM hierarchy. ``algorithm`` names
+    the registered variant (``lda``, ``lda-baseline``) the report is for."""
+    from ehr_release.hierarchy import icd9_hierarchy
+
+    settings = LdaSettings(int(params["k"]), float(params["w_icd"]), float(params["w_age"]),
+                           int(params["leaf_count"]))
+    return check_trajectories(files, original.patient_ids, original.trajectories(),
+                              icd9_hierarchy(), settings, algorithm=algorithm)

@@ -30,16 +30,22 @@ if TYPE_CHECKING:  # annotations only: the CLI checks parameters before pandas l
 
 ReleaseFiles = dict[str, bytes]
 
-#: Key under which a release's stages find the inputs its parameters name, loaded once
-#: (:attr:`AlgorithmEntry.prepare`, carried by :class:`ehr_release.plan.ReleasePlan`).
-PREPARED = "_prepared"
+def lazy(module: str, name: str, /, **bound: Any) -> Callable[..., Any]:
+    """``module.name``, imported at its first call, with ``bound`` keyword arguments.
 
+    Entries name their verifier, attack and evaluation this way: every family's entry points
+    have the one signature (``verify(files, original, params)``,
+    ``attack(files, original, params)``, ``evaluate(files, original, params, rng)``), so the
+    registry wires them without a wrapper, and without loading them (the CLI checks
+    parameters before pandas would load).
+    """
 
-def prepared(params: Mapping[str, Any], name: str, load: Callable[[], Any]) -> Any:
-    """The input ``name`` as the release's plan loaded it, else ``load()`` (a call made
-    outside a release flow — a test, ``ehr-release verify`` — reads its file itself)."""
-    ready = params.get(PREPARED) or {}
-    return ready[name] if name in ready else load()
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **bound, **kwargs)
+
+    call.__name__ = name
+    call.__qualname__ = f"{module}.{name}"
+    return call
 
 
 @dataclass(frozen=True)

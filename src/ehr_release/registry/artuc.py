@@ -17,9 +17,10 @@ import yaml
 
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
+from ehr_release.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.randomness import check_random_state
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
 # The anonymizer, configuration reader, verifier, attack and evaluation load pandas; they

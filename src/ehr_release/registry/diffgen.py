@@ -15,8 +15,7 @@ from ehr_release.configuration.taxonomies import load_config, shipped_names
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.diffgen import SCHEMA
 from ehr_release.randomness import test_mode
-from ehr_release.registry import AlgorithmEntry
-from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.registry import AlgorithmEntry, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
@@ -91,26 +90,6 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
     return release_files(result, config, run_params, params["format"])
 
 
-def verify(files: dict[str, bytes], original: Dataset,
-           params: dict[str, Any]) -> VerificationReport:
-    from ehr_release.privacy.diffgen import verify as verify_diffgen
-
-    return verify_diffgen(files, original, params)
-
-
-def evaluate(files: dict[str, bytes], original: Dataset, params: dict[str, Any],
-             rng: np.random.Generator) -> UtilityReport:
-    from ehr_release.utility.diffgen import evaluate as evaluate_diffgen
-
-    return evaluate_diffgen(files, original, params, rng)
-
-
-def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -> AttackReport:
-    from ehr_release.privacy.attacks.diffgen import attack as run_attack
-
-    return run_attack(files, original, params)
-
-
 def count_records(files: dict[str, bytes]) -> int:
     """The records the release stands for: the sum of its (noisy, clamped) group counts.
 
@@ -137,9 +116,9 @@ ENTRY = AlgorithmEntry(
                   "invocation is in ledger.json and its composition is re-checked",
     params=PARAMS,
     anonymize=anonymize,
-    verify=verify,
-    evaluate=evaluate,
+    verify=lazy("ehr_release.privacy.diffgen", "verify"),
+    evaluate=lazy("ehr_release.utility.diffgen", "evaluate"),
     schema=SCHEMA,
-    attack=attack,
+    attack=lazy("ehr_release.privacy.attacks.diffgen", "attack"),
     count_records=count_records,
 )

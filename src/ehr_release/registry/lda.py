@@ -16,16 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
-from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records, release_files
+from ehr_release.algorithms.lda.release import RECORDS_FILE, release_files
 from ehr_release.errors import InputError, ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.params import Interval, OneOf, Param
-from ehr_release.privacy.attacks.lda import attack
 from ehr_release.privacy.formats.lda import SCHEMA, count_records
-from ehr_release.privacy.lda import LdaSettings, verify_lda
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import UtilityReport, VerificationReport
-from ehr_release.utility.lda import evaluate_trajectories
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     from ehr_release.dataset import Dataset
@@ -105,11 +101,6 @@ def _model(trajs: list[list[tuple[str, int]]], params: dict[str, Any]):
                       w_age=params["w_age"], leaf_count=params["leaf_count"])
 
 
-def settings_of(params: dict[str, Any]) -> LdaSettings:
-    return LdaSettings(params["k"], params["w_icd"], params["w_age"], params["leaf_count"],
-                       AGE_FIRST, AGE_DEPTH)
-
-
 def anonymize(name: str, dataset: Dataset, params: dict[str, Any]) -> ReleaseFiles:
     trajs = trajectories_of(dataset)
     result = anonymize_trajectories(trajs, params["k"], _model(trajs, params), METHODS[name])
@@ -118,21 +109,6 @@ def anonymize(name: str, dataset: Dataset, params: dict[str, Any]) -> ReleaseFil
             "leaf_count": params["leaf_count"], "age_domain": [AGE_FIRST, AGE_LAST],
             "hierarchy": "ICD-9-CM"}
     return release_files(dataset.patient_ids, result, meta)
-
-
-def verify(name: str, files: ReleaseFiles, original: Dataset,
-           params: dict[str, Any]) -> VerificationReport:
-    return verify_lda(files, original.patient_ids, trajectories_of(original), icd9_hierarchy(),
-                      settings_of(params), algorithm=name)
-
-
-def evaluate(name: str, files: ReleaseFiles, original: Dataset,
-             params: dict[str, Any]) -> UtilityReport:
-    trajs = trajectories_of(original)
-    released = dict(read_records(files[RECORDS_FILE]))
-    published = [released.get(pid, []) for pid in original.patient_ids]
-    return evaluate_trajectories(trajs, published, _model(trajs, params), params["k"],
-                                 algorithm=name)
 
 
 PRIVACY_MODEL = ("k-anonymity of trajectories: every published sequence of (ICD code, age "
@@ -148,12 +124,12 @@ def make_entry(name: str, summary: str) -> LdaEntry:
         privacy_model=PRIVACY_MODEL,
         params=PARAMS,
         anonymize=lambda ds, params, rng: anonymize(name, ds, params),
-        verify=lambda files, original, params: verify(name, files, original, params),
-        evaluate=lambda files, original, params, rng: evaluate(name, files, original, params),
+        verify=lazy("ehr_release.privacy.lda", "verify", algorithm=name),
+        evaluate=lazy("ehr_release.utility.lda", "evaluate", algorithm=name),
         headline_loss="AvgRE",
         id_file=RECORDS_FILE,
         schema=SCHEMA,
-        attack=attack,
+        attack=lazy("ehr_release.privacy.attacks.lda", "attack"),
         count_records=count_records,
     )
 

@@ -19,8 +19,9 @@ import yaml
 
 from ehr_release.errors import ConfigError
 from ehr_release.params import OneOf, Param
+from ehr_release.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles, prepared
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import (
     PARAMS,
     PRIVACY_MODEL,

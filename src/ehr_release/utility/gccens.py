@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ehr_release.algorithms.gccens import PopulationIndex, resolve_caps
 from ehr_release.reports import Chart, UtilityReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 NAME = "gccens"
 
@@ -117,3 +121,22 @@ def evaluate_censoring(released: Sequence[Mapping[str, int]],
         else []
     return UtilityReport(NAME, metrics, {"distinguishability CDF": table}, charts, notes,
                          below_baseline=below)
+
+
+def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, Any],
+             rng: np.random.Generator) -> UtilityReport:
+    """The entry point every family shares: the release's records in the sample's order (a
+    patient the release leaves out counts as fully censored), against the population named
+    by ``params['population']`` as the release's plan read it. Nothing here is random."""
+    from ehr_release.algorithms.gccens.release import RECORDS_FILE, read_records
+    from ehr_release.configuration.caps import parse_caps
+    from ehr_release.ingest.population import load_population
+    from ehr_release.prepared import prepared
+
+    population = prepared(params, "population", lambda: load_population(params["population"]))
+    sample = [dict(m) for m in original.code_multisets()]
+    released = dict(read_records(files[RECORDS_FILE]))
+    records = [released.get(pid, {}) for pid in original.patient_ids]
+    index = PopulationIndex(population.multisets, codes={c for r in sample for c in r})
+    return evaluate_censoring(records, sample, index, int(params["k"]),
+                              parse_caps(str(params.get("caps", "max"))))

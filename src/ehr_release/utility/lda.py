@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +51,9 @@ from ehr_release.algorithms.lda.anonymize import PublishedPair, encode
 from ehr_release.algorithms.lda.loss import dataset_loss
 from ehr_release.algorithms.lda.model import LossModel, Traj
 from ehr_release.reports import Chart, UtilityReport
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 NAME = "lda"
 WORKLOAD_SHARE = 0.01
@@ -293,6 +297,24 @@ def evaluate_trajectories(originals: Sequence[Sequence[tuple[str, int]]],
     return UtilityReport(algorithm, metrics, {"ICD levels": icd_rows, "age blocks": age_rows},
                          charts, notes, below_baseline=below_baseline(metrics["AvgRE"],
                                                                       len(queries)))
+
+
+def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, Any],
+             rng: np.random.Generator, *, algorithm: str = NAME) -> UtilityReport:
+    """The entry point every family shares: the release's trajectories in the original's
+    patient order (a patient the release leaves out counts as fully suppressed), measured
+    with the run's loss model. Nothing here is random."""
+    from ehr_release.algorithms.lda import make_model
+    from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records
+    from ehr_release.hierarchy import icd9_hierarchy
+
+    trajs = original.trajectories()
+    released = dict(read_records(files[RECORDS_FILE]))
+    published = [released.get(pid, []) for pid in original.patient_ids]
+    model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t],
+                       w_icd=params["w_icd"], w_age=params["w_age"],
+                       leaf_count=params["leaf_count"])
+    return evaluate_trajectories(trajs, published, model, int(params["k"]), algorithm=algorithm)
 
 
 def below_baseline(avg_re: float, queries: int) -> list[str]:

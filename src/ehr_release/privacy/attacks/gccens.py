@@ -33,12 +33,12 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ehr_release.hierarchy import normalize_icd9
+from ehr_release.prepared import prepared
 from ehr_release.reports import AttackReport
 
 if TYPE_CHECKING:
@@ -124,12 +124,13 @@ def _meta_hints(meta: Any, policy: Mapping[str, int]) -> Iterator[tuple[str, int
 
 
 # ---------------------------------------------------------------- the population
-def population_records(path: str) -> tuple[dict[str, int], ...]:
-    """The population's code multisets, read from ``path`` (the registry hands the attack
-    the population its plan already read; this reading serves a call outside a release)."""
-    from ehr_release.ingest.readers import read_dataset
+def population_records(params: Mapping[str, Any]) -> Sequence[Record]:
+    """The population's code multisets: as the release's plan read them once (a large
+    population takes seconds to read), else read now from ``params['population']``."""
+    from ehr_release.ingest.population import load_population
 
-    return tuple(dict(m) for m in read_dataset(Path(path).resolve()).code_multisets())
+    return prepared(params, "population", lambda: load_population(params["population"])
+                    ).multisets
 
 
 class _Profiles:
@@ -188,9 +189,9 @@ class _Profiles:
 
 # ---------------------------------------------------------------- the attack
 def attack(files: Mapping[str, bytes], original: Dataset, params: dict[str, Any]) -> AttackReport:
-    """The registry's entry point: population read from ``params['population']``."""
+    """The entry point: the population named by ``params['population']``."""
     return attack_kmap(files, original.patient_ids, original.code_multisets(),
-                       population_records(params["population"]), int(params["k"]),
+                       population_records(params), int(params["k"]),
                        declared_caps(params.get("caps", "max")))
 
 

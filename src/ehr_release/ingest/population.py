@@ -1,0 +1,36 @@
+"""The population a GCCens sample is k-mapped against: a second dataset, read like the input.
+
+Below the registry, the verifier and the evaluation, so each can read it (or take it from
+the release's plan, :mod:`ehr_release.prepared`) without importing the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ehr_release.errors import InputError
+
+
+@dataclass(frozen=True)
+class Population:
+    """The population as GCCens needs it: ids, code multisets, and what identifies it."""
+
+    ids: list[str]
+    multisets: list[dict[str, int]]
+    info: dict[str, Any]
+
+
+def load_population(path: str) -> Population:
+    """Read the population dataset at ``path``."""
+    from ehr_release.ingest.readers import read_dataset
+
+    p = Path(path).resolve()
+    if not p.exists():
+        raise InputError("population dataset does not exist", file=str(path))
+    dataset = read_dataset(p)
+    return Population(dataset.patient_ids, [dict(m) for m in dataset.code_multisets()],
+                      {"records": dataset.n_patients, "fingerprint": dataset.fingerprint()})
+
+
