@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ehr_release import registry
+from ehr_release.configuration.epsilon import resolve_epsilon
 from ehr_release.errors import ParameterError
-from ehr_release.registry.artuc import resolve_epsilon
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "artuc-mimic"
 PARAMS = {"k": "5", "m": "2", "delta": "0.4", "config": str(EXAMPLE / "config.yaml"),

@@ -713,3 +713,15 @@ def load_config(path: str | Path, constraints: str | Path | None = None) -> RTCo
         raw = {**(raw if isinstance(raw, Mapping) else {}), "constraints": extra["constraints"]}
     return parse_config(raw, lambda ref: read_hierarchy_file(ref, cfg_path.parent),
                         source=str(cfg_path))
+
+
+def config_from_params(params: Mapping[str, Any]) -> RTConfig:
+    """The configuration a (k, k^m) release's parameters name: ``config``, its
+    ``constraints`` replaced by those of the ``constraints`` file when given, and the
+    ``weights`` and ``code_weights`` overrides applied — what the anonymizer and the verifier
+    both judge against."""
+    extra = params.get("constraints") or ""
+    config = load_config(str(Path(params["config"]).resolve()),
+                         str(Path(extra).resolve()) if extra else None)
+    config = with_weights(config, params.get("weights") or "")
+    return with_code_weights(config, params.get("code_weights") or "")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter, defaultdict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -506,3 +506,38 @@ def verify_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
                                 f"{lost} codes suppressed (distinct per cluster)",
                                 lost <= epsilon + _TOL, {"suppressed_codes": lost}))
     return VerificationReport(algorithm, reqs)
+
+
+#: What each registered (k, k^m) algorithm is held to beyond (k, k^m)-anonymity and
+#: truthfulness: Baseline has no NCP bound (δ only feeds its comparators); RmR and
+#: artuc-unconstrained are not held to the utility constraints.
+NO_NCP_BOUND = frozenset({"artuc-baseline"})
+UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
+
+
+def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any], *,
+           algorithm: str = "artuc") -> VerificationReport:
+    """The entry point every family shares: ``files`` against the original for the run's
+    parameters, as the registered ``algorithm`` is held to them.
+
+    The configuration is the release plan's (else read from ``params``); ε is read from its
+    text against the distinct codes of the original. A release of ArtUC's Algorithm 2
+    (``relax``) is held to the owner's ceilings relax_delta and relax_epsilon (parameters,
+    not data); (k, k^m)-anonymity, truthfulness and the utility constraints are checked
+    exactly as always.
+    """
+    from ehr_release.configuration.constraints import config_from_params
+    from ehr_release.configuration.epsilon import resolve_epsilon
+    from ehr_release.prepared import prepared
+
+    config = prepared(params, "config", lambda: config_from_params(params))
+    distinct = len(original.distinct_codes())
+    epsilon = resolve_epsilon(str(params["epsilon"]), distinct)
+    delta = None if algorithm in NO_NCP_BOUND else float(params["delta"])
+    if algorithm == "artuc" and params.get("relax", False):
+        delta = float(params.get("relax_delta", 1.0))
+        text = str(params.get("relax_epsilon") or "").strip()
+        epsilon = resolve_epsilon(text, distinct, "relax_epsilon") if text else epsilon
+    return verify_kkm(files, original, config, algorithm=algorithm, k=int(params["k"]),
+                      m=int(params["m"]), delta=delta, epsilon=epsilon,
+                      constrained=algorithm not in UNCONSTRAINED)

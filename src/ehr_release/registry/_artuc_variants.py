@@ -20,7 +20,7 @@ from ehr_release.registry.artuc import (
     evaluate,
     prepare_inputs,
     run,
-    verify,
+    verifier,
 )
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: parameters are checked before pandas load
 
 def artuc_variant(name: str, summary: str) -> AlgorithmEntry:
     """The entry for ``name``; what its verifier checks (NCP ≤ δ, the utility constraints)
-    is decided by :func:`ehr_release.registry.artuc.verify` from the name."""
+    is decided by :func:`ehr_release.privacy.kkm.verify` from the name."""
 
     def anonymize(dataset: Dataset, params: dict[str, Any],
                   rng: np.random.Generator) -> ReleaseFiles:
@@ -46,7 +46,7 @@ def artuc_variant(name: str, summary: str) -> AlgorithmEntry:
         privacy_model=PRIVACY_MODEL,
         params=PARAMS,
         anonymize=anonymize,
-        verify=lambda files, original, params: verify(name, files, original, params),
+        verify=verifier(name),
         evaluate=lambda files, original, params, rng: evaluate(name, files, original, params,
                                                                rng),
         headline_loss="ARE W3",

@@ -1,27 +1,30 @@
 """Registry glue for ``artuc``: parameters, configuration files, release files.
 
 The configuration (attributes, hierarchies, numerical domains, utility constraints) is a
-YAML file named by the ``config`` parameter; this module is where it is read (anonymize,
-verify and evaluate each need it, so it is read once per process per file version). The
-comparators ``artuc-baseline`` and ``rmr`` reuse these parameters and helpers.
+YAML file named by the ``config`` parameter (read by
+:func:`ehr_release.configuration.constraints.config_from_params`, once per release: every
+stage takes it from the plan). The comparators ``artuc-baseline`` and ``rmr`` reuse these
+parameters and helpers. The verifier and the attack are the (k, k^m) family's shared entry
+points (:mod:`ehr_release.privacy.kkm`, :mod:`ehr_release.privacy.attacks.kkm`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ehr_release.configuration.epsilon import EPSILON_PATTERN, EPSILON_RULE, resolve_epsilon
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
 from ehr_release.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.randomness import check_random_state
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
+from ehr_release.reports import UtilityReport, VerificationReport
 
 # The anonymizer, configuration reader, verifier, attack and evaluation load pandas; they
 # are imported where used, so a request's parameters are checked before any of them loads.
@@ -36,19 +39,8 @@ if TYPE_CHECKING:
 #: parameters does not load the anonymizer (a test keeps them equal).
 STOP_RULES = ("exhaust", "paper")
 
-EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
-_EPSILON = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 _WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*\d+(?:\.\d*)?\s*$")
 _CODE_WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*(?:0(?:\.\d*)?|1(?:\.0*)?|\.\d+)\s*$")
-
-
-def resolve_epsilon(text: str, distinct_codes: int) -> float:
-    """``"6%"`` → 6 % of the distinct codes of the input; ``"12"`` → 12."""
-    match = _EPSILON.match(text)
-    if match is None:
-        raise ParameterError("epsilon", EPSILON_RULE, text)
-    value = float(match[1])
-    return value * distinct_codes / 100.0 if match[2] else value
 
 
 #: Parameters a configuration file may set defaults for (it describes the data they suit).
@@ -107,7 +99,7 @@ COMMON_PARAMS = (
           check=Interval(int, 1)),
     Param("epsilon", str, "most codes suppressed: a count (12) or a share of the distinct "
           "codes (6%)", default="6%",
-          check=Satisfies(lambda v: _EPSILON.match(v) is not None, EPSILON_RULE)),
+          check=Satisfies(lambda v: EPSILON_PATTERN.match(v) is not None, EPSILON_RULE)),
     Param("config", str, "YAML file: released attributes with hierarchies/domains, utility "
           "constraints",
           check=Satisfies(lambda v: Path(v).is_file(), "must be an existing file")),
@@ -132,8 +124,6 @@ COMMON_PARAMS = (
 #: The guarantee every (k, k^m) entry gives (artuc, its variants, rmr).
 PRIVACY_MODEL = ("(k, k^m)-anonymity: an attacker knowing all demographics and up to m codes "
                  "of a patient cannot tell its record from ≥ k−1 others")
-#: The (k, k^m) entries whose releases are not held to the utility constraints (Def. 9).
-UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
 
 #: The paper's default NCP bound δ (§5.1); written here only.
 DEFAULT_DELTA = 0.04
@@ -167,34 +157,24 @@ ARTUC_PARAMS = (
     Param("relax_epsilon", str, "with relax=true: the most codes suppressed the data owner "
           "accepts (Algorithm 2, step 17), as a count or a share like epsilon; empty: epsilon "
           "(ε is not relaxed)", default="",
-          check=Satisfies(lambda v: not v.strip() or _EPSILON.match(v) is not None,
+          check=Satisfies(lambda v: not v.strip() or EPSILON_PATTERN.match(v) is not None,
                           "must be empty or " + EPSILON_RULE.removeprefix("must be "))),
 )
-
-
-def _read_config(params: Mapping[str, Any]) -> RTConfig:
-    from ehr_release.configuration.constraints import (
-        load_config,
-        with_code_weights,
-        with_weights,
-    )
-
-    extra = params.get("constraints") or ""
-    config = load_config(str(Path(params["config"]).resolve()),
-                         str(Path(extra).resolve()) if extra else None)
-    config = with_weights(config, params.get("weights") or "")
-    return with_code_weights(config, params.get("code_weights") or "")
 
 
 def config_of(params: Mapping[str, Any]) -> RTConfig:
     """The configuration named by the parameters, with the weight overrides applied: as the
     release's plan loaded it (:func:`prepare_inputs`), else read now."""
-    return prepared(params, "config", lambda: _read_config(params))
+    from ehr_release.configuration.constraints import config_from_params
+
+    return prepared(params, "config", lambda: config_from_params(params))
 
 
 def prepare_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
     """Load the configuration once per release (every stage gets it from the plan)."""
-    return {"config": _read_config(params)}
+    from ehr_release.configuration.constraints import config_from_params
+
+    return {"config": config_from_params(params)}
 
 
 def epsilon_of(params: dict[str, Any], dataset: Dataset) -> float:
@@ -245,26 +225,6 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
     return to_jsonl(anon)
 
 
-def verify(name: str, files: ReleaseFiles, original: Dataset,
-           params: dict[str, Any]) -> VerificationReport:
-    """Baseline has no NCP bound (δ only feeds its comparators); RmR and
-    artuc-unconstrained are not held to the utility constraints.
-
-    A release of Algorithm 2 (``relax``) is held to the owner's ceilings relax_delta and
-    relax_epsilon (parameters, not data); (k, k^m)-anonymity, truthfulness and the utility
-    constraints are checked exactly as always. What was relaxed is in the utility report."""
-    from ehr_release.privacy.kkm import verify_kkm
-
-    delta = None if name == "artuc-baseline" else params["delta"]
-    epsilon = epsilon_of(params, original)
-    relaxing = relaxing_of(params, original) if name == "artuc" else None
-    if relaxing is not None:
-        delta, epsilon = relaxing.delta_max, relaxing.epsilon_max
-    return verify_kkm(files, original, config_of(params), algorithm=name, k=params["k"],
-                      m=params["m"], delta=delta, epsilon=epsilon,
-                      constrained=name not in UNCONSTRAINED)
-
-
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
     from ehr_release.utility.artuc import RelaxCheck, evaluate_release
@@ -305,11 +265,14 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
     return release_files(anon)  # anon.relaxations stay out: evaluate recomputes them
 
 
-def attack(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> AttackReport:
-    """The (k, k^m) adversary (:mod:`ehr_release.privacy.attacks.kkm`), loaded when used."""
-    from ehr_release.privacy.attacks.kkm import attack as kkm_attack
+def verifier(name: str) -> Callable[..., VerificationReport]:
+    """The (k, k^m) verifier as ``name`` is held to it (:func:`ehr_release.privacy.kkm.verify`
+    decides the NCP bound, the utility constraints and Algorithm 2's ceilings by name)."""
+    return lazy("ehr_release.privacy.kkm", "verify", algorithm=name)
 
-    return kkm_attack(files, original, params)
+
+#: The (k, k^m) adversary (:mod:`ehr_release.privacy.attacks.kkm`), loaded when used.
+attack = lazy("ehr_release.privacy.attacks.kkm", "attack")
 
 
 ENTRY = AlgorithmEntry(
@@ -320,7 +283,7 @@ ENTRY = AlgorithmEntry(
     privacy_model=PRIVACY_MODEL,
     params=ARTUC_PARAMS,
     anonymize=_anonymize,
-    verify=lambda files, original, params: verify("artuc", files, original, params),
+    verify=verifier("artuc"),
     evaluate=lambda files, original, params, rng: evaluate("artuc", files, original, params,
                                                            rng),
     headline_loss="ARE W3",

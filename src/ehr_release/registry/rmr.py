@@ -31,7 +31,7 @@ from ehr_release.registry.artuc import (
     epsilon_of,
     evaluate,
     prepare_inputs,
-    verify,
+    verifier,
 )
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
@@ -118,7 +118,7 @@ ENTRY = AlgorithmEntry(
     privacy_model=PRIVACY_MODEL,
     params=RMR_PARAMS,
     anonymize=_anonymize,
-    verify=lambda files, original, params: verify(NAME, files, original, params),
+    verify=verifier(NAME),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params, rng),
     headline_loss="ARE W3",
     schema=SCHEMA,
