@@ -24,7 +24,7 @@ def test_entries_are_registered_with_their_parameters() -> None:
         assert {p.name for p in registry.get(name).params} == common
     assert {p.name for p in registry.get("rmr").params} == common | {"codes"}
     assert {p.name for p in registry.get("artuc").params} == common | {
-        "merge_stop", "relax", "relax_delta", "relax_epsilon"}
+        "merge_stop", "merge_order", "relax", "relax_delta", "relax_epsilon"}
     parsed = registry.get("artuc").parse(PARAMS)
     assert parsed["k"] == 5 and parsed["delta"] == 0.4 and parsed["epsilon"] == "6%"
 

@@ -180,8 +180,9 @@ def test_every_algorithms_parameters_are_checked_without_pandas() -> None:
 
 def test_choices_spelled_in_the_registry_match_the_anonymizers() -> None:
     """The registry repeats a few choice lists so parsing stays light; they must agree."""
-    from ehr_release.algorithms.artuc.merging import STOP_RULES
+    from ehr_release.algorithms.artuc.merging import MERGE_ORDERS, STOP_RULES
     from ehr_release.algorithms.rmr import CODE_MODELS
     from ehr_release.registry import artuc, rmr
 
     assert artuc.STOP_RULES == STOP_RULES and rmr.CODE_MODELS == CODE_MODELS
+    assert artuc.MERGE_ORDERS == MERGE_ORDERS

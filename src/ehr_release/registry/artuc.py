@@ -35,9 +35,18 @@ if TYPE_CHECKING:
     from ehr_release.configuration.constraints import RTConfig
     from ehr_release.dataset import Dataset
 
-#: The merge stop rules of ``algorithms/artuc/merging.py``, spelled here so parsing
-#: parameters does not load the anonymizer (a test keeps them equal).
+#: The merge stop rules and orders of ``algorithms/artuc/merging.py``, spelled here so
+#: parsing parameters does not load the anonymizer (a test keeps them equal).
 STOP_RULES = ("exhaust", "paper")
+MERGE_ORDERS = ("paper", "suppression-first")
+#: The utility report's note on a release merged in the deviating order (the certificate
+#: prints it under Utility; the parameter's help says the same beside its value).
+SUPPRESSION_FIRST_NOTE = (
+    "merge_order=suppression-first — a deviation from the ArtUC paper: Step 19 of "
+    "Algorithm 1 takes the cluster with the least UL first (Requirement 2); this release "
+    "took clusters whose codes GenDiag suppresses first (Requirement 4 ahead of Requirement "
+    "2). The privacy guarantee, δ, ε and the utility constraints are checked exactly as "
+    "for the paper's order")
 
 _WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*\d+(?:\.\d*)?\s*$")
 _CODE_WEIGHT = re.compile(r"^\s*[^=,\s][^=,]*=\s*(?:0(?:\.\d*)?|1(?:\.0*)?|\.\d+)\s*$")
@@ -145,6 +154,14 @@ ARTUC_PARAMS = (
           "the cluster merging stops'). The default is a deviation kept because earlier "
           "releases used it and it suppresses fewer codes (20,838 generated patients: 56,971 "
           "vs 57,773)", default="exhaust", choices=STOP_RULES),
+    Param("merge_order", str, "which cluster Step 19 of Algorithm 1 (ArtUC paper) takes "
+          "first for merging: 'paper' (default) the cluster with the least UL, as the paper "
+          "says (Requirement 2, minimum UL, first); 'suppression-first' is a DEVIATION FROM "
+          "THE PAPER: clusters whose codes GenDiag suppresses are taken before the others "
+          "(least UL first among each), putting Requirement 4 (at most ε codes suppressed) "
+          "ahead of Requirement 2, so they find partners before clusters that suppress "
+          "nothing have spent the NCP budget δ; the certificate names it when used",
+          default="paper", choices=MERGE_ORDERS),
     Param("relax", bool, "run Algorithm 2 of the ArtUC paper (§4.3, progressive relaxation "
           "of Requirements 1 and 4) instead of failing when ε (Step 26) or δ (Step 16) "
           "cannot be met: merging continues above δ, up to relax_delta, while more than ε "
@@ -243,6 +260,8 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
         relaxing.epsilon_max)
     report = evaluate_release(name, files, original, config_of(params), rng,
                               comparators=comparators, relax=check)
+    if name == "artuc" and params.get("merge_order", "paper") != "paper":
+        report.notes.insert(0, SUPPRESSION_FIRST_NOTE)
     if not compare and _compare_choice(params) is None:
         report.notes.append(f"no comparison with RmR and Baseline: the extract has "
                             f"{original.n_patients:,} patients, more than compare=auto's "
@@ -261,6 +280,7 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                  delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng,
                  gendiag_runner=gendiag_runner_for(dataset.n_patients),
                  stop=params.get("merge_stop", "exhaust"),
+                 order=params.get("merge_order", "paper"),
                  relaxing=relaxing_of(params, dataset))
     return release_files(anon)  # anon.relaxations stay out: evaluate recomputes them
 

@@ -38,6 +38,7 @@ from ehr_release.algorithms.artuc.formation import Cluster, form_clusters
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
 from ehr_release.algorithms.artuc.merging import (
     GenDiagMany,
+    MergeOrder,
     Relax,
     StopRule,
     merge_by_ul,
@@ -149,7 +150,7 @@ class Relaxing:
 def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: int,
                        delta: float, epsilon: float, rng: np.random.Generator,
                        constrained: bool, gendiag_runner: GenDiagRunner,
-                       stop: StopRule = "exhaust",
+                       stop: StopRule = "exhaust", order: MergeOrder = "paper",
                        relaxing: Relaxing | None = None) -> Anonymization:
     space, table, groups = _setup(data, config, constrained)
     formed = form_clusters(space, groups, k, rng)
@@ -168,7 +169,7 @@ def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: 
     relax = None if relaxing is None else Relax(epsilon, max(delta, relaxing.delta_max))
     with gendiag_runner(table, k, m) as many:
         merged = merge_by_ul(space, merge_identical(formed.clusters), delta, many, stop=stop,
-                             relax=relax)
+                             order=order, relax=relax)
     clusters, codes = merged.clusters, merged.codes
     if merged.beyond_delta:
         final = sum(c.size * space.ncp(c.box) for c in clusters) / max(clustered, 1)
@@ -188,16 +189,19 @@ def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: 
 
 def artuc(data: RTData, config: RTConfig, *, k: int, m: int, delta: float, epsilon: float,
           rng: np.random.Generator, gendiag_runner: GenDiagRunner = in_process,
-          stop: StopRule = "exhaust", relaxing: Relaxing | None = None) -> Anonymization:
+          stop: StopRule = "exhaust", order: MergeOrder = "paper",
+          relaxing: Relaxing | None = None) -> Anonymization:
     """(k, k^m)-anonymize ``data`` satisfying the configuration's utility constraints.
 
     ``stop`` is the merging stop rule (:mod:`~ehr_release.algorithms.artuc.merging`:
-    ``"exhaust"``, the default, or the paper's ``"paper"``); ``relaxing`` runs Algorithm 2
-    with the owner's ceilings instead of failing at Step 16 or 26.
+    ``"exhaust"``, the default, or the paper's ``"paper"``); ``order`` is which cluster
+    Step 19 takes first (the paper's ``"paper"``, the default, or the deviation
+    ``"suppression-first"``); ``relaxing`` runs Algorithm 2 with the owner's ceilings
+    instead of failing at Step 16 or 26.
     """
     return _cluster_and_merge("artuc", data, config, k=k, m=m, delta=delta, epsilon=epsilon,
                               rng=rng, constrained=True, gendiag_runner=gendiag_runner,
-                              stop=stop, relaxing=relaxing)
+                              stop=stop, order=order, relaxing=relaxing)
 
 
 def artuc_unconstrained(data: RTData, config: RTConfig, *, k: int, m: int, delta: float,
