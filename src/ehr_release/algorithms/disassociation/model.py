@@ -149,38 +149,43 @@ class DisassociatedRelease:
             raise ValueError("the columns are not the declared ones")
         if not len(table):
             raise ValueError("the table is empty")
-        col = {name: table[name].to_numpy(zero_copy_only=False) for name in COLUMNS}
-        group, chunk, pos, code = col["group"], col["chunk"], col["subrecord"], col["code"]
-        new_sub = np.r_[True, (group[1:] != group[:-1]) | (chunk[1:] != chunk[:-1])
-                        | (pos[1:] != pos[:-1])]
-        starts = np.flatnonzero(new_sub)
-        bounds = np.r_[starts, len(group)].tolist()
-        flat = code.tolist()
+        group = table["group"].to_numpy(zero_copy_only=False)
+        chunk = table["chunk"].to_numpy()
+        pos = table["subrecord"].to_numpy()
+        new_group = np.r_[True, group[1:] != group[:-1]]
+        new_chunk = new_group | np.r_[True, chunk[1:] != chunk[:-1]]
+        new_sub = new_chunk | np.r_[True, pos[1:] != pos[:-1]]
+        flat = table["code"].to_pylist()
+        rows = np.r_[np.flatnonzero(new_sub), len(group)].tolist()
         subs = [tuple(flat[a:b]) if flat[a] is not None else ()
-                for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        s_group, s_chunk = group[starts].tolist(), chunk[starts].tolist()
-        s_size, s_joint = col["size"][starts].tolist(), col["joint"][starts].tolist()
-        order: list[str] = []
-        info: dict[str, tuple[int, str | None, dict[int, Chunk]]] = {}
-        for g, ch, size, joint, sub in zip(s_group, s_chunk, s_size, s_joint, subs,
-                                           strict=True):
-            if g not in info:
-                order.append(g)
-                info[g] = (int(size), joint, {})
-            info[g][2].setdefault(int(ch), []).append(sub)
-        clusters, members = [], {}
-        for g in order:
-            size, joint, chunks = info[g]
-            if g.startswith("P"):
-                items = chunks.pop(0, [()])
-                clusters.append(PublishedCluster(g, size, [chunks[i] for i in sorted(chunks)],
-                                                 items[0]))
-                if joint is not None:
-                    members.setdefault(joint, []).append(g)
-        joints = [PublishedJointCluster(tuple(members[g]),
-                                        [info[g][2][i] for i in sorted(info[g][2])])
-                  for g in order if g.startswith("J")]
-        return cls(int(col["k"][0]), int(col["m"][0]), clusters, joints)
+                for a, b in zip(rows[:-1], rows[1:], strict=True)]
+        # chunk boundaries in subrecords, group boundaries in chunks
+        sub_of_chunk = np.cumsum(new_sub)[new_chunk] - 1
+        chunk_at = np.r_[sub_of_chunk, len(subs)].tolist()
+        chunks = [subs[a:b] for a, b in zip(chunk_at[:-1], chunk_at[1:], strict=True)]
+        number = chunk[new_chunk].tolist()
+        g_rows = np.flatnonzero(new_group)
+        chunk_of_group = (np.cumsum(new_chunk)[g_rows] - 1).tolist() + [len(chunks)]
+        labels = group[g_rows].tolist()
+        sizes = table["size"].to_numpy()[g_rows].tolist()
+        joints = table["joint"].to_numpy(zero_copy_only=False)[g_rows].tolist()
+        clusters, members, joint_chunks = [], {}, []
+        for g, label in enumerate(labels):
+            mine = range(chunk_of_group[g], chunk_of_group[g + 1])
+            if str(label).startswith("P"):
+                items = [chunks[c][0] for c in mine if number[c] == 0]
+                clusters.append(PublishedCluster(label, int(sizes[g]),
+                                                 [chunks[c] for c in mine if number[c] > 0],
+                                                 items[0] if items else ()))
+                if joints[g] is not None:
+                    members.setdefault(joints[g], []).append(label)
+            else:
+                joint_chunks.append((label, [chunks[c] for c in mine]))
+        joint_clusters = [PublishedJointCluster(tuple(members[label]), shared)
+                          for label, shared in joint_chunks]
+        k = int(table["k"][0].as_py())
+        m = int(table["m"][0].as_py())
+        return cls(k, m, clusters, joint_clusters)
 
 
 def _read_table(data: bytes) -> pa.Table:
