@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,14 @@ from ehr_release.privacy.attacks.disassociation import attack
 from ehr_release.sample import generate_sample
 from ehr_release.utility.disassociation import below_nothing
 from ehr_release.verification import attack_release
+from tests.disassociation_layout import (
+    RELEASE_FILE,
+    doc_rows,
+    files_of,
+    read_doc,
+    table_of,
+    write_table,
+)
 
 CODES = [f"{c:03d}.{d}" for c in range(100, 104) for d in range(4)]
 FAST = settings(max_examples=25, deadline=None,
@@ -54,11 +63,11 @@ def _release(records, groups, k, m, rng):
     enc = encode_code_sets(records)
     constraint_of = np.array([groups[CODES.index(c)] for c in enc.codes], dtype=np.int64)
     result = disassociate(enc, k, m, constraint_of, rng)
-    return json.loads(result.release.to_bytes()), Dataset.from_records(records)
+    return read_doc(result.release.to_bytes()), Dataset.from_records(records)
 
 
 def _files(doc) -> dict[str, bytes]:
-    return {"release.json": json.dumps(doc).encode()}
+    return files_of(doc)
 
 
 def plant_unique(doc) -> bool:
@@ -98,7 +107,7 @@ def test_report_names_no_code_or_patient():
     dataset = generate_sample(300, seed=3)
     params = entry.parse({"k": "3", "m": "2"})
     files = entry.anonymize(dataset, params, np.random.default_rng(3))
-    doc = json.loads(files["release.json"])
+    doc = read_doc(files[RELEASE_FILE])
     plant_unique(doc)
     report = attack(_files(doc), dataset, params)
     # whole tokens: a 3-digit code may be a group of a count such as "17,389"
@@ -135,9 +144,9 @@ def test_a_record_made_unique_is_found(case):
 def test_a_per_record_field_is_found(case):
     records, groups, k, m, seed = case
     doc, dataset = _release(records, groups, k, m, np.random.default_rng(seed))
-    cluster = doc["clusters"][0]
-    cluster["record_flag"] = [1] + [0] * (cluster["size"] - 1)
-    report = attack(_files(doc), dataset, {"k": k, "m": m})
+    table = table_of(doc_rows(doc))              # a flag on the first row only
+    flagged = table.append_column("record_flag", pa.array([1] + [0] * (len(table) - 1)))
+    report = attack({RELEASE_FILE: write_table(flagged)}, dataset, {"k": k, "m": m})
     assert not report.passed and report.smallest_candidate_set < k
     assert "undeclared" in report.measured
 
@@ -146,7 +155,7 @@ def test_a_non_canonical_code_order_is_found():
     dataset = generate_sample(300, seed=4)
     entry = registry.get("disassociation")
     params = entry.parse({"k": "3", "m": "2"})
-    doc = json.loads(entry.anonymize(dataset, params, np.random.default_rng(4))["release.json"])
+    doc = read_doc(entry.anonymize(dataset, params, np.random.default_rng(4))[RELEASE_FILE])
     sub = next(s for c in doc["clusters"] for ch in c["record_chunks"] for s in ch
                if len(s) >= 2)
     sub.reverse()                      # the order of two codes can carry a per-record bit
@@ -183,7 +192,7 @@ def test_fast_path_matches_direct_enumeration(case):
     records, groups, k, _, seed = case
     doc, dataset = _release(records, groups, k, 2, np.random.default_rng(seed))
     names, indptr, local = attack_module.original_records(dataset)
-    r = attack_module.read_release(_files(doc)["release.json"], names)
+    r = attack_module.read_release(_files(doc)[RELEASE_FILE], names)
     d = attack_module.build_domain(r)
     index = {name: i for i, name in enumerate(r.names)}
     ids = np.array([index[x] for x in names], dtype=np.int64)
@@ -219,3 +228,26 @@ def test_below_baseline_when_no_better_than_publishing_nothing():
     worse = below_nothing({"ARE W1 (estimator)": 0.2, "ARE W2 (estimator)": 1.3})
     assert len(worse) == 1 and "ARE W2" in worse[0] and "publishing nothing" in worse[0]
     assert below_nothing({"ARE W2 (estimator)": float("nan")}) == []
+
+
+def test_what_the_layout_does_not_declare_is_assumed_to_single_out():
+    """Rows out of the declared order, file metadata or statistics can carry a per-record
+    value: the attack assumes candidate set 1 (issue 18 layout)."""
+    entry = registry.get("disassociation")
+    dataset = generate_sample(300, seed=5)
+    params = entry.parse({"k": "3", "m": "2"})
+    rows = doc_rows(read_doc(
+        entry.anonymize(dataset, params, np.random.default_rng(5))[RELEASE_FILE]))
+    table = table_of(rows)
+    # subrecords 1 and 0 of the first record chunk listed in that order
+    at = [i for i, r in enumerate(rows) if (r["group"], r["chunk"]) == ("P1", 1)
+          and r["subrecord"] < 2]
+    order = [*range(at[0]), *[i for i in at if rows[i]["subrecord"] == 1],
+             *[i for i in at if rows[i]["subrecord"] == 0], *range(at[-1] + 1, len(rows))]
+    swapped = table.take(order)
+    for payload in (write_table(swapped),
+                    write_table(table.replace_schema_metadata({"note": "x"}), store_schema=True),
+                    write_table(table, write_statistics=True)):
+        report = attack({RELEASE_FILE: payload}, dataset, params)
+        assert not report.passed and report.smallest_candidate_set == 1, report.measured
+    assert attack({RELEASE_FILE: write_table(table)}, dataset, params).passed

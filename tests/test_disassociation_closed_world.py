@@ -1,4 +1,4 @@
-"""Disassociation's closed world (issue 14): the release is exactly its declared shape.
+"""Disassociation's closed world (issues 14, 18): the release is exactly its declared layout.
 
 Regression for finding 4 (an undeclared file or field passed verification) and the planted
 side channel every algorithm must be tested with: a per-record field added to a correct
@@ -7,16 +7,21 @@ release isolates one patient, and verification fails naming the field.
 
 from __future__ import annotations
 
-import json
+import io
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ehr_release import registry
-from ehr_release.privacy.closed_world import ListOf, MapOf, Nullable, Obj, violations
+from ehr_release.formats_doc import how_to_load
+from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.disassociation import RELEASE_FILE, SCHEMA, count_records
 from ehr_release.sample import generate_sample
 from ehr_release.verification import verify_release
+from tests.disassociation_layout import write_table
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +41,10 @@ def _closed(report):
     return next(r for r in report.requirements if r.name == "closed world")
 
 
-def _with(files, edit):
-    doc = json.loads(files[RELEASE_FILE])
-    edit(doc)
-    return {**files, RELEASE_FILE: json.dumps(doc).encode()}
+def _with_column(files, name, values):
+    """The release with one more column (a per-row value next to the declared ones)."""
+    table = pq.read_table(io.BytesIO(files[RELEASE_FILE]))
+    return {**files, RELEASE_FILE: write_table(table.append_column(name, values(len(table))))}
 
 
 def test_entry_declares_schema_attack_and_count(entry):
@@ -64,64 +69,58 @@ def test_an_undeclared_file_fails_verification(entry, case):
     assert "undeclared file 'codes.csv'" in _closed(report).measured
 
 
-def test_a_planted_per_record_field_fails_naming_it(entry, case):
-    """A per-record flag aligned with the first record chunk singles one record out."""
+def test_a_planted_per_record_column_fails_naming_it(entry, case):
+    """A per-record flag on the first row singles one subrecord out."""
     dataset, params, files = case
-
-    def plant(doc):
-        cluster = doc["clusters"][0]
-        cluster["record_flag"] = [1] + [0] * (cluster["size"] - 1)
-
-    report = verify_release(entry, _with(files, plant), dataset, params, "r1")
+    planted = _with_column(files, "record_flag", lambda n: pa.array([1] + [0] * (n - 1)))
+    report = verify_release(entry, planted, dataset, params, "r1")
     assert not report.holds
     assert "record_flag" in _closed(report).measured
 
 
-def test_a_planted_top_level_field_fails_naming_it(entry, case):
+def test_a_column_of_another_type_fails(entry, case):
+    """A number where a code belongs (a per-record count) is refused by type."""
     dataset, params, files = case
+    table = pq.read_table(io.BytesIO(files[RELEASE_FILE]))
+    counts = pa.array(range(len(table)), pa.int32())
+    changed = {**files, RELEASE_FILE: write_table(table.set_column(7, "code", counts))}
+    report = verify_release(entry, changed, dataset, params, "r1")
+    assert not report.holds and "'code' must be str" in _closed(report).measured
 
-    def plant(doc):
-        doc["patients"] = [sorted(s) for s in dataset.code_sets()][:1]
 
-    report = verify_release(entry, _with(files, plant), dataset, params, "r1")
-    assert not report.holds and "patients" in _closed(report).measured
-
-
-def test_a_count_where_a_subrecord_belongs_fails(entry, case):
-    """A value of the wrong type inside a chunk (a per-record number) is refused."""
+def test_an_extra_file_fails(entry, case):
     dataset, params, files = case
-    report = verify_release(entry, _with(files, lambda d: d["clusters"][0]["record_chunks"]
-                                         .append([1] * d["clusters"][0]["size"])),
-                            dataset, params, "r1")
-    assert not report.holds and "record_chunks" in _closed(report).measured
+    report = verify_release(entry, {**files, "release.json": b"{}"}, dataset, params, "r1")
+    assert not report.holds and "undeclared file 'release.json'" in _closed(report).measured
+
+
+def test_the_release_loads_with_one_pandas_call(case):
+    """The Load line of the datasheet: one call gives every published field."""
+    dataset, _, files = case
+    frame = pd.read_parquet(io.BytesIO(files[RELEASE_FILE]))
+    assert list(frame.columns) == list(SCHEMA.file(RELEASE_FILE).columns)
+    sizes = frame[frame["group"].str.startswith("P")].groupby("group", sort=False)["size"]
+    assert int(sizes.first().sum()) == dataset.n_patients
+    assert how_to_load(SCHEMA.file(RELEASE_FILE)) == 'pandas.read_parquet("release.parquet")'
+
+
+def test_identical_input_gives_identical_bytes(entry, case):
+    dataset, params, files = case
+    again = entry.anonymize(dataset, params, np.random.default_rng(14))
+    assert again[RELEASE_FILE] == files[RELEASE_FILE]
+    meta = pq.ParquetFile(io.BytesIO(files[RELEASE_FILE])).metadata
+    assert meta.metadata is None and not meta.row_group(0).column(0).is_stats_set
 
 
 def test_count_records(case):
     dataset, _, files = case
     assert count_records(files) == dataset.n_patients
     assert count_records({}) == 0
-    assert count_records({RELEASE_FILE: b"not json"}) == 0
-
-
-def _paths(spec, path=""):
-    """Every field path of a spec, in the fields_doc notation (``a[].b``)."""
-    if isinstance(spec, Nullable):
-        yield from _paths(spec.spec, path)
-    elif isinstance(spec, ListOf):
-        yield from _paths(spec.item, f"{path}[]")
-    elif isinstance(spec, Obj):
-        for key, sub in spec.fields.items():
-            here = f"{path}.{key}" if path else key
-            yield here
-            yield from _paths(sub, here)
-    elif isinstance(spec, MapOf):
-        yield from _paths(spec.value, f"{path}.*")
+    assert count_records({RELEASE_FILE: b"not parquet"}) == 0
 
 
 def test_every_field_is_reviewed():
     (file,) = SCHEMA.files
-    documented = set(file.fields_doc)
-    objects = {p for p in _paths(file.root) if not p.endswith("[]")}
-    assert objects <= documented | {"clusters[].record_chunks[][]"}
-    assert "clusters[].record_chunks[][]" in documented   # the subrecord and its order
-    assert file.doc
+    assert set(file.columns) <= set(file.fields_doc)
+    assert {"(row order)", "(file metadata)"} <= set(file.fields_doc)
+    assert file.doc and file.format == "parquet"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import io
 from collections import Counter
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
@@ -20,6 +21,7 @@ from ehr_release.privacy.disassociation import (
     parse_release,
     verify_release,
 )
+from tests.disassociation_layout import RELEASE_FILE, read_doc
 
 RECORDS = [
     "296.00 296.01 296.02 834.0 944.01",
@@ -116,21 +118,30 @@ def test_refine_builds_the_joint_cluster(example):
     assert sum(1 for s in shared if set(s) == {"834.0", "944.01"}) == 3
 
 
-def test_release_json_has_the_issue_format(example):
+def test_release_has_the_issue_format(example):
+    """Issue 18's layout, loaded with the one pandas call the datasheet documents."""
     _, _, _, result = example
-    doc = json.loads(result.release.to_bytes())
-    assert list(doc) == ["algorithm", "k", "m", "clusters", "joint_clusters"]
-    assert (doc["algorithm"], doc["k"], doc["m"]) == ("disassociation", 3, 2)
-    assert list(doc["clusters"][0]) == ["id", "size", "record_chunks", "item_chunk"]
-    assert all(len(ch) == c["size"] for c in doc["clusters"] for ch in c["record_chunks"])
+    frame = pd.read_parquet(io.BytesIO(result.release.to_bytes()))
+    assert list(frame.columns) == ["k", "m", "group", "size", "joint", "chunk", "subrecord",
+                                   "code"]
+    assert set(zip(frame["k"], frame["m"], strict=True)) == {(3, 2)}
+    assert list(dict.fromkeys(frame["group"])) == ["P1", "P2", "J1"]
+    record = frame[frame["chunk"] > 0]
+    listed = record.groupby(["group", "chunk"])["subrecord"].nunique()
+    size = record.groupby(["group", "chunk"])["size"].first()
+    assert (listed == size).all()               # every chunk lists one subrecord per record
+    p1 = frame[(frame["group"] == "P1") & (frame["chunk"] == 2)]
+    assert p1["code"].isna().any()              # an empty subrecord is one null row
+    assert set(frame.loc[frame["group"] != "J1", "joint"]) == {"J1"}
+    doc = read_doc(result.release.to_bytes())
     assert [] in doc["clusters"][0]["record_chunks"][1]
-    assert list(doc["joint_clusters"][0]) == ["clusters", "shared_chunks"]
+    assert doc["joint_clusters"][0]["clusters"] == ["P1", "P2"]
 
 
 def test_unique_pair_can_be_matched_by_four_records(example):
     records, _, _, result = example
     assert sum(1 for r in records if {"296.01", "834.0"} <= set(r)) == 1
-    rel = parse_release({"release.json": result.release.to_bytes()})
+    rel = parse_release({RELEASE_FILE: result.release.to_bytes()})
     tables = build_tables(rel, Dataset.from_records(records))
     index = {c: i for i, c in enumerate(tables.codes)}
     s = tuple(sorted((index["296.01"], index["834.0"])))
@@ -149,7 +160,7 @@ def test_33_itemsets_below_k_in_the_original(example):
 @pytest.mark.parametrize("general", [False, True])
 def test_verifier_accepts_the_example(example, general):
     records, _, _, result = example
-    report = verify_release({"release.json": result.release.to_bytes()},
+    report = verify_release({RELEASE_FILE: result.release.to_bytes()},
                             Dataset.from_records(records), 3, 2, general=general)
     assert report.holds, report.to_dict()
     g1 = next(r for r in report.requirements if r.name == "Guarantee 1")

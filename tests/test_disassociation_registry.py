@@ -15,6 +15,7 @@ from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.ingest import read_dataset
 from ehr_release.registry import disassociation as entry_module
 from ehr_release.sample import generate_sample, write_sample
+from tests.disassociation_layout import files_of, read_doc
 
 runner = CliRunner()
 
@@ -58,7 +59,7 @@ def test_k_larger_than_the_data_is_refused(entry, dataset):
 def test_end_to_end_with_each_policy_kind(entry, dataset, policy):
     params = entry.parse({"k": "4", "m": "2", "policy": policy})
     files = entry.anonymize(dataset, params, np.random.default_rng(1))
-    assert list(files) == ["release.json"]
+    assert list(files) == ["release.parquet"]
     report = entry.verify(files, dataset, params)
     assert report.holds, report.to_dict()
 
@@ -91,15 +92,15 @@ def test_verify_cli_on_a_published_folder(ehr_home, tmp_path, entry):
     folder = tmp_path / "release"
     folder.mkdir()
     files = entry.anonymize(original, params, np.random.default_rng(5))
-    (folder / "release.json").write_bytes(files["release.json"])
+    (folder / "release.parquet").write_bytes(files["release.parquet"])
     args = ["verify", "--algorithm", "disassociation", "--release", str(folder),
             "--original", str(source), "--param", "k=3", "--param", "m=2"]
     ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["holds"] is True
-    doc = json.loads(files["release.json"])
+    doc = read_doc(files["release.parquet"])
     doc["clusters"][0]["size"] = 1
-    (folder / "release.json").write_text(json.dumps(doc))
+    (folder / "release.parquet").write_bytes(files_of(doc)["release.parquet"])
     bad = runner.invoke(app, args)
     assert bad.exit_code == 1 and '"holds": false' in bad.output
 
@@ -140,12 +141,12 @@ def test_batches_go_through_a_process_runner_but_not_threads(harness, monkeypatc
 def test_reconstruct_cli_writes_a_loadable_table(entry, dataset, tmp_path):
     params = entry.parse({"k": "3", "m": "2", "seed": "4"})
     files = entry.anonymize(dataset, params, np.random.default_rng(4))
-    (tmp_path / "release.json").write_bytes(files["release.json"])
+    (tmp_path / "release.parquet").write_bytes(files["release.parquet"])
     runner = CliRunner()
     tables = []
     for seed in ("1", "1", "2"):
         out = tmp_path / f"recon-{len(tables)}.csv"
-        result = runner.invoke(app, ["reconstruct", "--release", str(tmp_path / "release.json"),
+        result = runner.invoke(app, ["reconstruct", "--release", str(tmp_path / "release.parquet"),
                                      "--out", str(out), "--seed", seed])
         assert result.exit_code == 0, result.output
         tables.append(read_dataset(out))

@@ -1,17 +1,18 @@
 """The independent verifier: accepts what the algorithm produces, rejects broken releases.
 
-The oracle for the chunk check is recomputed here by brute force from the JSON, and the fast
+The oracle for the chunk check is recomputed here by brute force from the release's nested
+form (``tests/disassociation_layout.py``), and the fast
 (m ≤ 2) path of the verifier is cross-checked against its direct enumeration.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections import Counter
 from itertools import combinations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -28,6 +29,14 @@ from ehr_release.privacy.disassociation import (
     original_counts_small,
     parse_release,
     verify_release,
+)
+from tests.disassociation_layout import (
+    RELEASE_FILE,
+    doc_rows,
+    files_of,
+    read_doc,
+    table_of,
+    write_table,
 )
 
 CODES = [f"{c:03d}.{d}" for c in range(100, 104) for d in range(4)]
@@ -58,7 +67,7 @@ def _run(records, groups, k, m, seed, **options):
 
 
 def _files(doc) -> dict[str, bytes]:
-    return {"release.json": json.dumps(doc).encode()}
+    return files_of(doc)
 
 
 def _requirement(report, name):
@@ -87,7 +96,7 @@ def _min_chunk_count(doc, m: int) -> int | None:
 def test_verifier_accepts_the_algorithms_output(case):
     records, groups, k, m, seed = case
     result, dataset = _run(records, groups, k, m, seed)
-    report = verify_release({"release.json": result.release.to_bytes()}, dataset, k, m)
+    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, dataset, k, m)
     assert report.holds, report.to_dict()
 
 
@@ -96,7 +105,7 @@ def test_verifier_accepts_the_algorithms_output(case):
 def test_fast_path_matches_direct_enumeration(case):
     records, groups, k, _, seed = case
     result, dataset = _run(records, groups, k, 2, seed, max_joint_size=8 * k)
-    rel = parse_release({"release.json": result.release.to_bytes()})
+    rel = parse_release({RELEASE_FILE: result.release.to_bytes()})
     fast, slow = (analyse(rel, dataset, 2, general=g) for g in (False, True))
     assert fast.weakest_cap == slow.weakest_cap
     assert fast.weakest_chunk_support == slow.weakest_chunk_support
@@ -121,7 +130,7 @@ def test_fast_path_matches_direct_enumeration(case):
 def test_rejects_a_subrecord_moved_between_chunks(case):
     records, groups, k, m, seed = case
     result, dataset = _run(records, groups, k, m, seed)
-    doc = json.loads(result.release.to_bytes())
+    doc = read_doc(result.release.to_bytes())
     movable = [c for c in doc["clusters"] if len(c["record_chunks"]) >= 2]
     assume(movable)
     src, dst = movable[0]["record_chunks"][:2]
@@ -138,11 +147,13 @@ def test_chunk_check_agrees_with_brute_force_on_merged_chunks(case):
     records, groups, k, m, seed = case
     assume(m >= 2)
     result, dataset = _run(records, groups, k, m, seed)
-    doc = json.loads(result.release.to_bytes())
+    doc = read_doc(result.release.to_bytes())
     movable = [c for c in doc["clusters"] if len(c["record_chunks"]) >= 2]
     assume(movable)
     first, second = movable[0]["record_chunks"][:2]
-    movable[0]["record_chunks"][:2] = [[a + b for a, b in zip(first, second, strict=True)]]
+    # codes sorted inside the merged subrecords: the layout requires it (issue 18)
+    movable[0]["record_chunks"][:2] = [[sorted(a + b) for a, b in zip(first, second,
+                                                                        strict=True)]]
     report = verify_release(_files(doc), dataset, k, m)
     smallest = _min_chunk_count(doc, m)
     assert _requirement(report, "chunk k^m-anonymity").passed == (smallest >= k)
@@ -154,7 +165,7 @@ def test_chunk_check_agrees_with_brute_force_on_merged_chunks(case):
 def test_rejects_a_cluster_smaller_than_k(case):
     records, groups, k, m, seed = case
     result, dataset = _run(records, groups, k, m, seed)
-    doc = json.loads(result.release.to_bytes())
+    doc = read_doc(result.release.to_bytes())
     big = max(doc["clusters"], key=lambda c: c["size"])
     cut = min(k - 1, big["size"] - 1)
     for joint in doc["joint_clusters"]:        # the joint cluster keeps its records
@@ -169,7 +180,9 @@ def test_rejects_a_cluster_smaller_than_k(case):
     assert not report.holds
     structure = _requirement(report, "structure")
     assert not structure.passed
-    assert any("cluster SMALL has" in p for p in structure.evidence["problems"])
+    # labels are positions since issue 18: the appended cluster is the last one
+    small_label = f"P{len(doc['clusters'])}"
+    assert any(f"cluster {small_label} has" in p for p in structure.evidence["problems"])
 
 
 # --------------------------------------------------------------------------- fixed cases
@@ -184,7 +197,7 @@ def sample():
 
 def test_low_support_chunk_is_named(sample):
     result, dataset = sample
-    doc = json.loads(result.release.to_bytes())
+    doc = read_doc(result.release.to_bytes())
     cluster = next(c for c in doc["clusters"] if c["record_chunks"])
     chunk = cluster["record_chunks"][0]
     victim = next(i for i, s in enumerate(chunk) if s)
@@ -198,7 +211,7 @@ def test_low_support_chunk_is_named(sample):
 
 def test_truthfulness_catches_a_dropped_code(sample):
     result, dataset = sample
-    doc = json.loads(result.release.to_bytes())
+    doc = read_doc(result.release.to_bytes())
     # drop a code from every subrecord of one chunk: its count in the release falls below D
     cluster = next(c for c in doc["clusters"] if c["record_chunks"])
     gone = cluster["record_chunks"][0][0][0] if cluster["record_chunks"][0][0] else None
@@ -224,7 +237,7 @@ def test_truthfulness_catches_a_dropped_code(sample):
 
 def test_declared_parameters_must_match(sample):
     result, dataset = sample
-    report = verify_release({"release.json": result.release.to_bytes()}, dataset, 4, 2)
+    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, dataset, 4, 2)
     assert not _requirement(report, "release format").passed
     assert not report.holds
 
@@ -232,47 +245,134 @@ def test_declared_parameters_must_match(sample):
 def test_record_count_must_match_the_original(sample):
     result, dataset = sample
     fewer = Dataset.from_records([["100.0"]] * 5)
-    report = verify_release({"release.json": result.release.to_bytes()}, fewer, 3, 2)
+    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, fewer, 3, 2)
     assert not _requirement(report, "structure").passed
 
 
-@pytest.mark.parametrize("payload, message", [
-    (b"not json", "not valid JSON"),
-    (b'{"algorithm": "other", "k": 3, "m": 2, "clusters": []}', "algorithm"),
-    (b'{"algorithm": "disassociation", "k": "3", "m": 2, "clusters": []}', "'k'"),
-    (json.dumps({"algorithm": "disassociation", "k": 3, "m": 2, "joint_clusters": [],
-                 "clusters": [{"id": "P1", "size": 60, "item_chunk": [],
-                               "record_chunks": [[["100.0", "100.0"]] + [[]] * 59]}]}).encode(),
-     "repeating a code"),
-    (json.dumps({"algorithm": "disassociation", "k": 3, "m": 2, "joint_clusters": [],
-                 "clusters": [{"id": "P1", "size": 60, "item_chunk": [],
-                               "record_chunks": [[[7]] + [[]] * 59]}]}).encode(),
-     "not a string"),
-    (json.dumps({"algorithm": "disassociation", "k": 3, "m": 2, "joint_clusters": [],
-                 "clusters": [{"id": "P1", "size": 60, "item_chunk": [],
-                               "record_chunks": [["100.0"] + [[]] * 59]}]}).encode(),
-     "not a list of code strings"),
+def _edited(result, edit) -> bytes:
+    """The release with its rows edited (a list of row dicts, in file order)."""
+    rows = doc_rows(read_doc(result.release.to_bytes()))
+    edit(rows)
+    return write_table(table_of(rows))
+
+
+def _swap_first_subrecords(rows):
+    """Subrecords 0 and 1 of the first record chunk change places (codes kept)."""
+    at = [i for i, r in enumerate(rows) if r["chunk"] == 1 and r["subrecord"] in (0, 1)
+          and r["group"] == rows[0]["group"]]
+    first = [rows[i] for i in at if rows[i]["subrecord"] == 0]
+    second = [rows[i] for i in at if rows[i]["subrecord"] == 1]
+    rows[at[0]:at[-1] + 1] = second + first
+
+
+def _renumber_cluster(rows):
+    for r in rows:
+        if r["group"] == "P1":
+            r["group"] = "P01"
+
+
+def _repeat_a_code(rows):
+    at = next(i for i, r in enumerate(rows) if r["chunk"] >= 1 and r["code"] is not None)
+    rows.insert(at, dict(rows[at]))
+
+
+def _skip_a_subrecord(rows):
+    gone = [r for r in rows if r["group"] == "P1" and r["chunk"] == 1 and r["subrecord"] == 1]
+    for r in gone:
+        rows.remove(r)
+
+
+def _null_beside_a_code(rows):
+    at = next(i for i, r in enumerate(rows) if r["chunk"] >= 1 and r["code"] is not None)
+    rows.insert(at, {**rows[at], "code": None})
+
+
+def _item_chunk_missing(rows):
+    rows[:] = [r for r in rows if not (r["group"] == "P1" and r["chunk"] == 0)]
+
+
+def _size_varies(rows):
+    rows[0]["size"] += 1
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_swap_first_subrecords, "subrecords are not numbered 0, 1"),
+    (_renumber_cluster, "are not P1, P2, … then J1"),
+    (_repeat_a_code, "not sorted and distinct"),
+    (_skip_a_subrecord, "subrecords are not numbered 0, 1"),
+    (_null_beside_a_code, "a null code shares a subrecord"),
+    (_item_chunk_missing, "chunks are not numbered 0 (item chunk)"),
+    (_size_varies, "size differs between rows"),
 ])
-def test_malformed_release_fails_closed(sample, payload, message):
-    _, dataset = sample
-    report = verify_release({"release.json": payload}, dataset, 3, 2)
+def test_a_release_out_of_its_layout_fails_closed(sample, edit, message):
+    result, dataset = sample
+    report = verify_release({RELEASE_FILE: _edited(result, edit)}, dataset, 3, 2)
     assert not report.holds
     assert message in report.requirements[0].measured
     assert all(not r.passed for r in report.requirements)
 
 
+def test_rows_in_another_order_fail_closed(sample):
+    """The declared order is the only one: the same rows reversed are refused."""
+    result, dataset = sample
+    table = table_of(doc_rows(read_doc(result.release.to_bytes())))
+    reordered = write_table(table.take(list(range(len(table)))[::-1]))
+    report = verify_release({RELEASE_FILE: reordered}, dataset, 3, 2)
+    assert not report.holds and all(not r.passed for r in report.requirements)
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b"not parquet", "not a readable Parquet file"),
+    (write_table(table_of([])), "has no rows"),
+])
+def test_malformed_release_fails_closed(sample, payload, message):
+    _, dataset = sample
+    report = verify_release({RELEASE_FILE: payload}, dataset, 3, 2)
+    assert not report.holds
+    assert message in report.requirements[0].measured
+    assert all(not r.passed for r in report.requirements)
+
+
+def test_extra_column_metadata_or_statistics_fail_closed(sample):
+    result, dataset = sample
+    table = table_of(doc_rows(read_doc(result.release.to_bytes())))
+    flagged = table.append_column("flag", pa.array([0] * len(table)))
+    cases = [
+        (write_table(flagged), "declared columns"),
+        (write_table(table.replace_schema_metadata({"note": "x"}), store_schema=True),
+         "key-value metadata"),
+        (write_table(table, write_statistics=True), "column statistics"),
+        (write_table(table.set_column(0, "k", table["k"].cast("int64"))), "not int32"),
+    ]
+    for payload, message in cases:
+        report = verify_release({RELEASE_FILE: payload}, dataset, 3, 2)
+        assert not report.holds and message in report.requirements[0].measured, message
+
+
+def test_a_chunk_shorter_than_its_cluster_is_a_structure_problem(sample):
+    result, dataset = sample
+
+    def drop_last(rows):
+        size = rows[0]["size"]
+        rows[:] = [r for r in rows if not (r["group"] == "P1" and r["chunk"] == 1
+                                           and r["subrecord"] == size - 1)]
+    report = verify_release({RELEASE_FILE: _edited(result, drop_last)}, dataset, 3, 2)
+    structure = _requirement(report, "structure")
+    assert not structure.passed and "cluster P1 record chunk 1 lists" in structure.measured
+
+
 def test_missing_release_file(sample):
     _, dataset = sample
     report = verify_release({"other.json": b"{}"}, dataset, 3, 2)
-    assert not report.holds and "release.json" in report.requirements[0].measured
+    assert not report.holds and RELEASE_FILE in report.requirements[0].measured
 
 
 def test_overlapping_domains_are_rejected(sample):
     result, dataset = sample
-    doc = copy.deepcopy(json.loads(result.release.to_bytes()))
+    doc = copy.deepcopy(read_doc(result.release.to_bytes()))
     cluster = next(c for c in doc["clusters"] if c["record_chunks"])
     code = next(t for s in cluster["record_chunks"][0] for t in s)
-    cluster["item_chunk"].append(code)
+    cluster["item_chunk"] = sorted(cluster["item_chunk"] + [code])   # the layout sorts them
     report = verify_release(_files(doc), dataset, 3, 2)
     structure = _requirement(report, "structure")
     assert not structure.passed and code in structure.measured

@@ -57,4 +57,4 @@ def test_the_public_names_are_importable_from_the_package():
                  "domain_problems", "Tables", "Findings", "ReleaseRejected", "NAME",
                  "RELEASE_FILE", "MAX_EVIDENCE"):
         assert hasattr(verifier, name), name
-    assert verifier.NAME == "disassociation" and verifier.RELEASE_FILE == "release.json"
+    assert verifier.NAME == "disassociation" and verifier.RELEASE_FILE == "release.parquet"

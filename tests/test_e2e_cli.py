@@ -68,22 +68,22 @@ def test_request_approve_publish_then_tamper(world) -> None:
                    "--reason", "verified independently", check=True)
     assert approved.stdout.strip() == f"{run_id}: published"
     folder = out / "releases" / run_id
-    assert {p.name for p in folder.iterdir()} >= {"release.json", "datasheet.pdf",
+    assert {p.name for p in folder.iterdir()} >= {"release.parquet", "datasheet.pdf",
                                                   "manifest.json"}
     assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "published"
 
     reverify = cli("verify", "--algorithm", "disassociation", "--release",
-                   str(folder / "release.json"), "--original", str(data),
+                   str(folder / "release.parquet"), "--original", str(data),
                    "--param", "k=5", "--param", "m=2")
     assert reverify.returncode == 0, reverify.stderr
     assert json.loads(reverify.stdout)["holds"] is True
 
     assert cli("audit", "verify").returncode == 0
-    release = folder / "release.json"
+    release = folder / "release.parquet"
     release.write_bytes(release.read_bytes() + b" ")
     tampered = cli("audit", "verify")
     assert tampered.returncode == 1
-    assert "release.json" in tampered.stdout + tampered.stderr
+    assert "release.parquet" in tampered.stdout + tampered.stderr
 
 
 def _processes_mentioning(text: str) -> list[int]:

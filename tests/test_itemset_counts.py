@@ -51,7 +51,7 @@ def test_counts_equal_a_direct_count(data, m, size):
 def test_verdict_is_the_same_however_counting_is_partitioned(case):
     records, groups, k, m, seed = case
     result, ds = _run(records, groups, k, m, seed)
-    files = {"release.json": result.release.to_bytes()}
+    files = {"release.parquet": result.release.to_bytes()}
     serial = verify_release(files, ds, k, m, general=True)
     calls: list[int] = []
 

@@ -85,7 +85,7 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
     counts = sum(t.name.startswith("disassociation-verify-counts") for t in tasks)
     assert (counts >= 2) if spec.startswith("dask") else (counts == 0)
     utility = runs.latest_utility(request.run_id)["metrics"]
-    release = (out / "releases" / request.run_id / "release.json").read_bytes()
+    release = (out / "releases" / request.run_id / "release.parquet").read_bytes()
     return release + repr(sorted(utility.items())).encode(), batches
 
 

@@ -425,7 +425,7 @@ def verify(
 
 @app.command()
 def reconstruct(
-    release: Annotated[Path, typer.Option(help="A disassociation release.json, or the "
+    release: Annotated[Path, typer.Option(help="A disassociation release.parquet, or the "
                                                "published release folder.")],
     out: Annotated[Path, typer.Option(help="Output table (.csv or .parquet).")],
     seed: Annotated[int | None, typer.Option(help="Seed (same seed, same reconstruction).")]

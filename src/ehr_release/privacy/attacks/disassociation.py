@@ -1,4 +1,4 @@
-"""The k^m adversary against a disassociated release (``release.json``).
+"""The k^m adversary against a disassociated release (``release.parquet``).
 
 The attacker knows up to m codes S of a target and holds the whole release. Inside a cluster
 P, the target's record is one of the subrecords of each chunk that hold the codes of S in
@@ -27,9 +27,11 @@ What the attack assumes beyond the model, to use every published field:
   shuffles would pass by luck with probability about e^-14 < 10^-6. Where the data give the
   test too little to go on (few groups with several chunks, codes that combine freely), the
   order is treated as independent shuffles and the report says how weak the evidence was.
-* **Anything undeclared can single a record out.** An undeclared field or a subrecord / item
-  chunk whose codes are not in canonical (sorted, distinct) order can carry a per-record
-  value the attacker cannot interpret: the attack assumes the worst (candidate set 1).
+* **Anything undeclared can single a record out.** An undeclared column, file metadata or
+  column statistics, rows out of the declared order, a per-group value that differs between
+  the group's rows, or a subrecord / item chunk whose codes are not in canonical (sorted,
+  distinct) order can carry a per-record value the attacker cannot interpret: the attack
+  assumes the worst (candidate set 1).
 
 Knowledge sets: for m ≤ 2 every patient × every set of ≤ m of its codes (evaluated once per
 distinct set, vectorized); for m > 2 the same when there are at most
@@ -40,14 +42,14 @@ Nothing in the report names a patient, a code or a cluster: counts only.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain, combinations
+from itertools import combinations
 from math import comb
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 from scipy import sparse
 
@@ -55,10 +57,9 @@ from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
 from ehr_release.reports import AttackReport
 
-RELEASE_FILE = "release.json"
-TOP_KEYS = frozenset({"algorithm", "k", "m", "clusters", "joint_clusters"})
-CLUSTER_KEYS = frozenset({"id", "size", "record_chunks", "item_chunk"})
-JOINT_KEYS = frozenset({"clusters", "shared_chunks"})
+RELEASE_FILE = "release.parquet"
+COLUMNS = ("k", "m", "group", "size", "joint", "chunk", "subrecord", "code")
+STR_COLUMNS = ("group", "joint", "code")
 #: Seed of the knowledge-set sample and of the reshuffles (the audit is deterministic).
 SEED = 14
 #: Reshuffles that test a positional reading against independent shuffles.
@@ -112,97 +113,130 @@ def _require(cond: bool, what: str) -> None:
         raise _Unreadable(what)
 
 
-def _parse(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def _columns(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, list[str]]]]:
+    """The table's integer columns, and each string column as per-row ids (-1 for null) into
+    its distinct values; whatever the file holds beyond the declared columns is refused."""
+    import pyarrow.parquet as pq
+
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise _Unreadable(f"{RELEASE_FILE} is not JSON") from None
-    _require(isinstance(doc, dict), "the release is not a JSON object")
-    if set(doc) - TOP_KEYS:
-        raise _Unbounded("the release holds an undeclared top-level field")
-    clusters, joints = doc.get("clusters"), doc.get("joint_clusters", [])
-    _require(isinstance(clusters, list) and isinstance(joints, list),
-             "clusters or joint_clusters is not a list")
-    for c in clusters:
-        _require(isinstance(c, dict), "a cluster is not an object")
-        if set(c) - CLUSTER_KEYS:
-            raise _Unbounded("a cluster holds an undeclared field")
-        _require(isinstance(c.get("size"), int) and isinstance(c.get("record_chunks"), list)
-                 and isinstance(c.get("item_chunk"), list), "a cluster is malformed")
-    for j in joints:
-        _require(isinstance(j, dict), "a joint cluster is not an object")
-        if set(j) - JOINT_KEYS:
-            raise _Unbounded("a joint cluster holds an undeclared field")
-        _require(isinstance(j.get("clusters"), list) and isinstance(j.get("shared_chunks"), list),
-                 "a joint cluster is malformed")
-    return doc, clusters, joints
+        handle = pq.ParquetFile(io.BytesIO(data), read_dictionary=list(STR_COLUMNS))
+        names = list(handle.schema_arrow.names)
+        meta = handle.metadata
+    except Exception:  # noqa: BLE001 - pyarrow raises its own hierarchy for corrupt files
+        raise _Unreadable(f"{RELEASE_FILE} is not a readable Parquet file") from None
+    if set(names) - set(COLUMNS):
+        raise _Unbounded("the release holds an undeclared column")
+    _require(names == list(COLUMNS), "the release lacks a declared column")
+    if meta.metadata:
+        raise _Unbounded("the release file carries key-value metadata")
+    if any(meta.row_group(g).column(i).is_stats_set for g in range(meta.num_row_groups)
+           for i in range(meta.num_columns)):
+        raise _Unbounded("the release file carries column statistics")
+    try:
+        table = handle.read()
+        ints = {n: table[n].to_numpy() for n in COLUMNS if n not in STR_COLUMNS}
+    except Exception:  # noqa: BLE001 - nulls or a type pyarrow cannot turn into integers
+        raise _Unreadable("an integer column is not integers without nulls") from None
+    strs = {}
+    for name in STR_COLUMNS:
+        values: dict[str, int] = {}
+        parts = []
+        for chunk in table[name].chunks:
+            _require(hasattr(chunk, "dictionary"), f"column {name} is not text")
+            local = np.array([values.setdefault(str(x), len(values))
+                              for x in chunk.dictionary.to_pylist()] + [-1], dtype=np.int64)
+            parts.append(local[chunk.indices.fill_null(-1).to_numpy()])
+        strs[name] = (np.concatenate(parts) if parts else np.zeros(0, np.int64), list(values))
+    return ints, strs
 
 
-def _chunks(clusters: list[dict[str, Any]], joints: list[dict[str, Any]]
-            ) -> Iterator[tuple[int, bool, list[Any]]]:
-    for p, c in enumerate(clusters):
-        for chunk in c["record_chunks"]:
-            yield p, False, chunk
-    for j, joint in enumerate(joints):
-        for chunk in joint["shared_chunks"]:
-            yield j, True, chunk
+def _changes(*keys: np.ndarray) -> np.ndarray:
+    """True where a row differs from the previous one in some key (and at row 0)."""
+    out = np.zeros(len(keys[0]), dtype=bool)
+    if len(out):
+        out[0] = True
+        for key in keys:
+            out[1:] |= key[1:] != key[:-1]
+    return out
 
 
 def read_release(data: bytes, original_codes: list[str]) -> _Release:
-    """Parse ``release.json`` and number its codes together with the original's."""
-    _, clusters, joints = _parse(data)
-    size = np.array([c["size"] for c in clusters], dtype=np.int64)
-    ids = [c.get("id") for c in clusters]
-    _require(len(set(map(str, ids))) == len(ids), "cluster ids are not unique")
-    where = {str(x): p for p, x in enumerate(ids)}
-    joint_of = np.full(len(clusters), -1, dtype=np.int64)
-    members: list[list[int]] = []
-    for j, joint in enumerate(joints):
-        ps = [where.get(str(x), -1) for x in joint["clusters"]]
-        _require(all(p >= 0 and joint_of[p] < 0 for p in ps) and len(set(ps)) == len(ps),
-                 "a joint cluster names an unknown or already joined cluster")
-        joint_of[ps] = j
-        members.append(ps)
-    joint_size = [int(size[ps].sum()) for ps in members]
-    owner, shared, chunks = [], [], []
-    sizes = size.tolist()
-    for o, is_shared, chunk in _chunks(clusters, joints):
-        _require(isinstance(chunk, list) and len(chunk) == (joint_size[o] if is_shared
-                                                             else sizes[o]),
-                 "a chunk does not list one subrecord per record")
-        owner.append(o)
-        shared.append(is_shared)
-        chunks.append(chunk)
-    subs = list(chain.from_iterable(chunks))
-    _require(all(type(s) is list for s in subs), "a subrecord is not a list of codes")
-    lengths = list(map(len, subs))
-    flat = list(chain.from_iterable(subs))
-    item_lists = [c["item_chunk"] for c in clusters]
-    tokens = set(flat).union(*map(set, item_lists)) if item_lists else set(flat)
-    _require(all(type(t) is str for t in tokens), "a chunk holds something that is not a code")
-    names = sorted(tokens.union(original_codes))
+    """Read ``release.parquet`` and number its codes together with the original's."""
+    ints, strs = _columns(data)
+    _require(len(ints["k"]) > 0, "the release has no rows")
+    gid, glabels = strs["group"]
+    _require(bool((gid >= 0).all()), "a row has no group")
+    new_group = _changes(gid)
+    starts = np.flatnonzero(new_group)
+    labels = [glabels[i] for i in gid[starts].tolist()]
+    n_clusters = sum(1 for x in labels if x[:1] == "P")
+    expected = [f"P{i}" for i in range(1, n_clusters + 1)] + \
+        [f"J{i}" for i in range(1, len(labels) - n_clusters + 1)]
+    _require(labels == expected, "groups are not P1, P2, … then J1, J2, …, one run each")
+    group = np.cumsum(new_group) - 1
+    chunk, pos, size_col = ints["chunk"], ints["subrecord"], ints["size"]
+    jid, jlabels = strs["joint"]
+    inside = ~new_group[1:]
+    for col in (size_col, jid, ints["k"], ints["m"]):
+        if (inside & (col[1:] != col[:-1])).any():
+            raise _Unbounded("a value that is one per group differs between its rows")
+    # the declared order: group, chunk, subrecord (consecutive from 0), then code
+    new_chunk = new_group | _changes(chunk)
+    new_sub = new_chunk | _changes(pos)
+    c_at, s_at = np.flatnonzero(new_chunk), np.flatnonzero(new_sub)
+    shared_row = group >= n_clusters
+    first_chunk = np.where(shared_row[c_at], 1, 0)
+    prev_chunk = np.r_[0, chunk[c_at[:-1]]] + 1
+    prev_pos = np.r_[0, pos[s_at[:-1]]] + 1
+    if not (np.where(new_group[c_at], chunk[c_at] == first_chunk, chunk[c_at] == prev_chunk)
+            .all() and np.where(new_chunk[s_at], pos[s_at] == 0, pos[s_at] == prev_pos).all()
+            and (pos[(chunk == 0)] == 0).all()):
+        raise _Unbounded("the rows are not in the declared order")
+    cid, cnames = strs["code"]
+    names = sorted(set(cnames).union(original_codes))
     index = {name: i for i, name in enumerate(names)}
-    sub_codes = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat))
-    sub_indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=sub_indptr[1:])
-    if not _ascending_rows(sub_codes, sub_indptr):
+    code = np.r_[np.fromiter(map(index.__getitem__, cnames), dtype=np.int64,
+                             count=len(cnames)), -1][cid]
+    same_sub = ~new_sub[1:]
+    if (same_sub & ((code[1:] <= code[:-1]) | (code[:-1] < 0))).any():
         raise _Unbounded("a subrecord lists its codes in a non-canonical order")
-    n_items = np.fromiter(map(len, item_lists), dtype=np.int64, count=len(item_lists))
-    item_flat = np.fromiter(map(index.__getitem__, chain.from_iterable(item_lists)),
-                            dtype=np.int64, count=int(n_items.sum()))
-    if not _ascending_rows(item_flat, np.r_[0, np.cumsum(n_items)]):
-        raise _Unbounded("an item chunk lists its codes in a non-canonical order")
-    items = np.split(item_flat, np.cumsum(n_items)[:-1]) if len(n_items) else []
-    n_units = len(owner)
-    unit_len = np.array([joint_size[o] if s else size[o] for o, s in zip(owner, shared,
-                                                                          strict=True)],
-                        dtype=np.int64).reshape(n_units)
-    sub_unit = np.repeat(np.arange(n_units, dtype=np.int64), unit_len)
-    sub_pos = np.arange(len(sub_unit)) - np.repeat(np.cumsum(unit_len) - unit_len, unit_len)
+    # clusters, joint clusters and their members
+    size = size_col[starts[:n_clusters]].astype(np.int64)
+    number = {f"J{i}": i - 1 for i in range(1, len(labels) - n_clusters + 1)}
+    named = [jlabels[i] if i >= 0 else None for i in jid[starts].tolist()]
+    _require(all(x == labels[g] for g, x in enumerate(named) if g >= n_clusters),
+             "a joint cluster does not name itself")
+    joint_of = np.array([number.get(x, -2) if x is not None else -1
+                         for x in named[:n_clusters]], dtype=np.int64).reshape(n_clusters)
+    _require(bool((joint_of >= -1).all()), "a cluster names an unknown joint cluster")
+    members = [np.flatnonzero(joint_of == j).tolist() for j in range(len(number))]
+    joint_size = np.array([int(size[ps].sum()) for ps in members], dtype=np.int64)
+    # units (record and shared chunks) and their subrecords; item chunks apart
+    item = (chunk == 0) & ~shared_row
+    rec = ~item
+    unit_rows = c_at[rec[c_at]]
+    unit_group = group[unit_rows]
+    unit_shared = unit_group >= n_clusters
+    unit_owner = np.where(unit_shared, unit_group - n_clusters, unit_group)
+    sub_rows = s_at[rec[s_at]]
+    sub_unit = (np.cumsum(new_chunk[rec]) - 1)[new_sub[rec]]
+    unit_len = np.where(unit_shared, joint_size[np.where(unit_shared, unit_owner, 0)]
+                        if len(joint_size) else 0, size[np.where(unit_shared, 0, unit_owner)])
+    _require(bool((np.bincount(sub_unit, minlength=len(unit_rows)) == unit_len).all()),
+             "a chunk does not list one subrecord per record")
+    held = rec & (code >= 0)
+    lengths = np.bincount(np.cumsum(new_sub[rec]) - 1, weights=(code >= 0)[rec],
+                          minlength=len(sub_rows)).astype(np.int64)
+    sub_indptr = np.zeros(len(sub_rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=sub_indptr[1:])
+    item_rows = item & (code >= 0)
+    n_items = np.bincount(group[item_rows], minlength=n_clusters)
+    item_flat = code[item_rows]
+    items = np.split(item_flat, np.cumsum(n_items)[:-1]) if n_clusters else []
     base = np.cumsum(size) - size
-    return _Release(names, len(names), size, joint_of, items, np.array(owner, dtype=np.int64),
-                    np.array(shared, dtype=bool), sub_unit, sub_pos, sub_indptr, sub_codes,
-                    base, members)
+    return _Release(names, len(names), size, joint_of, items, unit_owner.astype(np.int64),
+                    unit_shared, sub_unit.astype(np.int64), pos[sub_rows].astype(np.int64),
+                    sub_indptr, code[held], base, members)
 
 
 def _ascending_rows(values: np.ndarray, indptr: np.ndarray) -> bool:

@@ -1,15 +1,17 @@
-"""Independent verifier of a disassociated release (``release.json``) against the original.
+"""Independent verifier of a disassociated release (``release.parquet``) against the original.
 
 It shares no code with ``ehr_release.algorithms``: it parses the published bytes itself and
 re-derives every figure from them and from the original dataset (spec, "Verifying").
 
 Requirements checked
 --------------------
-1. *format* — the JSON has the published shape and declares the requested k and m.
+1. *format* — the table has the declared layout (columns, types, labels, row order, no
+   metadata) and declares the requested k and m.
 2. *structure* — every cluster has ≥ k records and together they hold |D| records; every
    record chunk lists ``size`` subrecords and every shared chunk one per record of its joint
    cluster; inside a cluster the record-chunk domains, the item chunk and the shared domains
-   are pairwise disjoint; a cluster belongs to at most one joint cluster.
+   are pairwise disjoint; a joint cluster has ≥ 2 member clusters and declares their total
+   size (a cluster names at most one joint cluster: the layout has one value per cluster).
 3. *chunk k^m-anonymity* — in every record and shared chunk, each itemset of ≤ m codes that
    occurs is held by ≥ k subrecords.
 4. *Guarantee 1* — for every itemset S of ≤ m codes of an original record, the largest number
@@ -46,8 +48,6 @@ from ehr_release.privacy.disassociation.findings import Findings, analyse, analy
 from ehr_release.privacy.disassociation.parse import (
     NAME,
     RELEASE_FILE,
-    ParsedCluster,
-    ParsedJoint,
     ParsedRelease,
     ReleaseRejected,
     parse_release,
@@ -57,9 +57,8 @@ from ehr_release.privacy.disassociation.tables import Tables, build_tables
 from ehr_release.privacy.disassociation.verify import verify_release
 
 __all__ = [
-    "MAX_EVIDENCE", "NAME", "RELEASE_FILE", "Findings", "ParsedCluster", "ParsedJoint",
-    "ParsedRelease", "ReleaseRejected", "Tables", "analyse", "analyse_tables", "build_tables",
-    "caps_general", "caps_small", "chunk_counts_general", "chunk_counts_small",
-    "domain_problems", "original_counts_general", "original_counts_small", "parse_release",
-    "shape_problems", "verify_release",
+    "MAX_EVIDENCE", "NAME", "RELEASE_FILE", "Findings", "ParsedRelease", "ReleaseRejected",
+    "Tables", "analyse", "analyse_tables", "build_tables", "caps_general", "caps_small",
+    "chunk_counts_general", "chunk_counts_small", "domain_problems", "original_counts_general",
+    "original_counts_small", "parse_release", "shape_problems", "verify_release",
 ]

@@ -1,95 +1,250 @@
-"""Reading ``release.json``: the published shape, refused with a reason when it is wrong.
+"""Reading ``release.parquet``: the published table as arrays, refused when its layout is not
+the declared one.
 
-Only the shape is checked here; subrecords are checked while :mod:`.tables` flattens them
-(one pass over the codes, not two).
+The verifier's own reader (``ehr_release.algorithms`` has another): the columns come
+straight from Arrow as NumPy arrays, string columns as dictionary indices, so no row is
+turned into a Python object. Every rule of the layout (see
+``ehr_release.privacy.formats.disassociation``) is checked here with vectorized comparisons
+of neighbouring rows; the counts a layout cannot get wrong by construction (how many
+subrecords a chunk lists, the sizes) are left to :mod:`.structure`, which reports them as
+figures of the data.
 """
 
 from __future__ import annotations
 
-import json
+import io
 from dataclasses import dataclass
-from typing import Any
+from itertools import repeat
+
+import numpy as np
 
 NAME = "disassociation"
-RELEASE_FILE = "release.json"
+RELEASE_FILE = "release.parquet"
+#: The declared columns, in file order, and their Arrow types.
+INT_COLUMNS = ("k", "m", "size", "chunk", "subrecord")
+STR_COLUMNS = ("group", "joint", "code")
+COLUMN_ORDER = ("k", "m", "group", "size", "joint", "chunk", "subrecord", "code")
 
 
 class ReleaseRejected(Exception):
     """The release cannot be read as a disassociated dataset; says what and where."""
 
 
-@dataclass(frozen=True)
-class ParsedCluster:
-    """A cluster as published; subrecords stay the JSON lists (checked while flattening)."""
-
-    id: str
-    size: int
-    chunks: list[list[list[str]]]
-    items: list[str]
-
-
-@dataclass(frozen=True)
-class ParsedJoint:
-    members: tuple[str, ...]
-    chunks: list[list[list[str]]]
-
-
-@dataclass(frozen=True)
-class ParsedRelease:
-    k: int
-    m: int
-    clusters: list[ParsedCluster]
-    joints: list[ParsedJoint]
-
-
-def expect(cond: bool, what: str) -> None:
+def expect(cond: bool | np.bool_, what: str) -> None:
     if not cond:
         raise ReleaseRejected(what)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+@dataclass(frozen=True)
+class ParsedRelease:
+    """The release as arrays. Chunks are numbered globally: the clusters' record chunks in
+    group order, then the joint clusters' shared chunks. Code ids index ``code_names``
+    (sorted, so ids order like names); codes inside a subrecord are ascending."""
+
+    k: int
+    m: int
+    cluster_ids: list[str]
+    cluster_size: np.ndarray        # per cluster
+    joint_of_cluster: np.ndarray    # per cluster: joint index, -1 for none
+    joint_named: np.ndarray         # per cluster: joint number named (1-based), 0 for none
+    joint_size: np.ndarray          # per joint cluster, as declared
+    chunk_owner: np.ndarray         # per chunk: cluster index, or joint index when shared
+    chunk_number: np.ndarray        # per chunk: 1, 2, … inside its group
+    chunk_shared: np.ndarray        # per chunk: bool
+    chunk_subrecords: np.ndarray    # per chunk: subrecords listed
+    sub_chunk: np.ndarray           # per subrecord
+    sub_indptr: np.ndarray
+    sub_codes: np.ndarray
+    item_cluster: np.ndarray
+    item_code: np.ndarray
+    code_names: list[str]
+
+    @property
+    def n_clusters(self) -> int:
+        return len(self.cluster_ids)
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.joint_size)
+
+    @property
+    def n_subrecords(self) -> int:
+        return len(self.sub_chunk)
 
 
-def _chunk_list(raw: Any, where: str) -> list[list[list[str]]]:
-    expect(isinstance(raw, list) and all(type(ch) is list for ch in raw),
-            f"{where} is not a list of chunks")
-    return raw
+def chunk_label(rel: ParsedRelease, g: int) -> str:
+    """How a report names chunk ``g`` (global numbering, see :class:`ParsedRelease`)."""
+    owner, number = int(rel.chunk_owner[g]), int(rel.chunk_number[g])
+    if rel.chunk_shared[g]:
+        return f"joint cluster {owner + 1} shared chunk {number}"
+    return f"cluster {rel.cluster_ids[owner]} record chunk {number}"
+
+
+def _read(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, list]]]:
+    """Integer columns as arrays; each string column as per-row indices into one list of
+    distinct strings (-1 for null), taken from the Parquet dictionaries chunk by chunk."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        handle = pq.ParquetFile(io.BytesIO(data), read_dictionary=list(STR_COLUMNS))
+        meta = handle.metadata
+        schema = handle.schema_arrow
+    except Exception:  # noqa: BLE001 - pyarrow raises its own hierarchy for corrupt files
+        raise ReleaseRejected(f"{RELEASE_FILE} is not a readable Parquet file") from None
+    expect(tuple(schema.names) == COLUMN_ORDER,
+           f"{RELEASE_FILE} does not have the declared columns {', '.join(COLUMN_ORDER)}")
+    expect(not meta.metadata, f"{RELEASE_FILE} carries key-value metadata")
+    for rg in range(meta.num_row_groups):
+        for col in range(meta.num_columns):
+            expect(not meta.row_group(rg).column(col).is_stats_set,
+                   f"{RELEASE_FILE} carries column statistics")
+    for name in INT_COLUMNS:
+        expect(schema.field(name).type == pa.int32(), f"column {name!r} is not int32")
+    for name in STR_COLUMNS:
+        expect(pa.types.is_dictionary(schema.field(name).type)
+               and schema.field(name).type.value_type == pa.string(),
+               f"column {name!r} is not a string")
+    try:
+        table = handle.read()
+    except Exception:  # noqa: BLE001
+        raise ReleaseRejected(f"{RELEASE_FILE} is not a readable Parquet file") from None
+    ints = {}
+    for name in INT_COLUMNS:
+        column = table[name]
+        expect(column.null_count == 0, f"column {name!r} holds a null")
+        ints[name] = column.to_numpy()
+    return ints, {name: _dictionary_column(table[name]) for name in STR_COLUMNS}
+
+
+def _dictionary_column(column: object) -> tuple[np.ndarray, list[str]]:
+    """Per-row index into the distinct strings of the column (-1 for null), and those
+    strings. Each chunk has its own dictionary: its entries are mapped to one numbering."""
+    import pyarrow.compute as pc
+
+    distinct: dict[str, int] = {}
+    parts = []
+    for chunk in column.chunks:  # type: ignore[attr-defined]
+        names = chunk.dictionary.to_pylist()
+        local = np.array([distinct.setdefault(x, len(distinct)) for x in names] + [-1],
+                         dtype=np.int64)
+        parts.append(local[pc.fill_null(chunk.indices, -1).to_numpy()])
+    index = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return index, list(distinct)
+
+
+def _numbered(labels: list[str], prefix: str) -> np.ndarray:
+    """Per label: n if it is ``<prefix><n>`` with 1 ≤ n ≤ len(labels), else 0 (a larger n
+    cannot be numbered consecutively, which :func:`parse_release` requires)."""
+    number = {f"{prefix}{i}": i for i in range(1, len(labels) + 1)}
+    return np.fromiter(map(number.get, labels, repeat(0)), dtype=np.int64, count=len(labels))
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """True at every row where any key differs from the previous row (and at row 0)."""
+    n = len(keys[0])
+    new = np.zeros(n, dtype=bool)
+    if n:
+        new[0] = True
+        for key in keys:
+            new[1:] |= key[1:] != key[:-1]
+    return new
 
 
 def parse_release(files: dict[str, bytes]) -> ParsedRelease:
-    """Read ``release.json``; raise :class:`ReleaseRejected` if its shape is wrong.
-
-    Subrecords are checked when :func:`build_tables` flattens them (one pass, not two).
-    """
+    """Read ``release.parquet``; raise :class:`ReleaseRejected` if its layout is wrong."""
     expect(RELEASE_FILE in files, f"the release has no {RELEASE_FILE}")
-    try:
-        doc = json.loads(files[RELEASE_FILE])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReleaseRejected(f"{RELEASE_FILE} is not valid JSON ({exc})") from None
-    expect(isinstance(doc, dict), "the release is not a JSON object")
-    expect(doc.get("algorithm") == NAME, f"algorithm is {doc.get('algorithm')!r}, not {NAME!r}")
-    for key in ("k", "m"):
-        expect(_is_int(doc.get(key)), f"{key!r} is not an integer")
-    expect(isinstance(doc.get("clusters"), list), "'clusters' is not a list")
-    expect(isinstance(doc.get("joint_clusters", []), list), "'joint_clusters' is not a list")
-    clusters = []
-    for c in doc["clusters"]:
-        expect(isinstance(c, dict) and isinstance(c.get("id"), str), "a cluster has no id")
-        cid = c["id"]
-        expect(_is_int(c.get("size")), f"cluster {cid}: size is not an integer")
-        items = c.get("item_chunk")
-        expect(isinstance(items, list) and all(isinstance(t, str) for t in items),
-                f"cluster {cid}: item_chunk is not a list of codes")
-        expect(len(set(items)) == len(items), f"cluster {cid}: item_chunk repeats a code")
-        chunks = _chunk_list(c.get("record_chunks"), f"cluster {cid}: record_chunks")
-        clusters.append(ParsedCluster(cid, c["size"], chunks, items))
-    joints = []
-    for i, j in enumerate(doc.get("joint_clusters", [])):
-        expect(isinstance(j, dict) and isinstance(j.get("clusters"), list)
-                and all(isinstance(x, str) for x in j["clusters"]),
-                f"joint cluster {i + 1}: 'clusters' is not a list of ids")
-        chunks = _chunk_list(j.get("shared_chunks"), f"joint cluster {i + 1}: shared_chunks")
-        joints.append(ParsedJoint(tuple(j["clusters"]), chunks))
-    return ParsedRelease(doc["k"], doc["m"], clusters, joints)
+    ints, strs = _read(files[RELEASE_FILE])
+    n = len(ints["k"])
+    expect(n > 0, f"{RELEASE_FILE} has no rows")
+    k_col, m_col = ints["k"], ints["m"]
+    expect((k_col == k_col[0]).all() and (m_col == m_col[0]).all(),
+           "k and m are not the same on every row")
 
+    # groups: P1 … Pn, then J1 … Jj, each a contiguous run of rows
+    g_index, g_dict = strs["group"]
+    expect((g_index >= 0).all(), "a row has no group")
+    p_num, j_num = _numbered(g_dict, "P")[g_index], _numbered(g_dict, "J")[g_index]
+    expect(((p_num > 0) | (j_num > 0)).all(), "group labels are not P1, P2, … then J1, J2, …")
+    is_joint = j_num > 0
+    number = np.where(is_joint, j_num, p_num)
+    new_group = _runs(number, is_joint)
+    g_start = np.flatnonzero(new_group)
+    g_joint = is_joint[g_start]
+    expect(not (g_joint[:-1] & ~g_joint[1:]).any(), "a cluster's rows follow a joint cluster's")
+    g_number = number[g_start]
+    n_clusters = int((~g_joint).sum())
+    expect((g_number == np.r_[np.arange(1, n_clusters + 1),
+                              np.arange(1, len(g_start) - n_clusters + 1)]).all(),
+           "groups are not P1, P2, … then J1, J2, …, each in one run of rows")
+    group = np.cumsum(new_group) - 1                      # 0 … groups-1, in file order
+
+    # size and joint: one value per group; a cluster names a joint cluster, which names itself
+    size = ints["size"]
+    same = ~new_group[1:]
+    expect(not (same & (size[1:] != size[:-1])).any(), "a group's size differs between rows")
+    jt_index, jt_dict = strs["joint"]
+    jt_num = np.r_[_numbered(jt_dict, "J"), 0][jt_index]
+    expect(not ((jt_index >= 0) & (jt_num == 0)).any(), "a joint label is not J1, J2, …")
+    expect(not (same & (jt_num[1:] != jt_num[:-1])).any(),
+           "a group's joint cluster differs between rows")
+    expect((jt_num[is_joint] == number[is_joint]).all(),
+           "a joint cluster's rows do not name the joint cluster itself")
+
+    # chunks: 0 (a cluster's item chunk, subrecord 0), then 1, 2, … in order
+    chunk, sub = ints["chunk"], ints["subrecord"]
+    new_chunk = new_group | _runs(chunk)
+    c_start = np.flatnonzero(new_chunk)
+    first_expected = np.where(is_joint[c_start], 1, 0)
+    step_ok = np.where(new_group[c_start], chunk[c_start] == first_expected,
+                       chunk[c_start] == np.r_[0, chunk[c_start[:-1]]] + 1)
+    expect(step_ok.all(), "chunks are not numbered 0 (item chunk), 1, 2, … in each group")
+    item = (chunk == 0) & ~is_joint
+    expect((sub[item] == 0).all(), "an item-chunk row has a subrecord other than 0")
+
+    # subrecords: 0, 1, … in each chunk; codes ascending and distinct in each subrecord
+    new_sub = new_chunk | _runs(sub)
+    s_start = np.flatnonzero(new_sub)
+    sub_ok = np.where(new_chunk[s_start], sub[s_start] == 0,
+                      sub[s_start] == np.r_[0, sub[s_start[:-1]]] + 1)
+    expect(sub_ok.all(), "subrecords are not numbered 0, 1, … in each chunk")
+    c_index, c_dict = strs["code"]
+    code_names = sorted(c_dict)
+    rank_of = {name: i for i, name in enumerate(code_names)}
+    rank = np.r_[np.array([rank_of[x] for x in c_dict], dtype=np.int64), -1][c_index]
+    null = c_index < 0
+    inside = ~new_sub[1:]
+    expect(not (inside & null[:-1]).any(), "a null code shares a subrecord with a code")
+    expect(not (inside & (rank[1:] <= rank[:-1])).any(),
+           "codes are not sorted and distinct inside a subrecord or item chunk")
+
+    # the arrays the checks read
+    cluster_rows = g_start[~g_joint]
+    joint_rows = g_start[g_joint]
+    jt_of_group = jt_num[g_start]
+    joint_named = jt_of_group[~g_joint]
+    n_joints = len(joint_rows)
+    rec = ~item
+    sub_rows = s_start[rec[s_start]]
+    chunk_rows = c_start[rec[c_start]]
+    sub_chunk = np.cumsum(new_chunk[rec])[new_sub[rec]] - 1 if rec.any() else sub_rows
+    lengths = np.bincount(np.cumsum(new_sub[rec]) - 1, weights=~null[rec],
+                          minlength=len(sub_rows)).astype(np.int64)
+    sub_indptr = np.zeros(len(sub_rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=sub_indptr[1:])
+    chunk_group = group[chunk_rows]
+    shared = g_joint[chunk_group]
+    owner = np.where(shared, chunk_group - n_clusters, chunk_group)
+    keep_item = item & ~null
+    return ParsedRelease(
+        k=int(k_col[0]), m=int(m_col[0]),
+        cluster_ids=[f"P{i}" for i in range(1, n_clusters + 1)],
+        cluster_size=size[cluster_rows].astype(np.int64),
+        joint_of_cluster=np.where((joint_named >= 1) & (joint_named <= n_joints),
+                                  joint_named - 1, -1),
+        joint_named=joint_named, joint_size=size[joint_rows].astype(np.int64),
+        chunk_owner=owner, chunk_number=chunk[chunk_rows].astype(np.int64), chunk_shared=shared,
+        chunk_subrecords=np.bincount(sub_chunk, minlength=len(chunk_rows)).astype(np.int64),
+        sub_chunk=sub_chunk.astype(np.int64), sub_indptr=sub_indptr,
+        sub_codes=rank[rec & ~null], item_cluster=group[keep_item],
+        item_code=rank[keep_item], code_names=code_names)

@@ -5,44 +5,38 @@ from __future__ import annotations
 import numpy as np
 
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE
-from ehr_release.privacy.disassociation.parse import ParsedRelease
+from ehr_release.privacy.disassociation.parse import ParsedRelease, chunk_label
 from ehr_release.privacy.disassociation.tables import Tables
 
 
 def shape_problems(rel: ParsedRelease, n_original: int, k: int) -> list[str]:
     """Sizes, chunk lengths and joint-cluster membership (everything but code domains)."""
     problems: list[str] = []
-    ids = [c.id for c in rel.clusters]
-    if len(set(ids)) != len(ids):
-        problems.append("cluster ids are not unique")
-    size_of = {c.id: c.size for c in rel.clusters}
-    total = sum(c.size for c in rel.clusters)
+    sizes = rel.cluster_size
+    total = int(sizes.sum())
     if total != n_original:
         problems.append(f"clusters hold {total:,} records, the original has {n_original:,}")
-    for c in rel.clusters:
-        if c.size < k:
-            problems.append(f"cluster {c.id} has {c.size} records (< k = {k})")
-        for i, chunk in enumerate(c.chunks):
-            if len(chunk) != c.size:
-                problems.append(f"cluster {c.id} record chunk {i + 1} lists {len(chunk)} "
-                                f"subrecords, expected {c.size}")
-    joint_of: dict[str, int] = {}
-    for n, j in enumerate(rel.joints):
-        missing = [x for x in j.members if x not in size_of]
-        if missing:
-            problems.append(f"joint cluster {n + 1} names unknown cluster {missing[0]}")
-            continue
-        if len(set(j.members)) != len(j.members) or len(j.members) < 2:
-            problems.append(f"joint cluster {n + 1} must name ≥ 2 distinct clusters")
-        for x in j.members:
-            if x in joint_of:
-                problems.append(f"cluster {x} is in joint clusters {joint_of[x] + 1} and {n + 1}")
-            joint_of[x] = n
-        size = sum(size_of[x] for x in j.members)
-        for i, chunk in enumerate(j.chunks):
-            if len(chunk) != size:
-                problems.append(f"joint cluster {n + 1} shared chunk {i + 1} lists {len(chunk)} "
-                                f"subrecords, expected {size}")
+    for p in np.flatnonzero(sizes < k)[:MAX_EVIDENCE].tolist():
+        problems.append(f"cluster {rel.cluster_ids[p]} has {int(sizes[p])} records (< k = {k})")
+    for p in np.flatnonzero(rel.joint_named > rel.n_joints)[:MAX_EVIDENCE].tolist():
+        problems.append(f"cluster {rel.cluster_ids[p]} names joint cluster "
+                        f"J{int(rel.joint_named[p])}, which has no rows")
+    in_joint = rel.joint_of_cluster >= 0
+    members = np.bincount(rel.joint_of_cluster[in_joint], minlength=rel.n_joints)
+    member_size = np.bincount(rel.joint_of_cluster[in_joint], weights=sizes[in_joint],
+                              minlength=rel.n_joints).astype(np.int64)
+    for j in np.flatnonzero(members < 2)[:MAX_EVIDENCE].tolist():
+        problems.append(f"joint cluster {j + 1} must name ≥ 2 distinct clusters")
+    for j in np.flatnonzero(member_size != rel.joint_size)[:MAX_EVIDENCE].tolist():
+        problems.append(f"joint cluster {j + 1} declares {int(rel.joint_size[j])} records, "
+                        f"its clusters hold {int(member_size[j])}")
+    expected = np.zeros(len(rel.chunk_owner), dtype=np.int64)
+    shared = rel.chunk_shared
+    expected[shared] = member_size[rel.chunk_owner[shared]]
+    expected[~shared] = sizes[rel.chunk_owner[~shared]]
+    for g in np.flatnonzero(rel.chunk_subrecords != expected)[:MAX_EVIDENCE].tolist():
+        problems.append(f"{chunk_label(rel, g)} lists {int(rel.chunk_subrecords[g])} "
+                        f"subrecords, expected {int(expected[g])}")
     return problems
 
 
@@ -52,13 +46,16 @@ def domain_problems(rel: ParsedRelease, t: Tables) -> list[str]:
     # each shared code counts as a place of every member cluster of its joint cluster
     in_joint = np.flatnonzero(t.joint_of_cluster >= 0)
     by_joint = in_joint[np.argsort(t.joint_of_cluster[in_joint], kind="stable")]
-    counts = np.bincount(t.joint_of_cluster[in_joint], minlength=len(rel.joints))
+    counts = np.bincount(t.joint_of_cluster[in_joint], minlength=rel.n_joints)
     starts = np.cumsum(counts) - counts
     rep = counts[t.sh_joint]
     offsets = np.arange(int(rep.sum())) - np.repeat(np.cumsum(rep) - rep, rep)
     sh_cluster = by_joint[np.repeat(starts[t.sh_joint], rep) + offsets]
     cluster = np.concatenate([t.dom_cluster, sh_cluster])
     code = np.concatenate([t.dom_code, np.repeat(t.sh_code, rep)])
+    key = np.sort(cluster * c + code)
+    if not (key[1:] == key[:-1]).any():   # the common case: no code in two places
+        return []
     place = np.concatenate([t.dom_chunk, np.repeat(t.sh_chunk, rep)])
     order = np.lexsort((place, code, cluster))
     cluster, code, place = cluster[order], code[order], place[order]
@@ -67,7 +64,6 @@ def domain_problems(rel: ParsedRelease, t: Tables) -> list[str]:
     for i in np.flatnonzero(key[1:] == key[:-1])[:MAX_EVIDENCE].tolist():
         where = ["its item chunk" if g < 0 else t.chunk_label[g]
                  for g in (int(place[i]), int(place[i + 1]))]
-        problems.append(f"cluster {rel.clusters[int(cluster[i])].id}: code "
+        problems.append(f"cluster {rel.cluster_ids[int(cluster[i])]}: code "
                         f"{t.codes[int(code[i])]} is in {where[0]} and {where[1]}")
     return problems
-

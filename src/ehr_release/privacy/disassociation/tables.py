@@ -1,13 +1,13 @@
 """The release and the original flattened into integer arrays over one code numbering.
 
-Every later figure (counts, cap, evidence) is computed from these arrays, so the JSON is
-walked once.
+Every later figure (counts, cap, evidence) is computed from these arrays; the release's own
+arrays come from :mod:`.parse` unchanged but for one code renumbering.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ import pandas as pd
 
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.disassociation.arrays import distinct
-from ehr_release.privacy.disassociation.parse import ParsedRelease, ReleaseRejected, expect
+from ehr_release.privacy.disassociation.parse import ParsedRelease, chunk_label
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Tables:
     sub_chunk: np.ndarray
     sub_indptr: np.ndarray
     sub_codes: np.ndarray
-    chunk_label: list[str]
+    chunk_label: Sequence[str]
     dom_cluster: np.ndarray
     dom_code: np.ndarray
     dom_chunk: np.ndarray
@@ -59,90 +59,53 @@ def _original_rows(dataset: Dataset) -> tuple[list[str], np.ndarray, np.ndarray]
     return [str(c) for c in names], indptr, key % n_codes
 
 
-def _flatten(chunks: list[tuple[str, list[list[str]]]]) -> tuple[list[int], list[Any]]:
-    """Subrecord lengths and all tokens, chunk after chunk (C-level iteration)."""
-    lengths: list[int] = []
-    tokens: list[Any] = []
-    for label, chunk in chunks:
-        expect(all(type(s) is list for s in chunk), f"{label} holds a subrecord that is not "
-                "a list of code strings")
-        lengths.extend(map(len, chunk))
-        tokens.extend(chain.from_iterable(chunk))
-    return lengths, tokens
+class ChunkLabels(Sequence[str]):
+    """Chunk names for reports, made on demand (a million records have ~a million chunks)."""
+
+    def __init__(self, rel: ParsedRelease) -> None:
+        self._rel = rel
+
+    def __len__(self) -> int:
+        return len(self._rel.chunk_owner)
+
+    def __getitem__(self, g: Any) -> Any:
+        if isinstance(g, slice):
+            return [chunk_label(self._rel, i) for i in range(len(self))[g]]
+        return chunk_label(self._rel, int(g))
 
 
 def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
-    """Flatten a release (whose shape passed :func:`shape_problems`) and the original.
-
-    Raises
-    ------
-    ReleaseRejected
-        If a subrecord is not a list of distinct code strings.
-    """
+    """Number the release (whose shape passed :func:`shape_problems`) and the original over
+    one code numbering and derive each chunk's code supports."""
     orig_names, orig_indptr, orig_local = _original_rows(dataset)
-    labelled = [(f"cluster {c.id} record chunk {i + 1}", ch)
-                for c in rel.clusters for i, ch in enumerate(c.chunks)]
-    first_shared = len(labelled)
-    labelled += [(f"joint cluster {n + 1} shared chunk {i + 1}", ch)
-                 for n, j in enumerate(rel.joints) for i, ch in enumerate(j.chunks)]
-    chunk_label = [label for label, _ in labelled]
-    lengths, tokens = _flatten(labelled)
-    item_tokens = [t for c in rel.clusters for t in c.items]
-    try:
-        released = set(tokens)
-    except TypeError:
-        raise ReleaseRejected("a subrecord holds something that is not a code string") from None
-    expect(all(type(x) is str for x in released), "a subrecord holds a code that is not a string")
-    codes = sorted(set(orig_names) | released | set(item_tokens))
+    codes = sorted(set(orig_names).union(rel.code_names))
     n_codes = len(codes)
     index = {code: i for i, code in enumerate(codes)}
     orig_codes = np.array([index[x] for x in orig_names], dtype=np.int64)[orig_local] \
         if len(orig_local) else np.zeros(0, dtype=np.int64)
-
-    n_sub = len(lengths)
-    sub_indptr = np.zeros(n_sub + 1, dtype=np.int64)
-    np.cumsum(lengths, out=sub_indptr[1:])
-    ids = np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-    sub_row = np.repeat(np.arange(n_sub, dtype=np.int64), lengths)
-    row_key = np.sort(sub_row * n_codes + ids)         # codes sorted inside each subrecord
-    repeated = np.flatnonzero(row_key[1:] == row_key[:-1])
-    sub_chunk = np.repeat(np.arange(len(labelled), dtype=np.int64),
-                          [len(ch) for _, ch in labelled])
-    if len(repeated):
-        bad = int(sub_chunk[row_key[repeated[0]] // n_codes])
-        raise ReleaseRejected(f"{chunk_label[bad]} holds a subrecord repeating a code")
-    sub_codes = row_key % n_codes
+    remap = np.array([index[x] for x in rel.code_names], dtype=np.int64)
+    sub_codes = remap[rel.sub_codes]          # names sort alike: rows stay ascending
+    item_code = remap[rel.item_code]
+    n_sub = rel.n_subrecords
+    sub_row = np.repeat(np.arange(n_sub, dtype=np.int64), np.diff(rel.sub_indptr))
 
     # support of each code in each chunk
-    owner = sub_chunk[sub_row]
+    owner = rel.sub_chunk[sub_row]
     key, support = np.unique(owner * n_codes + sub_codes, return_counts=True)
     k_chunk, k_code = key // n_codes, key % n_codes
-    per_cluster = [len(c.chunks) for c in rel.clusters]
-    chunk_cluster = np.concatenate([np.repeat(np.arange(len(rel.clusters)), per_cluster),
-                                    np.full(len(labelled) - first_shared, -1)]).astype(np.int64)
-    per_joint = [len(j.chunks) for j in rel.joints]
-    chunk_joint = np.concatenate([np.full(first_shared, -1),
-                                  np.repeat(np.arange(len(rel.joints)), per_joint)]
-                                 ).astype(np.int64)
-
-    sizes = np.array([c.size for c in rel.clusters], dtype=np.int64)
-    item_cluster = np.repeat(np.arange(len(rel.clusters), dtype=np.int64),
-                             [len(c.items) for c in rel.clusters])
-    item_code = np.fromiter(map(index.__getitem__, item_tokens), dtype=np.int64,
-                            count=len(item_tokens))
-    is_rec = k_chunk < first_shared
+    shared = rel.chunk_shared
+    chunk_cluster = np.where(shared, -1, rel.chunk_owner)
+    chunk_joint = np.where(shared, rel.chunk_owner, -1)
+    sizes = rel.cluster_size
+    item_cluster = rel.item_cluster
+    is_rec = ~shared[k_chunk]
     dom_cluster = np.concatenate([chunk_cluster[k_chunk[is_rec]], item_cluster])
     dom_code = np.concatenate([k_code[is_rec], item_code])
     dom_chunk = np.concatenate([k_chunk[is_rec], np.full(len(item_code), -1, dtype=np.int64)])
     dom_value = np.concatenate([support[is_rec], sizes[item_cluster]])
     order = np.lexsort((dom_code, dom_cluster))
-    position = {c.id: i for i, c in enumerate(rel.clusters)}
-    joint_of_cluster = np.full(len(rel.clusters), -1, dtype=np.int64)
-    for n, j in enumerate(rel.joints):
-        joint_of_cluster[[position[x] for x in j.members]] = n
     sh = ~is_rec
-    return Tables(codes, sizes, sub_chunk, sub_indptr, sub_codes, chunk_label,
+    return Tables(codes, sizes, rel.sub_chunk, rel.sub_indptr, sub_codes, ChunkLabels(rel),
                   dom_cluster[order], dom_code[order], dom_chunk[order], dom_value[order],
-                  joint_of_cluster, chunk_joint[k_chunk[sh]], k_code[sh], k_chunk[sh],
+                  rel.joint_of_cluster, chunk_joint[k_chunk[sh]], k_code[sh], k_chunk[sh],
                   support[sh], orig_indptr, orig_codes)
-

@@ -6,7 +6,12 @@ from ehr_release.dataset import Dataset
 from ehr_release.mapping import MapFn
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE, braces
 from ehr_release.privacy.disassociation.findings import analyse_tables
-from ehr_release.privacy.disassociation.parse import NAME, ReleaseRejected, parse_release
+from ehr_release.privacy.disassociation.parse import (
+    NAME,
+    RELEASE_FILE,
+    ReleaseRejected,
+    parse_release,
+)
 from ehr_release.privacy.disassociation.structure import domain_problems, shape_problems
 from ehr_release.privacy.disassociation.tables import build_tables
 from ehr_release.reports import Requirement, VerificationReport
@@ -27,22 +32,22 @@ def verify_release(files: dict[str, bytes], original: Dataset, k: int, m: int,
         problems = shape_problems(rel, original.n_patients, k)
         tables = None if problems else build_tables(rel, original)
     except ReleaseRejected as exc:
-        reqs.append(Requirement("release format", "release.json in the published shape",
+        reqs.append(Requirement("release format", f"{RELEASE_FILE} in the published layout",
                                 str(exc), False))
         for name in ("structure", "chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
             reqs.append(Requirement(name, "see release format", not_checked, False))
         return VerificationReport(NAME, reqs)
     declared = rel.k == k and rel.m == m
-    reqs.append(Requirement("release format", f"release.json declaring k = {k}, m = {m}",
+    reqs.append(Requirement("release format", f"{RELEASE_FILE} declaring k = {k}, m = {m}",
                             f"declares k = {rel.k}, m = {rel.m}", declared,
                             {"declared_k": rel.k, "declared_m": rel.m}))
     if tables is not None:
         problems = domain_problems(rel, tables)
-    n_sub = sum(len(ch) for c in rel.clusters for ch in c.chunks)
+    n_sub = int((~rel.chunk_shared[rel.sub_chunk]).sum())      # in record chunks
     reqs.append(Requirement(
         "structure", f"clusters of ≥ {k} records partition the {original.n_patients:,} records; "
         "chunk sizes and disjoint chunk domains",
-        f"{len(rel.clusters):,} clusters, {len(rel.joints):,} joint clusters, "
+        f"{rel.n_clusters:,} clusters, {rel.n_joints:,} joint clusters, "
         f"{n_sub:,} subrecords" + (f"; {len(problems)} problem(s): {problems[0]}"
                                    if problems else ""),
         not problems, {"problems": problems[:MAX_EVIDENCE]}))

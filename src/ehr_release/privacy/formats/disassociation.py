@@ -1,102 +1,102 @@
 """The closed-world declaration of a disassociated release (``disassociation``).
 
-One file, ``release.json`` (one JSON document), e.g.::
+One file, ``release.parquet``: a long table with one row per published code (issue 18; the
+JSON document of issues 3 and 14 held the same information nested). A researcher loads it
+with ``pandas.read_parquet("release.parquet")``. Its rows, e.g.::
 
-    {"algorithm": "disassociation", "k": 3, "m": 2,
-     "clusters": [{"id": "P1", "size": 5,
-                   "record_chunks": [[["296.00", "296.01"], [], ...], ...],
-                   "item_chunk": ["401.0"]}],
-     "joint_clusters": [{"clusters": ["P1", "P2"],
-                         "shared_chunks": [[["834.0", "944.01"], [], ...]]}]}
+    k  m  group  size  joint  chunk  subrecord  code
+    3  2  P1     5     J1     0      0          401.0      <- P1's item chunk
+    3  2  P1     5     J1     1      0          296.00     <- P1's record chunk 1, subrecord 0
+    3  2  P1     5     J1     1      0          296.01
+    3  2  P1     5     J1     1      1          None       <- an empty subrecord
+    ...
+    3  2  J1     9     J1     1      0          834.0      <- J1's shared chunk 1
+
+Groups are the clusters ``P1 … Pn`` in published order, then the joint clusters
+``J1 … Jj``. Rows are sorted by (group in that order, chunk, subrecord, code); nothing else
+orders them. A cluster's chunk 0 is its item chunk (subrecord 0; one row with a null code
+when it is empty, so every cluster has a row); chunks 1, 2, … are its record chunks, or a
+joint cluster's shared chunks, each listing subrecords 0 … size-1, an empty subrecord as one
+row with a null code. The file holds no key-value metadata and no column statistics
+(written deterministically: zstd, no timestamps).
 
 The model's adversary knows up to m codes of a target. ``fields_doc`` answers, per published
 field, whether that adversary could use it to narrow the target below k records — and why not.
-Two facts carry most answers. (1) Every cluster-level field (ids, cluster order, chunk order,
-joint membership) is the same for all records of a cluster: at worst it tells the attacker
-*which cluster* holds the target, and the attack audit
+Two facts carry most answers. (1) Every cluster-level field (labels, group order, chunk
+numbers, joint membership, sizes) is the same for all records of a cluster: at worst it tells
+the attacker *which cluster* holds the target, and the attack audit
 (:mod:`ehr_release.privacy.attacks.disassociation`) grants the attacker exactly that and still
-requires ≥ k candidates inside the cluster. (2) The order of subrecords inside a chunk is the
-one field that could link a record's pieces across chunks; it is drawn by an independent
-uniform shuffle per chunk (secret randomness; the seed parameter, for tests only, is left out
-of the public datasheet), and the attack audit tests every release for a positional reading.
-No field answered "yes": the format is unchanged by issue 14.
+requires ≥ k candidates inside the cluster. (2) The subrecord number inside a chunk is the one
+field that could link a record's pieces across chunks; it is drawn by an independent uniform
+shuffle per chunk (secret randomness; the seed parameter, for tests only, is left out of the
+public datasheet), and the attack audit tests every release for a positional reading.
+No field answered "yes". Compared with the JSON document, the constant ``algorithm`` field is
+gone (the file's declaration and the datasheet name the algorithm) and nothing was added:
+``k`` and ``m`` repeat on every row, ``size`` and ``joint`` on every row of a group.
 """
 
 from __future__ import annotations
 
-import json
+import io
 
-from ehr_release.privacy.closed_world import Enum, FileSchema, ListOf, Obj, ReleaseSchema
+from ehr_release.privacy.closed_world import FileSchema, ReleaseSchema
 
-RELEASE_FILE = "release.json"
+RELEASE_FILE = "release.parquet"
 
-#: A chunk: a list of subrecords, each a sorted list of distinct codes (``[]`` when empty).
-CHUNK = ListOf(ListOf("str"))
-
-CLUSTER = Obj({
-    "id": "str",
-    "size": "int",
-    "record_chunks": ListOf(CHUNK),
-    "item_chunk": ListOf("str"),
-})
-
-JOINT_CLUSTER = Obj({
-    "clusters": ListOf("str"),
-    "shared_chunks": ListOf(CHUNK),
-})
-
-RELEASE = Obj({
-    "algorithm": Enum(("disassociation",)),
-    "k": "int",
-    "m": "int",
-    "clusters": ListOf(CLUSTER),
-    "joint_clusters": ListOf(JOINT_CLUSTER),
-})
+#: The columns, in file order, and their kinds (int columns are int32 in the file).
+COLUMNS = {
+    "k": "int", "m": "int", "group": "str", "size": "int", "joint": "str", "chunk": "int",
+    "subrecord": "int", "code": "str",
+}
 
 FIELDS_DOC = {
-    "algorithm": "The constant 'disassociation'. No: the same in every release.",
-    "k": "The requested k (a parameter, not a figure of the data). No.",
-    "m": "The requested m (a parameter, not a figure of the data). No.",
-    "clusters": (
-        "The clusters, in the order HorPart's split tree leaves them. No: the order is a "
-        "cluster-level fact (it reflects which code each split used — which the chunks "
-        "already show, since a split code is in every record on one side and none on the "
-        "other) and cannot tell two records of one cluster apart; the attack audit assumes "
-        "the attacker knows the target's cluster and still finds ≥ k candidates in it."),
-    "clusters[].id": (
-        "The label P1, P2, … in cluster order, used only to name joint-cluster members. No: "
-        "a position, identical for every record of the cluster."),
-    "clusters[].size": (
-        "The number of records in the cluster (≥ k). No: a cluster-level count; every "
-        "record chunk lists exactly this many subrecords anyway, so it adds nothing."),
-    "clusters[].record_chunks": (
-        "The record chunks, in VerPart's order (by code support, a published figure). No: "
-        "cluster-level; each chunk is itself k^m-anonymous."),
-    "clusters[].record_chunks[]": (
-        "One record chunk: one subrecord per record of the cluster, empty ones included. "
-        "No: every ≤ m-itemset occurring in it is held by ≥ k subrecords (checked by the "
-        "verifier; the attack audit counts the candidates)."),
-    "clusters[].record_chunks[][]": (
-        "One subrecord (a record's codes in this chunk's domain), codes sorted. No: its "
-        "position in the chunk comes from an independent uniform shuffle of each chunk, so "
-        "position i of two chunks need not be the same record; the attack audit tests "
-        "every release for a positional reading (positions that would link chunks) and "
-        "counts candidates under it when the release can be read that way. Codes are "
-        "sorted, so their order inside a subrecord carries nothing."),
-    "clusters[].item_chunk": (
-        "The codes held by fewer than k records of the cluster, sorted, without counts or "
-        "owners. No: any record of the cluster (≥ k) could hold any of them."),
-    "joint_clusters": (
-        "Groups of neighbouring clusters sharing chunks, in Refine's order. No: "
-        "cluster-level."),
-    "joint_clusters[].clusters": (
-        "The member cluster ids, in cluster order. No: cluster-level; the order fixes how a "
+    "k": "The requested k (a parameter, not a figure of the data), the same on every row. No.",
+    "m": "The requested m (a parameter, not a figure of the data), the same on every row. No.",
+    "group": (
+        "The row's group: P1, P2, … for the clusters in the order HorPart's split tree leaves "
+        "them, then J1, J2, … for the joint clusters in Refine's order; a label is its "
+        "position, nothing else. No: the order is a cluster-level fact (it reflects which "
+        "code each split used — which the chunks already show, since a split code is in every "
+        "record on one side and none on the other) and cannot tell two records of one cluster "
+        "apart; the attack audit assumes the attacker knows the target's cluster and still "
+        "finds ≥ k candidates in it."),
+    "size": (
+        "The number of records of the group (≥ k for a cluster; the sum of its members' for "
+        "a joint cluster), the same on every row of the group. No: a cluster-level count; "
+        "every record chunk lists exactly this many subrecords anyway, so it adds nothing."),
+    "joint": (
+        "On a cluster's rows, the joint cluster it belongs to (null when none); on a joint "
+        "cluster's rows, its own label. A joint cluster's members are thus the clusters "
+        "naming it, in cluster order. No: cluster-level; the member order fixes how a "
         "positional reading would map shared subrecords to member records, which the attack "
         "audit tests."),
-    "joint_clusters[].shared_chunks": (
-        "Chunks over the records of all members (one subrecord per record, shuffled like "
-        "record chunks). No: each is k^m-anonymous over ≥ 2k records; which member a shared "
-        "subrecord belongs to is not published."),
+    "chunk": (
+        "0: the cluster's item chunk — the codes held by fewer than k records of the cluster, "
+        "without counts or owners. 1, 2, …: a cluster's record chunks in VerPart's order (by "
+        "code support, a published figure), or a joint cluster's shared chunks in Refine's "
+        "order. No: cluster-level; every record or shared chunk is k^m-anonymous (checked by "
+        "the verifier; the attack audit counts the candidates), and any record of the cluster "
+        "(≥ k) could hold any item-chunk code."),
+    "subrecord": (
+        "The subrecord's position in its chunk, 0 … size-1 (0 in the item chunk). No: it "
+        "comes from an independent uniform shuffle of each chunk, so position i of two chunks "
+        "need not be the same record; the attack audit tests every release for a positional "
+        "reading (positions that would link chunks) and counts candidates under it when the "
+        "release can be read that way. A shared chunk's subrecords are not attributed to "
+        "member clusters."),
+    "code": (
+        "One code of the subrecord (or of the item chunk); null for an empty subrecord, or "
+        "for a cluster whose item chunk is empty. No: every ≤ m-itemset occurring in a record "
+        "or shared chunk is held by ≥ k of its subrecords; codes are sorted inside a "
+        "subrecord and distinct, so their order carries nothing."),
+    "(row order)": (
+        "Sorted by group (in the order above), chunk, subrecord, code: a function of the "
+        "published content and of the documented per-chunk shuffles only. The verifier "
+        "rejects any other order, and any row not described above."),
+    "(file metadata)": (
+        "None: no key-value metadata (no pandas or Arrow schema blob), no column statistics; "
+        "zstd compression, one fixed writer configuration, so identical input gives identical "
+        "bytes. The verifier rejects a file carrying either."),
     "(identifiers)": "None: no patient id, pseudonym or per-record label is published.",
     "(counts)": (
         "No per-record count is published; item-chunk code counts are not published "
@@ -105,10 +105,11 @@ FIELDS_DOC = {
 
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
-        name=RELEASE_FILE, format="json", root=RELEASE,
-        doc="The whole disassociated dataset: clusters of ≥ k records whose codes are split "
-            "into independently shuffled k^m-anonymous chunks, an item chunk of rare codes "
-            "per cluster, and chunks shared by joint clusters.",
+        name=RELEASE_FILE, format="parquet", columns=COLUMNS,
+        doc="The whole disassociated dataset as one long table: clusters of ≥ k records whose "
+            "codes are split into independently shuffled k^m-anonymous chunks, an item chunk "
+            "of rare codes per cluster, and chunks shared by joint clusters; one row per "
+            "published code (or empty subrecord).",
         fields_doc=FIELDS_DOC),
 ))
 
@@ -116,7 +117,17 @@ SCHEMA = ReleaseSchema(files=(
 def count_records(files: dict[str, bytes]) -> int:
     """Patient records in a release: the sum of its cluster sizes (0 when unreadable)."""
     try:
-        doc = json.loads(files.get(RELEASE_FILE, b"") or b"{}")
-        return sum(int(c["size"]) for c in doc.get("clusters", []))
-    except (ValueError, TypeError, KeyError, AttributeError):
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(io.BytesIO(files[RELEASE_FILE]), columns=["group", "size"],
+                              read_dictionary=["group"]).combine_chunks()
+        groups = table["group"].chunk(0)
+        index = groups.indices.to_numpy()
+        is_cluster = np.array([str(g).startswith("P") for g in groups.dictionary.to_pylist()],
+                              dtype=bool)
+        first = np.r_[True, index[1:] != index[:-1]] if len(index) else index.astype(bool)
+        keep = first & is_cluster[index]
+        return int(table["size"].to_numpy()[keep].sum())
+    except Exception:  # noqa: BLE001 - any unreadable release counts no records
         return 0
