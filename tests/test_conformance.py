@@ -176,3 +176,31 @@ def test_verifier_catches_a_planted_violation(name: str, tmp_path: Path) -> None
     files, _, dataset = _release(name, case, tmp_path, case.weak)
     strong = entry.parse(_params(case, tmp_path, case.strong, 7))
     assert not entry.verify(files, dataset, strong).holds
+
+
+#: Every algorithm family's verifier, attack and evaluation modules (issue 17: one plug-in
+#: shape, the same entry point names and leading parameters in each).
+FAMILIES = ("disassociation", "kkm", "gccens", "lda", "diffgen")
+EVALUATIONS = ("disassociation", "gccens", "lda", "diffgen")
+
+
+def _leading(module: str, name: str) -> list[str]:
+    import importlib
+    import inspect
+
+    fn = getattr(importlib.import_module(module), name)
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_has_the_one_verifier_and_attack_shape(family: str) -> None:
+    assert _leading(f"ehr_release.privacy.{family}", "verify") == ["files", "original", "params"]
+    assert _leading(f"ehr_release.privacy.attacks.{family}", "attack") == [
+        "files", "original", "params"]
+
+
+@pytest.mark.parametrize("family", EVALUATIONS)
+def test_every_family_evaluation_has_the_one_shape(family: str) -> None:
+    assert _leading(f"ehr_release.utility.{family}", "evaluate") == [
+        "files", "original", "params", "rng"]

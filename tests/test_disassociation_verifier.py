@@ -24,11 +24,11 @@ from ehr_release.privacy.disassociation import (
     build_tables,
     caps_general,
     caps_small,
+    check_km,
     chunk_counts_general,
     chunk_counts_small,
     original_counts_small,
     parse_release,
-    verify_release,
 )
 from tests.disassociation_layout import (
     RELEASE_FILE,
@@ -96,7 +96,7 @@ def _min_chunk_count(doc, m: int) -> int | None:
 def test_verifier_accepts_the_algorithms_output(case):
     records, groups, k, m, seed = case
     result, dataset = _run(records, groups, k, m, seed)
-    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, dataset, k, m)
+    report = check_km({RELEASE_FILE: result.release.to_bytes()}, dataset, k, m)
     assert report.holds, report.to_dict()
 
 
@@ -135,7 +135,7 @@ def test_rejects_a_subrecord_moved_between_chunks(case):
     assume(movable)
     src, dst = movable[0]["record_chunks"][:2]
     dst.append(src.pop(next(i for i, s in enumerate(src) if s)))
-    report = verify_release(_files(doc), dataset, k, m)
+    report = check_km(_files(doc), dataset, k, m)
     assert not report.holds
     assert not _requirement(report, "structure").passed
 
@@ -154,7 +154,7 @@ def test_chunk_check_agrees_with_brute_force_on_merged_chunks(case):
     # codes sorted inside the merged subrecords: the layout requires it (issue 18)
     movable[0]["record_chunks"][:2] = [[sorted(a + b) for a, b in zip(first, second,
                                                                         strict=True)]]
-    report = verify_release(_files(doc), dataset, k, m)
+    report = check_km(_files(doc), dataset, k, m)
     smallest = _min_chunk_count(doc, m)
     assert _requirement(report, "chunk k^m-anonymity").passed == (smallest >= k)
     assert _requirement(report, "chunk k^m-anonymity").evidence["support"] == smallest
@@ -176,7 +176,7 @@ def test_rejects_a_cluster_smaller_than_k(case):
     big["record_chunks"] = [ch[cut:] for ch in big["record_chunks"]]
     big["size"] -= cut
     doc["clusters"].append(small)
-    report = verify_release(_files(doc), dataset, k, m)
+    report = check_km(_files(doc), dataset, k, m)
     assert not report.holds
     structure = _requirement(report, "structure")
     assert not structure.passed
@@ -202,7 +202,7 @@ def test_low_support_chunk_is_named(sample):
     chunk = cluster["record_chunks"][0]
     victim = next(i for i, s in enumerate(chunk) if s)
     chunk[victim] = chunk[victim] + ["999.9"]
-    report = verify_release(_files(doc), dataset, 3, 2)
+    report = check_km(_files(doc), dataset, 3, 2)
     req = _requirement(report, "chunk k^m-anonymity")
     assert not req.passed and "999.9" in req.evidence["itemset"]
     assert req.evidence["support"] == 1
@@ -230,14 +230,14 @@ def test_truthfulness_catches_a_dropped_code(sample):
             for s in ch:
                 if gone in s:
                     s.remove(gone)
-    report = verify_release(_files(doc), dataset, 3, 2)
+    report = check_km(_files(doc), dataset, 3, 2)
     truth = _requirement(report, "truthfulness")
     assert not truth.passed and gone in truth.measured
 
 
 def test_declared_parameters_must_match(sample):
     result, dataset = sample
-    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, dataset, 4, 2)
+    report = check_km({RELEASE_FILE: result.release.to_bytes()}, dataset, 4, 2)
     assert not _requirement(report, "release format").passed
     assert not report.holds
 
@@ -245,7 +245,7 @@ def test_declared_parameters_must_match(sample):
 def test_record_count_must_match_the_original(sample):
     result, dataset = sample
     fewer = Dataset.from_records([["100.0"]] * 5)
-    report = verify_release({RELEASE_FILE: result.release.to_bytes()}, fewer, 3, 2)
+    report = check_km({RELEASE_FILE: result.release.to_bytes()}, fewer, 3, 2)
     assert not _requirement(report, "structure").passed
 
 
@@ -306,7 +306,7 @@ def _size_varies(rows):
 ])
 def test_a_release_out_of_its_layout_fails_closed(sample, edit, message):
     result, dataset = sample
-    report = verify_release({RELEASE_FILE: _edited(result, edit)}, dataset, 3, 2)
+    report = check_km({RELEASE_FILE: _edited(result, edit)}, dataset, 3, 2)
     assert not report.holds
     assert message in report.requirements[0].measured
     assert all(not r.passed for r in report.requirements)
@@ -317,7 +317,7 @@ def test_rows_in_another_order_fail_closed(sample):
     result, dataset = sample
     table = table_of(doc_rows(read_doc(result.release.to_bytes())))
     reordered = write_table(table.take(list(range(len(table)))[::-1]))
-    report = verify_release({RELEASE_FILE: reordered}, dataset, 3, 2)
+    report = check_km({RELEASE_FILE: reordered}, dataset, 3, 2)
     assert not report.holds and all(not r.passed for r in report.requirements)
 
 
@@ -327,7 +327,7 @@ def test_rows_in_another_order_fail_closed(sample):
 ])
 def test_malformed_release_fails_closed(sample, payload, message):
     _, dataset = sample
-    report = verify_release({RELEASE_FILE: payload}, dataset, 3, 2)
+    report = check_km({RELEASE_FILE: payload}, dataset, 3, 2)
     assert not report.holds
     assert message in report.requirements[0].measured
     assert all(not r.passed for r in report.requirements)
@@ -345,7 +345,7 @@ def test_extra_column_metadata_or_statistics_fail_closed(sample):
         (write_table(table.set_column(0, "k", table["k"].cast("int64"))), "not int32"),
     ]
     for payload, message in cases:
-        report = verify_release({RELEASE_FILE: payload}, dataset, 3, 2)
+        report = check_km({RELEASE_FILE: payload}, dataset, 3, 2)
         assert not report.holds and message in report.requirements[0].measured, message
 
 
@@ -356,14 +356,14 @@ def test_a_chunk_shorter_than_its_cluster_is_a_structure_problem(sample):
         size = rows[0]["size"]
         rows[:] = [r for r in rows if not (r["group"] == "P1" and r["chunk"] == 1
                                            and r["subrecord"] == size - 1)]
-    report = verify_release({RELEASE_FILE: _edited(result, drop_last)}, dataset, 3, 2)
+    report = check_km({RELEASE_FILE: _edited(result, drop_last)}, dataset, 3, 2)
     structure = _requirement(report, "structure")
     assert not structure.passed and "cluster P1 record chunk 1 lists" in structure.measured
 
 
 def test_missing_release_file(sample):
     _, dataset = sample
-    report = verify_release({"other.json": b"{}"}, dataset, 3, 2)
+    report = check_km({"other.json": b"{}"}, dataset, 3, 2)
     assert not report.holds and RELEASE_FILE in report.requirements[0].measured
 
 
@@ -373,6 +373,6 @@ def test_overlapping_domains_are_rejected(sample):
     cluster = next(c for c in doc["clusters"] if c["record_chunks"])
     code = next(t for s in cluster["record_chunks"][0] for t in s)
     cluster["item_chunk"] = sorted(cluster["item_chunk"] + [code])   # the layout sorts them
-    report = verify_release(_files(doc), dataset, 3, 2)
+    report = check_km(_files(doc), dataset, 3, 2)
     structure = _requirement(report, "structure")
     assert not structure.passed and code in structure.measured

@@ -51,7 +51,7 @@ def test_no_module_of_the_verifier_imports_the_algorithm():
 
 
 def test_the_public_names_are_importable_from_the_package():
-    for name in ("verify_release", "parse_release", "build_tables", "analyse", "analyse_tables",
+    for name in ("verify", "check_km", "parse_release", "build_tables", "analyse", "analyse_tables",
                  "caps_small", "caps_general", "chunk_counts_small", "chunk_counts_general",
                  "original_counts_small", "original_counts_general", "shape_problems",
                  "domain_problems", "Tables", "Findings", "ReleaseRejected", "NAME",

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release.privacy import itemset_counts
-from ehr_release.privacy.disassociation import verify_release
+from ehr_release.privacy.disassociation import check_km
 from ehr_release.privacy.itemset_counts import count_itemsets
 from tests.test_disassociation_verifier import FAST, _run, cases
 
@@ -52,7 +52,7 @@ def test_verdict_is_the_same_however_counting_is_partitioned(case):
     records, groups, k, m, seed = case
     result, ds = _run(records, groups, k, m, seed)
     files = {"release.parquet": result.release.to_bytes()}
-    serial = verify_release(files, ds, k, m, general=True)
+    serial = check_km(files, ds, k, m, general=True)
     calls: list[int] = []
 
     def spy(fn, items):
@@ -61,7 +61,7 @@ def test_verdict_is_the_same_however_counting_is_partitioned(case):
 
     original, itemset_counts.PARTITION_ROWS = itemset_counts.PARTITION_ROWS, 2
     try:
-        spread = verify_release(files, ds, k, m, general=True, map_fn=spy)
+        spread = check_km(files, ds, k, m, general=True, map_fn=spy)
     finally:
         itemset_counts.PARTITION_ROWS = original
     assert spread.to_dict() == serial.to_dict()

@@ -13,7 +13,8 @@ Policies are built for the user from a short specification string (see :data:`PO
 * ``similar:N`` — groups of N neighbouring sibling codes in hierarchy order (sim N);
 * ``frequent:S`` — frequent itemsets with support ≥ S percent of the records, made disjoint
   (sup S);
-* a path to a YAML file of explicit code sets (read by the caller: this module does no I/O).
+* a path to a YAML file of explicit code sets (read by :func:`resolve_policy`, the one
+  function here that does I/O; :func:`build_policy` takes the file's text).
 
 Nothing here depends on a particular algorithm.
 """
@@ -24,13 +25,17 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+
+if TYPE_CHECKING:
+    from ehr_release.dataset import Dataset
 
 POLICY_SYNTAX = ("hierarchy:3digit|section|chapter, similar:N (N ≥ 1), frequent:S "
                  "(S = minimum support in percent, 0 < S ≤ 100) or a path to a .yaml/.yml file")
@@ -308,3 +313,19 @@ def build_policy(spec: PolicySpec | str, code_sets: Sequence[Collection[str]], *
     if parsed.kind == "similar":
         return similarity_policy(codes, int(parsed.argument), hierarchy)
     return frequent_policy(code_sets, float(parsed.argument))
+
+
+def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
+    """The policy a parameter names, over the dataset's codes; reads YAML files here."""
+    parsed: PolicySpec = parse_policy_spec(spec)
+    text = None
+    if parsed.kind == "file":
+        path = Path(parsed.argument).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"policy file {str(path)!r} cannot be read: "
+                              f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary policy file
+            raise ConfigError(f"policy file {str(path)!r} is not UTF-8 text: {exc}") from None
+    return build_policy(parsed, dataset.code_sets(), yaml_text=text)

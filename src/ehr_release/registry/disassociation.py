@@ -1,9 +1,11 @@
 """Registry entry ``disassociation``: k^m-anonymity for diagnosis codes (issue 3).
 
-Glue only: it resolves the policy string (reading a YAML file when it names one — the
-algorithm itself does no I/O), runs VerPart batches through the flow's task runner when
-called inside a flow, and wires the independent verifier, the closed-world format
-declaration, the attack audit and the utility evaluation.
+Glue only: it resolves the policy string (:func:`~ehr_release.configuration.policies.
+resolve_policy` reads a YAML file when it names one — the algorithm itself does no I/O), runs
+VerPart batches, the verifier's counting and the evaluation's reconstructions through the
+flow's task runner when called inside a flow, and wires the family's shared entry points:
+the independent verifier, the closed-world format declaration, the attack audit and the
+utility evaluation.
 """
 
 from __future__ import annotations
@@ -11,23 +13,19 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ehr_release.configuration.policies import (
     POLICY_SYNTAX,
-    PolicySpec,
-    UtilityPolicy,
-    build_policy,
     parse_policy_spec,
+    resolve_policy,
 )
-from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.errors import ParameterError
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
-from ehr_release.registry import AlgorithmEntry, ReleaseFiles
-from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     from ehr_release.dataset import Dataset
@@ -59,22 +57,6 @@ PARAMS = (
     Param("seed", int, "seed of the subrecord shuffles (tests, reproducible examples only)",
           default=None),
 )
-
-
-def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
-    """The policy a parameter names, over the dataset's codes; reads YAML files here."""
-    parsed: PolicySpec = parse_policy_spec(spec)
-    text = None
-    if parsed.kind == "file":
-        path = Path(parsed.argument).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"policy file {str(path)!r} cannot be read: "
-                              f"{exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary policy file
-            raise ConfigError(f"policy file {str(path)!r} is not UTF-8 text: {exc}") from None
-    return build_policy(parsed, dataset.code_sets(), yaml_text=text)
 
 
 def _through_runner(task_name: str) -> Any:
@@ -168,28 +150,6 @@ def anonymize(dataset: Dataset, params: dict[str, Any],
     return {RELEASE_FILE: result.release.to_bytes()}
 
 
-def verify(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> VerificationReport:
-    from ehr_release.privacy.disassociation import verify_release
-
-    return verify_release(files, original, params["k"], params["m"], map_fn=_verify_counts_map)
-
-
-def evaluate(files: ReleaseFiles, original: Dataset, params: dict[str, Any],
-             rng: np.random.Generator) -> UtilityReport:
-    from ehr_release.algorithms.disassociation import RELEASE_FILE, DisassociatedRelease
-    from ehr_release.utility.disassociation import evaluate_release
-
-    release = DisassociatedRelease.from_bytes(files[RELEASE_FILE])
-    policy = resolve_policy(params["policy"], original)
-    return evaluate_release(release, original, policy, rng, map_fn=_reconstructions_map)
-
-
-def attack(files: ReleaseFiles, original: Dataset, params: dict[str, Any]) -> AttackReport:
-    from ehr_release.privacy.attacks.disassociation import attack as run_attack
-
-    return run_attack(files, original, params)
-
-
 ENTRY = AlgorithmEntry(
     name="disassociation",
     summary="Disassociation (Loukides et al., JBI 2014): clusters of similar records whose "
@@ -199,10 +159,11 @@ ENTRY = AlgorithmEntry(
                   "patient finds ≥ k matching records in some reconstruction of the release",
     params=PARAMS,
     anonymize=anonymize,
-    verify=verify,
-    evaluate=evaluate,
+    verify=lazy("ehr_release.privacy.disassociation", "verify", map_fn=_verify_counts_map),
+    evaluate=lazy("ehr_release.utility.disassociation", "evaluate",
+                  map_fn=_reconstructions_map),
     headline_loss="ARE W2 (estimator)",
     schema=SCHEMA,
-    attack=attack,
+    attack=lazy("ehr_release.privacy.attacks.disassociation", "attack"),
     count_records=count_records,
 )

@@ -34,7 +34,8 @@ almost never occur together and would all be skipped).
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -517,3 +518,16 @@ def below_nothing(metrics: dict[str, float]) -> list[str]:
             f"(answering 0 to every query has ARE {NOTHING_ARE:.0f})"
             for name in ("ARE W1 (estimator)", "ARE W2 (estimator)")
             if metrics.get(name, 0.0) >= NOTHING_ARE]
+
+
+def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, Any],
+             rng: np.random.Generator, *, map_fn: MapFn | None = None) -> UtilityReport:
+    """The entry point every family shares: :func:`evaluate_release` of the published
+    release under the run's utility policy (``map_fn`` only decides where the
+    reconstructions run)."""
+    from ehr_release.algorithms.disassociation import RELEASE_FILE
+    from ehr_release.configuration.policies import resolve_policy
+
+    release = DisassociatedRelease.from_bytes(files[RELEASE_FILE])
+    policy = resolve_policy(str(params.get("policy", "hierarchy:3digit")), original)
+    return evaluate_release(release, original, policy, rng, map_fn=map_fn)

@@ -29,7 +29,8 @@ and array joins; for larger m by a direct (slower) enumeration, which the tests 
 
 Modules: :mod:`.parse` (the published shape), :mod:`.tables` (release and original as
 arrays), :mod:`.structure` (requirement 2), :mod:`.counts` and :mod:`.caps` (supports and
-``cap``), :mod:`.findings` (the figures of requirements 3–5), :mod:`.verify` (the verdict);
+``cap``), :mod:`.findings` (the figures of requirements 3–5), :mod:`.verdict` (the
+verdict: :func:`check_km`, and :func:`verify`, the entry point every family shares);
 :mod:`.arrays` and :mod:`.evidence` are their helpers. The names below are the package's
 public interface.
 """
@@ -54,11 +55,11 @@ from ehr_release.privacy.disassociation.parse import (
 )
 from ehr_release.privacy.disassociation.structure import domain_problems, shape_problems
 from ehr_release.privacy.disassociation.tables import Tables, build_tables
-from ehr_release.privacy.disassociation.verify import verify_release
+from ehr_release.privacy.disassociation.verdict import check_km, verify
 
 __all__ = [
     "MAX_EVIDENCE", "NAME", "RELEASE_FILE", "Findings", "ParsedRelease", "ReleaseRejected",
     "Tables", "analyse", "analyse_tables", "build_tables", "caps_general", "caps_small",
     "chunk_counts_general", "chunk_counts_small", "domain_problems", "original_counts_general",
-    "original_counts_small", "parse_release", "shape_problems", "verify_release",
+    "original_counts_small", "parse_release", "shape_problems", "check_km", "verify",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ehr_release.dataset import Dataset
 from ehr_release.mapping import MapFn
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE, braces
@@ -17,9 +20,8 @@ from ehr_release.privacy.disassociation.tables import build_tables
 from ehr_release.reports import Requirement, VerificationReport
 
 
-def verify_release(files: dict[str, bytes], original: Dataset, k: int, m: int,
-                   *, general: bool | None = None, map_fn: MapFn | None = None
-                   ) -> VerificationReport:
+def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
+             *, general: bool | None = None, map_fn: MapFn | None = None) -> VerificationReport:
     """Check a release against the original for the requested k and m (fails closed).
 
     ``map_fn`` may run the itemset counting of m > 2 partition by partition elsewhere
@@ -79,3 +81,10 @@ def verify_release(files: dict[str, bytes], original: Dataset, k: int, m: int,
         f"{len(f.untruthful)}+ inconsistencies, e.g. {f.untruthful[0]}",
         not f.untruthful, {"inconsistencies": f.untruthful}))
     return VerificationReport(NAME, reqs)
+
+
+def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any], *,
+           map_fn: MapFn | None = None) -> VerificationReport:
+    """The entry point every family shares: k^m-anonymity of ``files`` for the run's k and
+    m (see :func:`check_km`; ``map_fn`` only decides where the counting runs)."""
+    return check_km(files, original, int(params["k"]), int(params["m"]), map_fn=map_fn)
