@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ehr_release.algorithms.artuc import artuc, baseline, to_jsonl
+from ehr_release.algorithms.artuc import artuc, baseline, release_files
 from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.formation import form_clusters
 from ehr_release.algorithms.artuc.gendiag import gendiag
