@@ -101,8 +101,9 @@ class FileSchema:
     a scalar type name (``parquet`` also: a :class:`ListOf` a scalar, or a :class:`OneOf`
     such specs); no Parquet value may be null, and the file may carry no key-value metadata
     but the keys in ``metadata`` (e.g. the ``pandas`` schema note of a table pandas wrote),
-    since a writer can put anything there. ``doc`` says in one line what the file is for; ``fields_doc`` says per
-    field why it is safe to publish (the closed-world review, shown in the format docs).
+    since a writer can put anything there. ``doc`` says in one line what the file is for;
+    ``fields_doc`` says per field why it is safe to publish (the closed-world review, shown in
+    the format docs).
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
     DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
     release it cannot derive them from departs from the schema.

@@ -24,7 +24,6 @@ import itertools
 from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -154,8 +153,8 @@ def parse_release(files: Mapping[str, bytes], config: RTConfig) -> list[Released
     expected = ["cluster", *config.names, IDS_COLUMN]
     extra = [c for c in table.column_names if c not in expected]
     if extra:  # named only when it looks like a key, not a value
-        raise Malformed(f"undeclared demographic {extra[0]!r}" if extra[0].isidentifier()
-                        and len(extra[0]) <= 40 else "an undeclared demographic")
+        raise Malformed(f"undeclared column {extra[0]!r}" if extra[0].isidentifier()
+                        and len(extra[0]) <= 40 else "an undeclared column")
     if table.column_names != expected:
         raise Malformed(f"columns must be {', '.join(expected)} in this order")
     labels = table.column("cluster")
