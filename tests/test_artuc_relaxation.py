@@ -127,12 +127,12 @@ def test_exactness_names_the_constraints_a_release_breaks(example) -> None:
     """A hand-written release that puts the worked example's groups G1 (u1–u3) and G2 (u4)
     in one cluster: ages [19:51], origin All exceed every constraint's demographics it
     overlaps (all four), and (493.2, 494.1) mixes u4's and u3's code sets."""
-    from tests.test_artuc_worked_example import release_line
+    from tests.test_artuc_worked_example import release_line, release_of
 
     _, cfg, _ = example
     line = release_line("C1", [19, 51], "All", "All", [["493.2", "494.1"]])
     exact = {r["constraint"]: r for r in constraint_exactness(
-        Release.parse(((line + "\n") * 2).encode()), cfg)}
+        Release.parse(release_of((line + "\n") * 2)), cfg)}
     assert {n: r["holds exactly"] for n, r in exact.items()} == {
         "u1": "no", "u2": "no", "u3": "no", "u4": "no"}
     assert exact["u1"]["generalized codes exceeding its code set"] == 0

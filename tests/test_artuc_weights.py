@@ -27,7 +27,13 @@ from ehr_release.privacy.kkm import suppressed_occurrences
 from ehr_release.utility.artuc import Release, record_ul
 from tests.test_artuc_properties import ATTRS, _dataset, records
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture
-from tests.test_artuc_worked_example import CONFIG, SEED, release_line, worked_example
+from tests.test_artuc_worked_example import (
+    CONFIG,
+    SEED,
+    release_line,
+    release_of,
+    worked_example,
+)
 
 
 def _weighted(**weights: float):
@@ -44,7 +50,7 @@ RECORD_6 = release_line("B", [44, 47], "All", "All", [["494.1"], ["458.1", "458.
 @pytest.mark.parametrize("w", [1.0, 0.5, 0.0])
 def test_example_4_record_6_costs_3w_over_7(w) -> None:
     cfg = _weighted(u1=w)
-    release = Release.parse(RECORD_6.encode())
+    release = Release.parse(release_of(RECORD_6))
     assert record_ul(release, cfg.code_weights())[0] == pytest.approx(3 * w / 7)
 
 
