@@ -40,14 +40,16 @@ DEMOGRAPHIC_VALUE = OneOf((ListOf("number"), "str"))
 
 
 def records_columns(files: Mapping[str, bytes]) -> dict[str, Spec]:
-    """``cluster``, the demographic columns (whatever the file names between it and the
-    ids: the configuration decides them, the model verifier checks the names), the ids."""
+    """``cluster``, the demographic columns, the ids. The demographic columns are whatever the
+    file names between the other two (the configuration decides them; the model verifier
+    checks the names), each ``[low, high]`` if the file stores a list there, else text."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(io.BytesIO(files[RECORDS_FILE])).names
-    demographics = [n for n in names if n not in ("cluster", IDS_COLUMN)]
-    return {"cluster": "str", **dict.fromkeys(demographics, DEMOGRAPHIC_VALUE),
-            IDS_COLUMN: ListOf("int")}
+    schema = pq.read_schema(io.BytesIO(files[RECORDS_FILE]))
+    demographics = {field.name: ListOf("number") if pa.types.is_list(field.type) else "str"
+                    for field in schema if field.name not in ("cluster", IDS_COLUMN)}
+    return {"cluster": "str", **demographics, IDS_COLUMN: ListOf("int")}
 
 
 #: The demographic columns' row in the documentation (their names are the configuration's).
