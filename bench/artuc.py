@@ -16,9 +16,11 @@ process), each worker holding its own copy of the code table. Prints one
 table row per case; ``--scale 0.1`` runs a tenth of the records while developing. Target
 (issue 4): EHRD-like ArtUC in ≤ 120 s. ``--attack`` times the attack audit of the release
 (issue 14; goal: ``attack s`` ≤ ``verify s``) and reports its smallest candidate set.
+``--save DIR`` writes each case's release to ``DIR/<case>/`` for ``bench/artuc_format.py``
+(release size, pandas load, verification time and peak on its own; issue 18).
 
     .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N]
-                                    [--delta D] [--verify] [--attack]
+                                    [--delta D] [--verify] [--attack] [--save DIR]
 """
 
 from __future__ import annotations
@@ -177,9 +179,10 @@ def _peak_mb() -> dict:
 
 
 def run_case(name: str, scale: float, verify: bool, workers: int, delta: float,
-             attack: bool = False) -> dict:
+             attack: bool = False, save: Path | None = None) -> dict:
     make, full = CASES[name]
-    dataset, raw = make(max(int(full * scale), 100))
+    n = max(int(full * scale), 100)
+    dataset, raw = make(n)
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, Path()))
     data = rt_data(dataset, config)
     eps = EPS_SHARE * len(dataset.distinct_codes())
@@ -203,6 +206,15 @@ def run_case(name: str, scale: float, verify: bool, workers: int, delta: float,
                 "UL": round(anon.ul, 4), "suppressed": anon.suppressed_codes,
                 "ε met": "yes" if anon.suppressed_codes <= eps else "no",
                 "seconds": round(seconds, 1)})
+    if save is not None:  # for bench/artuc_format.py: size, load and verification alone
+        from ehr_release.algorithms.artuc import release_files
+
+        folder = save / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for file, data in release_files(anon).items():
+            (folder / file).write_bytes(data)
+        (folder / "case.json").write_text(json.dumps({"case": name, "records": n,
+                                                      "delta": delta}))
     if verify:
         from ehr_release.algorithms.artuc import release_files
         from ehr_release.privacy.kkm import verify_kkm
@@ -235,17 +247,19 @@ def main() -> None:
     ap.add_argument("--attack", action="store_true", help="time the attack audit too")
     ap.add_argument("--workers", type=int, default=usable_cpus())
     ap.add_argument("--delta", type=float, default=DELTA)
+    ap.add_argument("--save", type=Path, help="write each case's release to SAVE/<case>/")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers, args.delta,
-                                  args.attack)))
+                                  args.attack, args.save)))
         return
     rows = []
     for case in args.cases.split(","):
         cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale),
                "--workers", str(args.workers), "--delta", str(args.delta)]
-        flags = (["--verify"] if args.verify else []) + (["--attack"] if args.attack else [])
+        flags = (["--verify"] if args.verify else []) + (["--attack"] if args.attack else []) + (
+            ["--save", str(args.save)] if args.save else [])
         out = subprocess.run(cmd + flags, check=True, capture_output=True, text=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     cols = list(dict.fromkeys(c for r in rows for c in r))

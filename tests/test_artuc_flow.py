@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.conftest import SHARED_DATA
 from tests.flow_helpers import decide, start, wait_status
+from tests.kkm_release import read_records
 from tests.test_artuc_registry import EXAMPLE
 
 pytestmark = pytest.mark.slow
@@ -53,12 +55,14 @@ def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path, monkeypat
     thread.join(180)
     assert box.get("result") == "published", box
     folder = out / "releases" / req.run_id
-    assert {p.name for p in folder.iterdir()} == {"records.jsonl", "datasheet.pdf",
-                                                  "manifest.json"}
-    lines = (folder / "records.jsonl").read_text().splitlines()
-    assert all(set(json.loads(x)) == {"cluster", "demographics", "codes"}  # issue 14
-               for x in lines)
-    assert not any(pid in (folder / "records.jsonl").read_text() for pid in ("10006", "10011"))
+    assert {p.name for p in folder.iterdir()} == {"records.parquet", "generalized_codes.parquet",
+                                                  "datasheet.pdf", "manifest.json"}
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix == ".parquet"}
+    lines = read_records(files)  # issue 14: no per-record count
+    assert lines and all(set(x) == {"cluster", "demographics", "codes"} for x in lines)
+    assert list(pd.read_parquet(folder / "records.parquet").columns) == [
+        "cluster", *lines[0]["demographics"], "generalized_codes"]
+    assert not any(pid in json.dumps(lines) for pid in ("10006", "10011"))
     # anonymize, then Baseline for the comparison; the comparator RmR (Poulis et al.,
     # issue 19) generalizes codes along the hierarchy without GenDiag workers
     assert len(spawned) == 2

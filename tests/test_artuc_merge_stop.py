@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import verify_kkm
@@ -38,7 +38,7 @@ def test_both_rules_give_figure_3_on_the_papers_example() -> None:
             for stop in ("exhaust", "paper")}
     assert _clusters(runs["paper"]) == _clusters(runs["exhaust"]) == [[0, 1, 2, 3], [4, 5],
                                                                       [6, 7]]
-    assert to_jsonl(runs["paper"]) == to_jsonl(runs["exhaust"])
+    assert release_files(runs["paper"]) == release_files(runs["exhaust"])
 
 
 def test_the_paper_stops_at_a_partnerless_cluster_ours_goes_on() -> None:
@@ -60,7 +60,7 @@ def test_the_paper_stops_at_a_partnerless_cluster_ours_goes_on() -> None:
     assert paper.ul > ours.ul  # 493.2 of record 3 is suppressed in {2, 3} alone
     assert paper.suppressed_codes == 1 and ours.suppressed_codes == 0
     for anon in (ours, paper):
-        report = verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc",
+        report = verify_kkm(release_files(anon), ds, cfg, algorithm="artuc",
                             k=2, m=2, delta=0.6, epsilon=2, constrained=True)
         assert report.holds, report.failures
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
+from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
@@ -67,7 +67,7 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
         except ParameterError as exc:  # Step 16: the k-clustering alone exceeds δ
             assert exc.parameter == "delta" and name != "artuc-baseline"
             continue
-        files = {"records.jsonl": to_jsonl(anon)}
+        files = release_files(anon)
         report = verify_kkm(files, ds, cfg, algorithm=name, k=k, m=m,
                             delta=None if name == "artuc-baseline" else delta, epsilon=1e9,
                             constrained=name != "artuc-unconstrained")
@@ -80,8 +80,8 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
         if name != "artuc-baseline":
             assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)
             assert anon.ncp <= delta + 1e-9
-        gen = record_ul(Release.parse(files["records.jsonl"]))
-        lost = suppressed_occurrences(files["records.jsonl"], data, cfg)
+        gen = record_ul(Release.parse(files))
+        lost = suppressed_occurrences(files, data, cfg)
         assert lost == sum(round(g.ul_suppression) for g in anon.codes)  # Σ s(r), unpublished
         released_ul = float(gen.mean()) + lost / len(gen) if len(gen) else 0.0
         assert released_ul == pytest.approx(anon.ul)
@@ -95,7 +95,7 @@ def test_same_seed_same_bytes(rows, seed) -> None:
     cfg = parse_config({"attributes": ATTRS, "constraints": TEMPLATES[1]},
                        lambda ref: icd9_hierarchy())
     data = rt_data(ds, cfg)
-    first, second = (to_jsonl(artuc(data, cfg, k=2, m=2, delta=1.0, epsilon=1e9,
+    first, second = (release_files(artuc(data, cfg, k=2, m=2, delta=1.0, epsilon=1e9,
                                      rng=np.random.default_rng(seed))) for _ in range(2))
     assert first == second
 
@@ -110,7 +110,7 @@ def test_a_release_with_every_group_suppressed_has_no_class_to_fail() -> None:
                        lambda ref: icd9_hierarchy())
     anon = baseline(rt_data(ds, cfg), cfg, k=3, m=2, epsilon=1e9)
     assert anon.released == 0
-    report = verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc-baseline",
+    report = verify_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
                         k=3, m=2, delta=None, epsilon=1e9, constrained=True)
     assert report.holds, report.failures
     reqs = {r.name: r for r in report.requirements}

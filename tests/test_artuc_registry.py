@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from ehr_release import registry
 from ehr_release.configuration.epsilon import resolve_epsilon
 from ehr_release.errors import ParameterError
+from tests.kkm_release import read_records, to_files
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "artuc-mimic"
 PARAMS = {"k": "5", "m": "2", "delta": "0.4", "config": str(EXAMPLE / "config.yaml"),
@@ -67,7 +67,7 @@ def test_mimic_example_releases_verify(mimic, name) -> None:
     entry = registry.get(name)
     params = entry.parse({**PARAMS, "compare": "false"})
     files = entry.anonymize(mimic, params, np.random.default_rng(1))
-    records = [json.loads(x) for x in files["records.jsonl"].decode().splitlines()]
+    records = read_records(files)
     assert set(records[0]["demographics"]) == {"age", "gender", "ethnicity", "marital_status",
                                                "insurance"}
     report = entry.verify(files, mimic, params)
@@ -117,10 +117,10 @@ def test_verify_through_the_entry_rejects_a_tampered_release(mimic) -> None:
     entry = registry.get("artuc")
     params = entry.parse(PARAMS)
     files = entry.anonymize(mimic, params, np.random.default_rng(1))
-    lines = files["records.jsonl"].decode().splitlines()
-    first = json.loads(lines[0])
+    lines = read_records(files)
+    first = lines[0]
     first["demographics"]["gender"] = "F" if first["demographics"]["gender"] == "M" else "M"
-    tampered = {"records.jsonl": "\n".join([json.dumps(first), *lines[1:]]).encode() + b"\n"}
+    tampered = to_files(lines)
     assert not entry.verify(tampered, mimic, params).holds
 
 

@@ -11,7 +11,6 @@ record 5 is suppressed inside the group {4, 5}, which has no partner.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -20,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import Relaxing, artuc, to_jsonl
+from ehr_release.algorithms.artuc import Relaxing, artuc, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
@@ -60,7 +59,7 @@ def _clusters(anon) -> list[list[int]]:
 
 def _verify(example, anon, *, delta, epsilon):
     ds, cfg, _ = example
-    return verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc", k=2, m=2,
+    return verify_kkm(release_files(anon), ds, cfg, algorithm="artuc", k=2, m=2,
                       delta=delta, epsilon=epsilon, constrained=True)
 
 
@@ -68,7 +67,7 @@ def test_with_the_papers_delta_and_epsilon_algorithm_2_returns_figure_3(example)
     plain = _run(example, delta=0.6, epsilon=2)
     relaxed = _run(example, delta=0.6, epsilon=2, relaxing=Relaxing(1.0, 10))
     assert _clusters(relaxed) == FIG3 and relaxed.relaxations == ()
-    assert to_jsonl(relaxed) == to_jsonl(plain)
+    assert release_files(relaxed) == release_files(plain)
 
 
 def test_delta_below_the_clustering_is_relaxed_at_steps_3_and_14(example) -> None:
@@ -107,7 +106,7 @@ def test_epsilon_is_relaxed_only_when_merging_cannot_reach_it(example) -> None:
 def test_evaluation_recomputes_the_relaxations_from_the_release(example) -> None:
     ds, cfg, _ = example
     anon = _run(example, delta=0.3, epsilon=0, relaxing=Relaxing(0.6, 1))
-    files = {"records.jsonl": to_jsonl(anon)}
+    files = release_files(anon)
     check = RelaxCheck(0.3, 0, 0.6, 1)
     report = evaluate_release("artuc", files, ds, cfg, np.random.default_rng(0), chart=False,
                               relax=check)
@@ -128,12 +127,12 @@ def test_exactness_names_the_constraints_a_release_breaks(example) -> None:
     """A hand-written release that puts the worked example's groups G1 (u1–u3) and G2 (u4)
     in one cluster: ages [19:51], origin All exceed every constraint's demographics it
     overlaps (all four), and (493.2, 494.1) mixes u4's and u3's code sets."""
-    from tests.test_artuc_worked_example import release_line
+    from tests.test_artuc_worked_example import release_line, release_of
 
     _, cfg, _ = example
     line = release_line("C1", [19, 51], "All", "All", [["493.2", "494.1"]])
     exact = {r["constraint"]: r for r in constraint_exactness(
-        Release.parse(((line + "\n") * 2).encode()), cfg)}
+        Release.parse(release_of((line + "\n") * 2)), cfg)}
     assert {n: r["holds exactly"] for n, r in exact.items()} == {
         "u1": "no", "u2": "no", "u3": "no", "u4": "no"}
     assert exact["u1"]["generalized codes exceeding its code set"] == 0
@@ -163,7 +162,7 @@ def test_relaxation_never_weakens_the_guarantee(rows, template, k, m, delta, eps
                      rng=np.random.default_rng(seed), relaxing=relaxing)
 
     relaxed = run(ceiling)
-    files = {"records.jsonl": to_jsonl(relaxed)}
+    files = release_files(relaxed)
     report = verify_kkm(files, ds, cfg, algorithm="artuc", k=k, m=m, delta=1.0,
                         epsilon=math.inf, constrained=True)
     assert report.holds, report.failures
@@ -173,9 +172,9 @@ def test_relaxation_never_weakens_the_guarantee(rows, template, k, m, delta, eps
         assert relaxed.relaxations, "Algorithm 1 failed but Algorithm 2 relaxed nothing"
     else:
         assert relaxed.relaxations == ()
-        assert to_jsonl(plain) == files["records.jsonl"]
+        assert release_files(plain) == files
     said = {r.requirement for r in relaxed.relaxations}
-    release = Release.parse(files["records.jsonl"])
+    release = Release.parse(files)
     ncp = float(record_ncp(release, cfg).mean()) if release.codes else 0.0
     notes: list[str] = []
     counted = codes_suppressed(files, ds, cfg)
@@ -206,8 +205,7 @@ def test_mimic_chapter_constraints_publish_with_relax(mimic) -> None:  # noqa: F
     params = entry.parse({**given, "relax": "true", "relax_epsilon": "100%"})
     files = entry.anonymize(mimic, params, np.random.default_rng(1))
     assert list(violations(files, SCHEMA)) == []
-    assert all(set(json.loads(x)) == {"cluster", "demographics", "codes"}
-               for x in files["records.jsonl"].decode().splitlines())
+    assert set(files) == {"records.parquet", "generalized_codes.parquet"}
     report = entry.verify(files, mimic, params)
     assert report.holds, report.failures
     utility = entry.evaluate(files, mimic, params, np.random.default_rng(2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -17,11 +19,13 @@ from ehr_release.utility.artuc import (
     true_count,
     workloads,
 )
+from tests.kkm_release import to_files
 from tests.test_artuc_worked_example import ROWS, release_line, worked_example
 
 
 def _release(*lines: str) -> Release:
-    return Release.parse(("\n".join(lines) + "\n").encode())
+    """The release of these ``release_line`` texts, rows in the order given."""
+    return Release.parse(to_files([json.loads(x) for x in lines]))
 
 
 def test_estimator_follows_the_uniform_assumption() -> None:

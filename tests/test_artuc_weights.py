@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from ehr_release.configuration.constraints import parse_config, rt_data, with_code_weights
@@ -27,7 +27,13 @@ from ehr_release.privacy.kkm import suppressed_occurrences
 from ehr_release.utility.artuc import Release, record_ul
 from tests.test_artuc_properties import ATTRS, _dataset, records
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture
-from tests.test_artuc_worked_example import CONFIG, SEED, release_line, worked_example
+from tests.test_artuc_worked_example import (
+    CONFIG,
+    SEED,
+    release_line,
+    release_of,
+    worked_example,
+)
 
 
 def _weighted(**weights: float):
@@ -44,7 +50,7 @@ RECORD_6 = release_line("B", [44, 47], "All", "All", [["494.1"], ["458.1", "458.
 @pytest.mark.parametrize("w", [1.0, 0.5, 0.0])
 def test_example_4_record_6_costs_3w_over_7(w) -> None:
     cfg = _weighted(u1=w)
-    release = Release.parse(RECORD_6.encode())
+    release = Release.parse(release_of(RECORD_6))
     assert record_ul(release, cfg.code_weights())[0] == pytest.approx(3 * w / 7)
 
 
@@ -66,7 +72,7 @@ def test_weights_of_1_keep_the_release_bytes() -> None:
     assert ones.code_weights() == {}
     again = artuc(rt_data(ds, ones), ones, k=2, m=2, delta=0.6, epsilon=2,
                   rng=np.random.default_rng(SEED))
-    assert to_jsonl(again) == to_jsonl(plain) and again.ul == plain.ul
+    assert release_files(again) == release_files(plain) and again.ul == plain.ul
 
 
 def test_bad_or_conflicting_weights_are_refused() -> None:
@@ -107,9 +113,9 @@ def test_anonymizer_and_evaluation_agree_on_weighted_ul(rows, w, seed) -> None:
         lambda ref: icd9_hierarchy())
     data = rt_data(ds, cfg)
     anon = artuc(data, cfg, k=2, m=2, delta=1.0, epsilon=1e9, rng=np.random.default_rng(seed))
-    data_bytes = to_jsonl(anon)
-    gen = record_ul(Release.parse(data_bytes), cfg.code_weights())
-    lost = suppressed_occurrences(data_bytes, data, cfg)
+    files = release_files(anon)
+    gen = record_ul(Release.parse(files), cfg.code_weights())
+    lost = suppressed_occurrences(files, data, cfg)
     released = float(gen.mean()) + lost / len(gen) if len(gen) else 0.0
     assert released == pytest.approx(anon.ul)
 

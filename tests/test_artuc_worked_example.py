@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ehr_release.algorithms.artuc import artuc, baseline, to_jsonl
+from ehr_release.algorithms.artuc import artuc, baseline, release_files
 from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.formation import form_clusters
 from ehr_release.algorithms.artuc.gendiag import gendiag
@@ -20,6 +20,7 @@ from ehr_release.algorithms.artuc.merging import merge_identical
 from ehr_release.configuration.constraints import RTConfig, assign_parts, parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import verify_kkm
+from tests.kkm_release import read_records, to_files
 
 #: The seed whose first two random picks are the paper's: record 0, then record 2.
 SEED = 11
@@ -60,6 +61,16 @@ def release_line(cluster: str, age: list[int], origin: str, gender: str,
     return json.dumps({"cluster": cluster, "demographics": {"age": age, "origin": origin,
                                                             "gender": gender},
                        "codes": codes})
+
+
+def release_lines(anon) -> list[str]:
+    """The published records of ``anon`` as ``release_line`` texts, in row order."""
+    return [json.dumps(r) for r in read_records(release_files(anon))]
+
+
+def release_of(text: str) -> dict[str, bytes]:
+    """The release holding ``release_line`` texts, in the documented order."""
+    return to_files([json.loads(x) for x in text.splitlines() if x.strip()], canonical=True)
 
 
 def _rows(ids: np.ndarray) -> set[int]:
@@ -111,7 +122,7 @@ def test_artuc_reproduces_figure_3(example) -> None:
     assert anon.ncp == pytest.approx(0.534, abs=1e-3)
     assert anon.ul == pytest.approx(0.361, abs=1e-3)  # the paper's 0.441 is an arithmetic slip
     assert anon.suppressed_codes == 1
-    lines = sorted(to_jsonl(anon).decode().splitlines())
+    lines = sorted(release_lines(anon))
     body = sorted(json.dumps({k: v for k, v in json.loads(x).items() if k != "cluster"})
                   for x in lines)
     expected = [
@@ -151,8 +162,8 @@ def test_verifier_accepts_artuc_and_figure_3(example) -> None:
         release_line("B", [44, 47], "All", "All", [["458.1", "458.21"], ["494.1"]]),
         *[release_line("C", [51, 51], "Africa", "Male", [["493.2"]])] * 2,
     ]) + "\n"
-    for data in (to_jsonl(anon), fig3.encode()):
-        report = verify_kkm({"records.jsonl": data}, ds, cfg, algorithm="artuc", k=2, m=2,
+    for files in (release_files(anon), release_of(fig3)):
+        report = verify_kkm(files, ds, cfg, algorithm="artuc", k=2, m=2,
                             delta=0.6, epsilon=2, constrained=True)
         assert report.holds, report.failures
         ncp = next(r for r in report.requirements if r.name == "NCP bound δ")
@@ -171,7 +182,7 @@ def test_verifier_rejects_figure_1b_though_it_is_k_and_km_anonymous(example) -> 
         release_line("E", [51, 51], "Africa", "Male", [["493.2"], ["494.1"]]),
         *[release_line("F", [44, 47], "All", "All", [["494.1"], ["458.1", "458.21"]])] * 2,
     ]) + "\n"
-    report = verify_kkm({"records.jsonl": fig1b.encode()}, ds, cfg, algorithm="artuc", k=2,
+    report = verify_kkm(release_of(fig1b), ds, cfg, algorithm="artuc", k=2,
                         m=2, delta=0.6, epsilon=2, constrained=True)
     verdict = {r.name: r.passed for r in report.requirements}
     assert verdict["k-anonymity of the demographics alone"]
@@ -191,18 +202,17 @@ def test_paper_examples_3_and_4_measures(example) -> None:
     assert space.ncp(box) == pytest.approx((3 / 32 + 2) / 3)
     from ehr_release.utility.artuc import Release, record_ul
 
-    release = Release.parse(release_line("B", [44, 47], "All", "All",
-                                         [["494.1"], ["458.1", "458.21"]]).encode())
+    release = Release.parse(release_of(release_line("B", [44, 47], "All", "All",
+                                                    [["494.1"], ["458.1", "458.21"]])))
     assert record_ul(release)[0] == pytest.approx(3 / 7)  # Example 4: 0.43
 
 
 def test_baseline_publishes_the_constraint_values(example) -> None:
     ds, cfg = example
     anon = baseline(rt_data(ds, cfg), cfg, k=2, m=2, epsilon=2)
-    demo = {json.dumps(json.loads(x)["demographics"])
-            for x in to_jsonl(anon).decode().splitlines()}
+    demo = {json.dumps(json.loads(x)["demographics"]) for x in release_lines(anon)}
     assert demo == {json.dumps({"age": [19, 50], "origin": "All", "gender": "All"}),
                     json.dumps({"age": [51, 51], "origin": "Africa", "gender": "Male"})}
-    report = verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc-baseline",
+    report = verify_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
                         k=2, m=2, delta=None, epsilon=2, constrained=True)
     assert report.holds, report.failures

@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.algorithms import rmr as poulis
-from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
+from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.configuration.constraints import NumericalAttribute, parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks import kkm as attack_module
 from ehr_release.privacy.attacks.kkm import attack_kkm, knowledge_sets
 from ehr_release.privacy.kkm import verify_kkm
+from tests.kkm_release import read_records, to_files
 from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset, records
 from tests.test_artuc_worked_example import CONFIG, ROWS, SEED, worked_example
 
@@ -42,7 +43,7 @@ def params(tmp_path: Path) -> dict:
                                         "config": str(path), "seed": str(SEED)})
 
 
-def _old_format(anon) -> bytes:
+def _old_format(anon) -> dict[str, bytes]:
     """The release as published before issue 14: with each record's suppressed count."""
     names = anon.table.names
     lines = []
@@ -56,21 +57,20 @@ def _old_format(anon) -> bytes:
                 lost[r] += 1
             else:
                 items[r].add(it)
-        lines += sorted(json.dumps({"cluster": f"C{n}", "demographics": demo,
-                                    "codes": sorted([names[c] for c in gen.items[i]]
-                                                    for i in its), "suppressed": lost[r]})
-                        for r, its in enumerate(items))
-    return "".join(x + "\n" for x in lines).encode()
+        lines += [{"cluster": f"C{n}", "demographics": demo,
+                   "codes": sorted([names[c] for c in gen.items[i]] for i in its),
+                   "suppressed": lost[r]} for r, its in enumerate(items)]
+    return to_files(lines, canonical=True)
 
 
 def test_finding_1_the_attack_isolates_p5_in_the_old_format_only() -> None:
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    old = attack_kkm({"records.jsonl": _old_format(anon)}, ds, cfg, k=2, m=2)
+    old = attack_kkm(_old_format(anon), ds, cfg, k=2, m=2)
     assert not old.passed and old.smallest_candidate_set == 1
     assert "undeclared fields" in old.measured
-    new = attack_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, k=2, m=2)
+    new = attack_kkm(release_files(anon), ds, cfg, k=2, m=2)
     assert new.passed and new.smallest_candidate_set == 2 and new.exhaustive
     # 8 patients: C(3,2) + C(3,2) + C(2,2) + C(3,2) + 1 + C(2,2) + C(3,2) + C(2,2) sets
     assert new.knowledge_sets_tried == 3 + 3 + 1 + 3 + 1 + 1 + 3 + 1
@@ -94,8 +94,7 @@ def test_an_undeclared_file_of_code_sets_is_read_by_the_attack() -> None:
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
     stray = "".join(json.dumps(r[3].split()) + "\n" for r in ROWS).encode()
-    report = attack_kkm({"records.jsonl": to_jsonl(anon), "raw.jsonl": stray}, ds, cfg, k=2,
-                        m=2)
+    report = attack_kkm({**release_files(anon), "raw.jsonl": stray}, ds, cfg, k=2, m=2)
     assert not report.passed and report.smallest_candidate_set == 1
     assert "undeclared files" in report.measured
 
@@ -104,9 +103,9 @@ def test_lines_out_of_content_order_count_as_labels() -> None:
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    lines = to_jsonl(anon).decode().splitlines()
+    lines = read_records(release_files(anon))
     swapped = [lines[3], *lines[:3], *lines[4:]]  # two distinct lines of C1 swapped
-    report = attack_kkm({"records.jsonl": "\n".join(swapped).encode()}, ds, cfg, k=2, m=2)
+    report = attack_kkm(to_files(swapped), ds, cfg, k=2, m=2)
     assert not report.passed and report.smallest_candidate_set == 1
     assert "content order" in report.measured
 
@@ -126,7 +125,7 @@ def test_sampling_is_seeded_and_keeps_every_rare_set(monkeypatch) -> None:
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    report = attack_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, k=2, m=2)
+    report = attack_kkm(release_files(anon), ds, cfg, k=2, m=2)
     assert report.passed and not report.exhaustive
 
 
@@ -182,7 +181,7 @@ def _edit(lines: list[dict], draw, pool: list[str]) -> list[dict]:
         r["cluster"] = "Z"
     else:
         r["rank"] = 1
-    return sorted(lines, key=json.dumps)  # content order: position adds nothing
+    return lines  # written in content order (to_files canonical): position adds nothing
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -207,19 +206,18 @@ def test_attack_passes_correct_releases_and_matches_brute_force_on_edits(
             anon = run()
         except ParameterError:
             continue
-        files = {"records.jsonl": to_jsonl(anon)}
+        files = release_files(anon)
         assert verify_kkm(files, ds, cfg, algorithm=name, k=k, m=m, delta=None,
                           epsilon=1e9,
                           constrained=name not in ("rmr", "artuc-unconstrained")).holds
         report = attack_kkm(files, ds, cfg, k=k, m=m)
         assert report.passed, (name, report)
-        lines = [json.loads(x) for x in files["records.jsonl"].decode().splitlines()]
+        lines = read_records(files)
         assert report.smallest_candidate_set == brute_force(lines, ds, cfg, m)
         if not lines:
             continue
         edited = _edit(lines, data.draw, pool)
-        body = "".join(json.dumps(r) + "\n" for r in edited).encode()
-        got = attack_kkm({"records.jsonl": body}, ds, cfg, k=k, m=m)
+        got = attack_kkm(to_files(edited, canonical=True), ds, cfg, k=k, m=m)
         want = brute_force(edited, ds, cfg, m)
         assert got.smallest_candidate_set == want, (name, edited)
         assert got.passed == (want is None or want >= k)
@@ -231,9 +229,8 @@ def test_a_planted_per_record_field_is_always_found() -> None:
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    lines = [json.loads(x) for x in to_jsonl(anon).decode().splitlines()]
+    lines = read_records(release_files(anon))
     for i in range(len(lines)):
         planted = [{**r, "flag": int(j == i)} for j, r in enumerate(lines)]
-        body = "".join(json.dumps(r) + "\n" for r in planted).encode()
-        report = attack_kkm({"records.jsonl": body}, ds, cfg, k=2, m=2)
+        report = attack_kkm(to_files(planted), ds, cfg, k=2, m=2)
         assert not report.passed and report.smallest_candidate_set == 1

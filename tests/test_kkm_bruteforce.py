@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.privacy.kkm import verify_kkm
+from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import SEED, worked_example
 
 K, M = 2, 2
@@ -31,7 +32,7 @@ def honest():
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=K, m=M, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    return ds, cfg, [json.loads(x) for x in to_jsonl(anon).decode().splitlines()]
+    return ds, cfg, read_records(release_files(anon))
 
 
 def _supports_ok(records: list[dict], k: int, m: int) -> bool:
@@ -92,8 +93,7 @@ def _check(honest, data) -> str:
         if codes:
             del codes[j % len(codes)]
     records = [records[i] for i in keep]
-    payload = "".join(json.dumps(r) + "\n" for r in records).encode()
-    report = verify_kkm({"records.jsonl": payload}, ds, cfg, algorithm="artuc", k=K, m=M,
+    report = verify_kkm(to_files(records, canonical=True), ds, cfg, algorithm="artuc", k=K, m=M,
                         delta=0.6, epsilon=2, constrained=True)
     found = {r.name: r.passed for r in report.requirements}
     for name, expected in brute_force(records, K, M).items():

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.privacy.kkm import verify_kkm
+from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import SEED, release_line, worked_example
 
 
@@ -22,15 +23,16 @@ def case():
     ds, cfg = worked_example()
     anon = artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
                  rng=np.random.default_rng(SEED))
-    return ds, cfg, [json.loads(x) for x in to_jsonl(anon).decode().splitlines()]
+    return ds, cfg, read_records(release_files(anon))
 
 
-def check(case, records, **overrides):
+def check(case, records, files=None, **overrides):
+    """Verify ``records`` (dicts or JSON text), written in the documented order."""
     ds, cfg, _ = case
-    data = "".join((json.dumps(r) if isinstance(r, dict) else r) + "\n" for r in records)
+    records = [json.loads(r) if isinstance(r, str) else r for r in records]
     args = {"algorithm": "artuc", "k": 2, "m": 2, "delta": 0.6, "epsilon": 2,
             "constrained": True, **overrides}
-    report = verify_kkm({"records.jsonl": data.encode()}, ds, cfg, **args)
+    report = verify_kkm(files or to_files(records, canonical=True), ds, cfg, **args)
     return {r.name: r for r in report.requirements}, report
 
 
@@ -92,20 +94,30 @@ def test_bounds_delta_epsilon_and_the_constraints(case) -> None:
 
 
 @pytest.mark.parametrize("line, problem", [
-    ("{not json", "line 1"),
     (json.dumps({"cluster": "A", "demographics": {}, "codes": []}),
-     "demographics must list age, origin, gender"),
+     "columns must be cluster, age, origin, gender, generalized_codes"),
     (release_line("A", [10, 30], "Europe", "All", []), "inside [19, 51]"),
     (release_line("A", [19, 30], "Asia", "All", []), "'Asia' is not a node"),
     (release_line("A", [19, 30], "Europe", "All", [["494.1"], ["494.1", "493.2"]]),
      "appears twice"),
     (release_line("A", [19, 30], "Europe", "All", [])[:-1] + ', "suppressed": 0}',
-     "expected the keys cluster, demographics, codes"),  # issue 14: no per-record count
+     "undeclared column 'suppressed'"),  # issue 14: no per-record count
 ])
 def test_malformed_lines_are_named(case, line, problem) -> None:
     reqs, report = check(case, [line])
     assert not report.holds
     assert problem in reqs["well-formed release"].measured
+
+
+def test_unreadable_or_missing_tables_are_named(case) -> None:
+    files = to_files(case[2])
+    for name in files:
+        reqs, report = check(case, [], files={**files, name: b"{not parquet"})
+        assert not report.holds
+        assert f"{name} is not a readable Parquet file" in reqs["well-formed release"].measured
+        rest = {n: b for n, b in files.items() if n != name}
+        reqs, _ = check(case, [], files=rest)
+        assert f"the release has no {name}" in reqs["well-formed release"].measured
 
 
 def test_a_cluster_must_share_demographics_and_one_generalization(case) -> None:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.rmr import CodeAncestry, hierarchy_kkm, rmr
 from ehr_release.configuration.constraints import parse_config, rt_data
@@ -34,7 +34,7 @@ def example():
 
 
 def _verify(anon, ds, cfg, *, k: int, m: int, delta: float, epsilon: float):
-    return verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="rmr", k=k, m=m,
+    return verify_kkm(release_files(anon), ds, cfg, algorithm="rmr", k=k, m=m,
                       delta=delta, epsilon=epsilon, constrained=False)
 
 
@@ -63,7 +63,7 @@ def test_worked_example_release_verifies_and_resists_the_attack(example, seed, c
                rng=np.random.default_rng(seed), codes=codes)
     report = _verify(anon, ds, cfg, k=2, m=2, delta=0.6, epsilon=2)
     assert report.holds, report.failures
-    assert attack_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, k=2, m=2).passed
+    assert attack_kkm(release_files(anon), ds, cfg, k=2, m=2).passed
     assert anon.released == 8 and anon.ncp <= 0.6 + 1e-12
 
 
@@ -123,7 +123,7 @@ def test_every_release_is_kkm_anonymous_within_delta(rows, k, m, delta, seed, co
     except ParameterError as exc:  # the k-clustering alone exceeds δ
         assert exc.parameter == "delta"
         return
-    files = {"records.jsonl": to_jsonl(anon)}
+    files = release_files(anon)
     report = verify_kkm(files, ds, cfg, algorithm="rmr", k=k, m=m, delta=delta, epsilon=1e9,
                         constrained=False)
     assert report.holds, report.failures
@@ -131,8 +131,8 @@ def test_every_release_is_kkm_anonymous_within_delta(rows, k, m, delta, seed, co
     assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)
     assert anon.ncp <= delta + 1e-9
     assert reqs["suppression bound ε"].evidence["suppressed_codes"] == anon.suppressed_codes
-    lost = suppressed_occurrences(files["records.jsonl"], data, cfg)
-    gen = record_ul(Release.parse(files["records.jsonl"]))
+    lost = suppressed_occurrences(files, data, cfg)
+    gen = record_ul(Release.parse(files))
     if len(gen):
         assert float(gen.mean()) + lost / len(gen) == pytest.approx(anon.ul)
     assert anon.released + len(anon.suppressed_rows) == len(rows)
@@ -190,11 +190,11 @@ def test_rmr_entry_runs_the_poulis_algorithm_not_unconstrained_artuc(params) -> 
         files = registry.get("rmr").anonymize(ds, parsed, np.random.default_rng(SEED))
         direct = rmr(data, cfg, icd9_hierarchy(), k=2, m=2, delta=0.6, epsilon=2,
                      rng=np.random.default_rng(SEED), codes=codes)
-        assert files["records.jsonl"] == to_jsonl(direct)
+        assert files == release_files(direct)
     unconstrained = registry.get("artuc-unconstrained")
     other = unconstrained.anonymize(ds, unconstrained.parse(params),
                                     np.random.default_rng(SEED))
-    assert other["records.jsonl"] != files["records.jsonl"]
+    assert other != files
     with pytest.raises(ParameterError):
         registry.get("rmr").parse({**params, "codes": "tree"})
 

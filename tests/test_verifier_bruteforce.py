@@ -596,8 +596,10 @@ def test_kkm_verifier_agrees_with_brute_force(kkm_config) -> None:
 
 def _check_kkm(kkm_config, case) -> str:
     original, records, k, m = case
-    payload = "".join(json.dumps(r) + "\n" for r in records).encode()
-    report = verify_kkm({"records.jsonl": payload}, original, kkm_config, algorithm="artuc",
+    from tests.kkm_release import to_files
+
+    report = verify_kkm(to_files(records, canonical=True), original, kkm_config,
+                        algorithm="artuc",
                         k=k, m=m, delta=None, epsilon=100, constrained=False)
     for name, verdict in kkm_oracle(records, k, m).items():
         assert _passed(report, name) == verdict, (name, verdict, records, k, m)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ehr_release import workers
-from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
+from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
@@ -46,11 +46,11 @@ def test_worker_processes_give_the_same_release_as_this_process() -> None:
                     rng=np.random.default_rng(1), gendiag_runner=in_process)
         there = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,
                      rng=np.random.default_rng(1), gendiag_runner=workers)
-        assert to_jsonl(there) == to_jsonl(here)
+        assert release_files(there) == release_files(here)
         assert there.suppressed_codes == here.suppressed_codes
     here = baseline(data, config, k=5, m=2, epsilon=1e9)
     there = baseline(data, config, k=5, m=2, epsilon=1e9, gendiag_runner=workers)
-    assert to_jsonl(there) == to_jsonl(here)
+    assert release_files(there) == release_files(here)
 
 
 def test_small_data_stays_in_this_process() -> None:

@@ -70,7 +70,7 @@ def _walk(spec: Spec, path: str) -> list[tuple[str, str]]:
 def field_rows(schema: FileSchema) -> list[FieldRow]:
     """Every declared field of one file, with its closed-world review (or a gap marker)."""
     if schema.format in ("csv", "parquet"):
-        pairs = [(name, _TYPE_WORDS[kind]) for name, kind in schema.columns.items()]
+        pairs = [(name, _kind(kind)) for name, kind in schema.columns.items()]
         if schema.columns_from is not None and not pairs:
             # Columns the run's configuration names: the reviews say what each kind holds.
             pairs = [(path, "named by the configuration") for path in schema.fields_doc] or \

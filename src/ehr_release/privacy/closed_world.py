@@ -98,8 +98,12 @@ class FileSchema:
 
     ``json``: ``root`` is the spec of the whole document. ``jsonl``: ``root`` is the spec of
     every non-blank line. ``csv`` and ``parquet``: ``columns`` maps each column, in order, to
-    a scalar type name. ``doc`` says in one line what the file is for; ``fields_doc`` says per
-    field why it is safe to publish (the closed-world review, shown in the format docs).
+    a scalar type name (``parquet`` also: a :class:`ListOf` a scalar, or a :class:`OneOf`
+    such specs); no Parquet value may be null, and the file may carry no key-value metadata
+    but the keys in ``metadata`` (e.g. the ``pandas`` schema note of a table pandas wrote),
+    since a writer can put anything there. ``doc`` says in one line what the file is for;
+    ``fields_doc`` says per field why it is safe to publish (the closed-world review, shown in
+    the format docs).
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
     DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
     release it cannot derive them from departs from the schema.
@@ -108,11 +112,12 @@ class FileSchema:
     name: str
     format: Literal["json", "jsonl", "csv", "parquet"]
     root: Spec | None = None
-    columns: Mapping[str, str] = field(default_factory=dict)
+    columns: Mapping[str, Spec] = field(default_factory=dict)
     optional: bool = False
+    metadata: tuple[str, ...] = ()
     doc: str = ""
     fields_doc: Mapping[str, str] = field(default_factory=dict)
-    columns_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
+    columns_from: Callable[[Mapping[str, bytes]], Mapping[str, Spec]] | None = None
 
 
 @dataclass(frozen=True)
@@ -274,9 +279,16 @@ def _csv_value_ok(text: str, kind: str) -> bool:
     return True
 
 
-def _parquet_kind_ok(arrow_type: Any, kind: str) -> bool:
+def _parquet_kind_ok(arrow_type: Any, kind: Spec) -> bool:
     import pyarrow as pa
 
+    if isinstance(kind, OneOf):
+        return any(_parquet_kind_ok(arrow_type, sub) for sub in kind.specs)
+    if isinstance(kind, ListOf):
+        return bool((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+                    and _parquet_kind_ok(arrow_type.value_type, kind.item))
+    if not isinstance(kind, str):
+        return False
     checks = {
         "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
         or pa.types.is_dictionary(t) and pa.types.is_string(t.value_type),
@@ -287,20 +299,55 @@ def _parquet_kind_ok(arrow_type: Any, kind: str) -> bool:
     return bool(checks[kind](arrow_type))
 
 
+def _nulls(column: Any) -> int:
+    """Null values in a column, inside its lists too (a null's position is a value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = column.null_count
+    while pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        column = pc.list_flatten(column)
+        found += column.null_count
+    return int(found)
+
+
+def _check_parquet(schema: FileSchema, data: bytes) -> None:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(data))
+        arrow_schema = parquet.schema_arrow
+        keys = sorted(k.decode("utf-8", "replace")
+                      for k in (parquet.metadata.metadata or {}))
+    except Exception:  # noqa: BLE001 - any unreadable parquet is a shape failure
+        raise ShapeError("is not a readable Parquet file") from None
+    names = list(arrow_schema.names)
+    if names != list(schema.columns):
+        raise ShapeError(_columns_message(names, list(schema.columns)))
+    for name, kind in schema.columns.items():
+        if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
+            raise ShapeError(f"column {name!r} must be {_spec_words(kind)}")
+    extra = [k for k in keys if k not in schema.metadata]
+    if extra:
+        raise ShapeError(f"undeclared file metadata {extra[0]!r}" if len(extra[0]) <= 40
+                         else "undeclared file metadata")
+    table = parquet.read()
+    for name in names:
+        if _nulls(table.column(name)):
+            raise ShapeError(f"column {name!r} holds a null value")
+
+
+def _spec_words(kind: Spec) -> str:
+    if isinstance(kind, ListOf):
+        return f"a list of {_spec_words(kind.item)}"
+    if isinstance(kind, OneOf):
+        return " or ".join(_spec_words(s) for s in kind.specs)
+    return str(kind)
+
+
 def _check_file(schema: FileSchema, data: bytes) -> None:
     if schema.format == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            arrow_schema = pq.read_schema(io.BytesIO(data))
-        except Exception:  # noqa: BLE001 - any unreadable parquet is a shape failure
-            raise ShapeError("is not a readable Parquet file") from None
-        names = list(arrow_schema.names)
-        if names != list(schema.columns):
-            raise ShapeError(_columns_message(names, list(schema.columns)))
-        for name, kind in schema.columns.items():
-            if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
-                raise ShapeError(f"column {name!r} must be {kind}")
+        _check_parquet(schema, data)
         return
     try:
         text = data.decode("utf-8")

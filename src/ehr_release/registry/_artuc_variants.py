@@ -36,9 +36,7 @@ def artuc_variant(name: str, summary: str) -> AlgorithmEntry:
 
     def anonymize(dataset: Dataset, params: dict[str, Any],
                   rng: np.random.Generator) -> ReleaseFiles:
-        from ehr_release.algorithms.artuc import RECORDS_FILE
-
-        return {RECORDS_FILE: run(name, dataset, params, rng)}
+        return run(name, dataset, params, rng)
 
     return AlgorithmEntry(
         name=name,

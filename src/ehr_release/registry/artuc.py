@@ -217,13 +217,14 @@ def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
     return Relaxing(delta_max, eps_max)
 
 
-def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
-    """One of the four algorithms on ``dataset`` → the bytes of its records file."""
+def run(name: str, dataset: Dataset, params: dict[str, Any],
+        rng: np.random.Generator) -> ReleaseFiles:
+    """One of the four algorithms on ``dataset`` → its release files."""
     if name == "rmr":  # Poulis et al. 2013 (issue 19); imported here: registry.rmr imports us
-        from ehr_release.registry.rmr import release_bytes
+        from ehr_release.registry.rmr import rmr_release
 
-        return release_bytes(dataset, params, rng)
-    from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, to_jsonl
+        return rmr_release(dataset, params, rng)
+    from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
     from ehr_release.configuration.constraints import rt_data
     from ehr_release.workers import gendiag_runner_for
 
@@ -239,7 +240,7 @@ def run(name: str, dataset: Dataset, params: dict[str, Any], rng: np.random.Gene
         anon = algo(data, config, k=params["k"], m=params["m"],
                     delta=params["delta"], epsilon=eps, rng=rng,
                     gendiag_runner=runner)
-    return to_jsonl(anon)
+    return release_files(anon)
 
 
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],

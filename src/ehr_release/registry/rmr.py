@@ -89,9 +89,10 @@ def prepare_rmr_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
             "code_hierarchy": _read_code_hierarchy(Path(params["config"]).resolve())}
 
 
-def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Generator) -> bytes:
-    """RmR on ``dataset`` → the bytes of its records file (also ArtUC's comparator)."""
-    from ehr_release.algorithms.artuc import to_jsonl
+def rmr_release(dataset: Dataset, params: dict[str, Any],
+                rng: np.random.Generator) -> ReleaseFiles:
+    """RmR on ``dataset`` → its release files (also ArtUC's comparator)."""
+    from ehr_release.algorithms.artuc import release_files
     from ehr_release.algorithms.rmr import rmr
     from ehr_release.configuration.constraints import rt_data
 
@@ -100,14 +101,7 @@ def release_bytes(dataset: Dataset, params: dict[str, Any], rng: np.random.Gener
                m=params["m"], delta=params["delta"],
                epsilon=epsilon_of(params, dataset), rng=rng,
                codes=params.get("codes", "hierarchy"))
-    return to_jsonl(anon)
-
-
-def _anonymize(dataset: Dataset, params: dict[str, Any],
-               rng: np.random.Generator) -> ReleaseFiles:
-    from ehr_release.algorithms.artuc import RECORDS_FILE
-
-    return {RECORDS_FILE: release_bytes(dataset, params, rng)}
+    return release_files(anon)
 
 
 ENTRY = AlgorithmEntry(
@@ -117,7 +111,7 @@ ENTRY = AlgorithmEntry(
             "utility constraints",
     privacy_model=PRIVACY_MODEL,
     params=RMR_PARAMS,
-    anonymize=_anonymize,
+    anonymize=rmr_release,
     verify=verifier(NAME),
     evaluate=lambda files, original, params, rng: evaluate(NAME, files, original, params, rng),
     headline_loss="ARE W3",

@@ -21,14 +21,14 @@ Everything is measured from the published bytes, as a researcher would:
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from ehr_release.configuration.constraints import (
     CategoricalAttribute,
@@ -41,7 +41,9 @@ from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
 from ehr_release.reports import Chart, UtilityReport
 
-RELEASE_FILE = "records.jsonl"
+RELEASE_FILE = "records.parquet"
+CODES_FILE = "generalized_codes.parquet"
+IDS_COLUMN = "generalized_codes"
 QUERIES = 100
 WORKLOADS = ("W1", "W2", "W3")
 
@@ -58,20 +60,25 @@ class Release:
 
     demographics: list[dict[str, object]]
     codes: list[list[list[str]]]
-    #: The published bytes (the suppression total is recovered from them and the original).
-    data: bytes = b""
+    #: The published files (the suppression total is recovered from them and the original).
+    files: Mapping[str, bytes] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, data: bytes) -> Release:
-        demographics, codes = [], []
-        shared: dict[tuple[str, ...], list[str]] = {}
-        for line in data.decode("utf-8").splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            demographics.append(row["demographics"])
-            codes.append([shared.setdefault(tuple(g), g) for g in row["codes"]])
-        return cls(demographics, codes, data)
+    def parse(cls, files: Mapping[str, bytes]) -> Release:
+        """Both tables with pyarrow: each generalized code built once, records as columns."""
+        table = pq.read_table(io.BytesIO(files[CODES_FILE]))
+        members: list[list[str]] = table.column("codes").to_pylist()
+        if table.column("id").to_pylist() != list(range(len(members))):
+            raise ValueError(f"{CODES_FILE}: ids are not 0, 1, … in row order")
+        records = pq.read_table(io.BytesIO(files[RELEASE_FILE]))
+        names = [c for c in records.column_names if c not in ("cluster", IDS_COLUMN)]
+        columns = [records.column(n).to_pylist() for n in names]
+        demographics = [dict(zip(names, row, strict=True)) for row in zip(*columns,
+                                                                          strict=True)]
+        if not names:
+            demographics = [{} for _ in range(records.num_rows)]
+        codes = [[members[i] for i in ids] for ids in records.column(IDS_COLUMN).to_pylist()]
+        return cls(demographics, codes, files)
 
     @cached_property
     def distinct_items(self) -> dict[int, tuple[list[str], list[int]]]:
@@ -488,7 +495,7 @@ def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
 def _lost(release: Release, data: RTData, config: RTConfig, name: str,
           notes: list[str]) -> int:
     """Σ s(r) of a release; 0 with a note when no original-to-release matching exists."""
-    lost = suppressed_occurrences(release.data, data, config)
+    lost = suppressed_occurrences(release.files, data, config)
     if lost is None:
         notes.append(f"{name}: suppressed codes cannot be counted (the records do not match "
                      "the original); UL leaves them out")
@@ -498,9 +505,9 @@ def _lost(release: Release, data: RTData, config: RTConfig, name: str,
 
 def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Dataset,
                      config: RTConfig, rng: np.random.Generator, *,
-                     comparators: Mapping[str, Callable[[], bytes]] | None = None,
+                     comparators: Mapping[str, Callable[[], Mapping[str, bytes]]] | None = None,
                      chart: bool = True, relax: RelaxCheck | None = None) -> UtilityReport:
-    """Utility report of ``files``; ``comparators`` (name → release bytes) are run lazily,
+    """Utility report of ``files``; ``comparators`` (name → release files) are run lazily,
     and a comparator that fails (δ or ε cannot be met) is noted rather than fatal.
 
     With utility constraints, the ``utility constraints`` table says which of them the
@@ -510,7 +517,7 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
     data = rt_data(original, config)
     queries = workloads(data, config, rng)
     truth = {w: [true_count(q, data) for q in qs] for w, qs in queries.items()}
-    release = Release.parse(files[RELEASE_FILE])
+    release = Release.parse(files)
     notes: list[str] = []
     metrics = measure(release, config, data, queries, truth,
                       _lost(release, data, config, algorithm, notes))

@@ -13,7 +13,8 @@ from ehr_release.algorithms.artuc.artuc import (
     artuc_unconstrained,
     baseline,
 )
-from ehr_release.algorithms.artuc.release import RECORDS_FILE, release_files, to_jsonl
+from ehr_release.algorithms.artuc.release import CODES_FILE, RECORDS_FILE, release_files
 
-__all__ = ["RECORDS_FILE", "Anonymization", "Relaxation", "Relaxing", "artuc", "baseline",
-           "release_files", "artuc_unconstrained", "to_jsonl"]
+__all__ = ["CODES_FILE", "RECORDS_FILE", "Anonymization", "Relaxation", "Relaxing", "artuc",
+           "baseline",
+           "release_files", "artuc_unconstrained"]

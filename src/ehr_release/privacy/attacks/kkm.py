@@ -1,4 +1,5 @@
-"""The (k, k^m) adversary on a published ``records.jsonl`` (artuc, artuc-baseline, rmr).
+"""The (k, k^m) adversary on a published ``records.parquet`` + ``generalized_codes.parquet``
+(artuc, artuc-baseline, artuc-unconstrained, rmr).
 
 The attacker knows all configured demographics of a target and up to m of the target's
 diagnosis codes, and holds the release. A published line is a *candidate* when nothing in
@@ -10,13 +11,14 @@ it contradicts that knowledge:
   of its lines, in which case the code was suppressed there (or never present) and no line
   of that cluster is ruled out by it. The cluster label is used exactly so: it tells the
   attacker which lines share a generalization;
-* every field this audit does not know how to read (an undeclared key anywhere in a line)
-  is assumed to be predictable by the attacker: candidates must agree with the target's line
-  on it. So must the line's position when the lines are not in the documented content order
-  (each cluster's lines sorted, each cluster's lines together), since an order taken from
-  the input could follow a value the attacker knows;
-* any undeclared file is read as lines of tokens: a line is a candidate when it mentions
-  every known code (a stray file of code sets narrows a patient by itself).
+* every field this audit does not know how to read (an undeclared column of the records
+  table) is assumed to be predictable by the attacker: candidates must agree with the
+  target's line on it. So must the line's position when the lines are not in the documented
+  content order (each cluster's rows sorted by their ids, each cluster's rows together),
+  since an order taken from the input could follow a value the attacker knows;
+* any undeclared file is read as lines of tokens, and code-table entries no record shows as
+  one line each: a line is a candidate when it mentions every known code (a stray list of
+  code sets narrows a patient by itself). An id outside the code table fails the audit.
 
 Knowing more codes can only remove candidates, so for a patient with n codes only the sets of
 min(m, n) codes are tried (every smaller set is implied). Exhaustive over patients × sets
@@ -31,6 +33,7 @@ hierarchies): nothing from ``ehr_release.algorithms`` or from the model verifier
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 from collections.abc import Hashable, Mapping
@@ -39,7 +42,8 @@ from math import comb
 from typing import Any
 
 import numpy as np
-import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ehr_release.configuration.constraints import NumericalAttribute, RTConfig, load_config
 from ehr_release.dataset import Dataset
@@ -47,8 +51,9 @@ from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
 from ehr_release.privacy.kkm_inputs import read_original
 from ehr_release.reports import AttackReport
 
-RECORDS_FILE = "records.jsonl"
-KNOWN_KEYS = ("cluster", "demographics", "codes")
+RECORDS_FILE = "records.parquet"
+CODES_FILE = "generalized_codes.parquet"
+IDS_COLUMN = "generalized_codes"
 #: Seed of the knowledge-set sample: fixed, so an audit is reproducible.
 SEED = 14
 
@@ -63,94 +68,127 @@ class _Release:
     line_items: list[list[tuple[str, ...]]] = field(default_factory=list)
     line_label: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Code-table entries no row shows: read like a stray file of code sets.
+    unused: list[tuple[str, ...]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- reading the bytes
-def _demographics(value: Any, config: RTConfig, extra: dict[str, Any]) -> tuple[Hashable, ...]:
-    if not isinstance(value, dict):
-        raise ValueError("a line's demographics is not an object")
-    out: list[Hashable] = []
-    for attr in config.attributes:
-        v = value.get(attr.name)
-        if isinstance(attr, NumericalAttribute):
-            if not (isinstance(v, list) and len(v) == 2 and all(
-                    isinstance(x, int | float) and not isinstance(x, bool) for x in v)):
-                raise ValueError("a numerical demographic is not [low, high]")
-            out.append((float(v[0]), float(v[1])))
-        else:
-            if not isinstance(v, str):
-                raise ValueError("a categorical demographic is not a node name")
-            out.append(v)
-    for key in sorted(set(value) - set(config.names)):
-        extra[f"demographics.{key}"] = value[key]
-    return tuple(out)
+def _parquet(data: bytes) -> pa.Table:
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except Exception:  # noqa: BLE001 - the message could quote the bytes
+        raise ValueError("a release table is not readable Parquet") from None
 
 
-def _codes(value: Any, seen: dict[tuple[str, ...], tuple[str, ...]]
-           ) -> list[tuple[str, ...]]:
-    """A line's generalized codes, each list checked and interned once per release."""
-    if not isinstance(value, list):
-        raise ValueError("a line's codes are not a list")
+def _flat_lists(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Offsets (from 0) and flat values of a list column."""
+    array = column.combine_chunks()
+    if not pa.types.is_list(array.type) or array.null_count:
+        raise ValueError("a list column holds something else")
+    first, last = array.offsets[0].as_py(), array.offsets[-1].as_py()
+    offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64) - first
+    return offsets, array.values.slice(first, last - first)
+
+
+def _code_table(data: bytes) -> list[tuple[str, ...]]:
+    """Generalized codes by id (ids must be 0, 1, … in row order)."""
+    table = _parquet(data)
+    if "id" not in table.column_names or "codes" not in table.column_names:
+        raise ValueError("the code table has no id or codes column")
+    ids = table.column("id").to_numpy()
+    if not np.array_equal(ids, np.arange(table.num_rows)):
+        raise ValueError("code table ids are not 0, 1, … in row order")
+    offsets, values = _flat_lists(table.column("codes"))
+    flat = values.to_pylist()
     out = []
-    for g in value:
-        if not isinstance(g, list):
-            raise ValueError("a generalized code is not a list of codes")
-        key = tuple(g)
-        item = seen.get(key)
-        if item is None:
-            if not g or not all(isinstance(c, str) for c in g):
-                raise ValueError("a generalized code is not a list of code strings")
-            item = seen[key] = tuple(sorted(set(g)))
-        out.append(item)
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        g = flat[a:b]
+        if not g or not all(isinstance(c, str) for c in g):
+            raise ValueError("a generalized code is not a list of code strings")
+        out.append(tuple(sorted(set(g))))
     return out
 
 
-def read_release(data: bytes, config: RTConfig) -> _Release:
-    """Parse every line; raises ValueError (naming no value) when a line cannot be read.
+def _demographics(table: pa.Table, config: RTConfig) -> list[tuple[Hashable, ...]]:
+    """Each row's generalized demographics in configuration order."""
+    columns: list[list[Hashable]] = []
+    for attr in config.attributes:
+        if attr.name not in table.column_names:
+            raise ValueError("a configured demographic is not a column")
+        column = table.column(attr.name)
+        if isinstance(attr, NumericalAttribute):
+            offsets, values = _flat_lists(column)
+            if not np.all(np.diff(offsets) == 2) or not (
+                    pa.types.is_floating(values.type) or pa.types.is_integer(values.type)):
+                raise ValueError("a numerical demographic is not [low, high]")
+            bounds = values.to_numpy(zero_copy_only=False).astype(float)
+            columns.append(list(zip(bounds[0::2].tolist(), bounds[1::2].tolist(),
+                                    strict=True)))
+        else:
+            if not pa.types.is_string(column.type):
+                raise ValueError("a categorical demographic is not a node name")
+            columns.append(column.to_pylist())
+    return list(zip(*columns, strict=True)) if columns else [()] * table.num_rows
 
-    A cluster repeats identical lines: each distinct line is parsed once.
+
+def read_release(files: Mapping[str, bytes], config: RTConfig) -> _Release:
+    """Read both tables; raises ValueError (naming no value) when they cannot be read.
+
+    Identical rows share one list of generalized codes. Every column this audit does not
+    know becomes part of the row's label; code-table entries no row shows are kept as
+    ``rel.unused`` (the audit reads them like a stray file).
     """
     rel = _Release()
+    if RECORDS_FILE not in files:
+        return rel
+    table = _parquet(files[RECORDS_FILE])
+    entries = _code_table(files.get(CODES_FILE, b""))
+    if "cluster" not in table.column_names or IDS_COLUMN not in table.column_names:
+        raise ValueError("the records table has no cluster or generalized_codes column")
+    offsets, values = _flat_lists(table.column(IDS_COLUMN))
+    ids = values.to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(ids) and (ids.min() < 0 or ids.max() >= len(entries)):
+        raise ValueError("a record refers to an id the code table does not hold")
+    shown = np.bincount(ids, minlength=len(entries)) > 0
+    rel.unused = [entries[i] for i in np.flatnonzero(~shown).tolist()]
+    known = {"cluster", IDS_COLUMN, *config.names}
+    extra = [c for c in table.column_names if c not in known]
+    extra_values = [table.column(c).to_pylist() for c in extra]
+    labels = [x if isinstance(x, str) else json.dumps(x)
+              for x in table.column("cluster").to_pylist()]
+    demos = _demographics(table, config)
     units: dict[tuple[str, tuple[Hashable, ...]], int] = {}
-    texts: list[bytes] = []
-    parsed: dict[bytes, tuple[int, list[tuple[str, ...]], str]] = {}
-    seen: dict[tuple[str, ...], tuple[str, ...]] = {}
-    for text in data.split(b"\n"):
-        if not text.strip():
-            continue
-        line = parsed.get(text)
-        if line is None:
-            obj = orjson.loads(text)
-            if not isinstance(obj, dict):
-                raise ValueError("a line is not a JSON object")
-            extra = {key: obj[key] for key in obj if key not in KNOWN_KEYS}
-            label = obj.get("cluster")
-            label = label if isinstance(label, str) else json.dumps(label)
-            demo = _demographics(obj.get("demographics"), config, extra)
-            unit = units.setdefault((label, demo), len(units))
-            if unit == len(rel.unit_demo):
-                rel.unit_demo.append(demo)
-            line = parsed[text] = (unit, _codes(obj.get("codes"), seen),
-                                   json.dumps(extra, sort_keys=True) if extra else "")
-        rel.line_unit.append(line[0])
-        rel.line_items.append(line[1])
-        rel.line_label.append(line[2])
-        texts.append(text)
-    if any(rel.line_label):
+    items_of: dict[bytes, list[tuple[str, ...]]] = {}
+    keys: list[tuple[int, ...]] = []
+    for row, (label, demo) in enumerate(zip(labels, demos, strict=True)):
+        unit = units.setdefault((label, demo), len(units))
+        if unit == len(rel.unit_demo):
+            rel.unit_demo.append(demo)
+        own = ids[offsets[row]:offsets[row + 1]]
+        items = items_of.get(own.tobytes())
+        if items is None:
+            items = items_of[own.tobytes()] = [entries[i] for i in own.tolist()]
+        rel.line_unit.append(unit)
+        rel.line_items.append(items)
+        keys.append(tuple(own.tolist()))
+        rel.line_label.append(json.dumps({c: str(v[row]) for c, v in
+                                          zip(extra, extra_values, strict=True)},
+                                         sort_keys=True) if extra else "")
+    if extra:
         rel.notes.append("undeclared fields were treated as labels the attacker can predict")
-    if not _in_content_order(texts, rel.line_unit):
+    if not _in_content_order(keys, rel.line_unit):
         rel.notes.append("lines are not in content order: a line's position was treated as a "
                          "label the attacker can predict")
         rel.line_label = [f"{lab}#{i}" for i, lab in enumerate(rel.line_label)]
     return rel
 
 
-def _in_content_order(texts: list[bytes], units: list[int]) -> bool:
-    """Each cluster's lines together and sorted: the position then says nothing more."""
+def _in_content_order(keys: list[tuple[int, ...]], units: list[int]) -> bool:
+    """Each cluster's rows together and sorted by their ids: the position says no more."""
     seen: set[int] = set()
     for i, unit in enumerate(units):
         if i and units[i - 1] == unit:
-            if texts[i - 1] > texts[i]:
+            if keys[i - 1] > keys[i]:
                 return False
         elif unit in seen:
             return False
@@ -423,16 +461,21 @@ def _candidate_sizes(sup: _Supports, know: _Knowledge, q: np.ndarray,
     return np.bincount(inverse, weights=sup.count[pos]).astype(np.int64)
 
 
-def _stray_files(files: Mapping[str, bytes], know: _Knowledge, names: list[str]) -> int | None:
-    """Smallest non-zero count of lines of an undeclared file mentioning every known code."""
+def _stray_files(files: Mapping[str, bytes], know: _Knowledge, names: list[str],
+                 unused: list[tuple[str, ...]]) -> int | None:
+    """Smallest non-zero count of lines of an undeclared file (or of unused code-table
+    entries) mentioning every known code."""
     smallest: int | None = None
+    sources = [[set(g) for g in unused]] if unused else []
     for name, data in files.items():
-        if name == RECORDS_FILE:
+        if name in (RECORDS_FILE, CODES_FILE):
             continue
-        lines = [set(line.replace(",", " ").replace('"', " ").replace("[", " ")
-                     .replace("]", " ").replace("{", " ").replace("}", " ").replace(":", " ")
-                     .split()) for line in data.decode("utf-8", "replace").split("\n")
-                 if line.strip()]
+        sources.append([set(line.replace(",", " ").replace('"', " ").replace("[", " ")
+                            .replace("]", " ").replace("{", " ").replace("}", " ")
+                            .replace(":", " ").split())
+                        for line in data.decode("utf-8", "replace").split("\n")
+                        if line.strip()])
+    for lines in sources:
         holders: dict[str, set[int]] = {}
         for i, tokens in enumerate(lines):
             for t in tokens:
@@ -454,7 +497,7 @@ def attack_kkm(files: Mapping[str, bytes], original: Dataset, config: RTConfig, 
     model = (f"an attacker who knows all {len(config.attributes)} released demographics and "
              f"up to {m} diagnosis codes of a patient and reads every published field")
     data = read_original(original, config)
-    rel = read_release(files.get(RECORDS_FILE, b""), config)
+    rel = read_release(files, config)
     shown = {g for items in {id(x): x for x in rel.line_items}.values() for g in items}
     names = sorted({c for cs in data.codes for c in cs} | {c for g in shown for c in g})
     code_id = {c: i for i, c in enumerate(names)}
@@ -478,10 +521,11 @@ def attack_kkm(files: Mapping[str, bytes], original: Dataset, config: RTConfig, 
     else:
         sizes = _candidate_sizes(sup, know, *_pairs(know, group_of, len(first), covering))
     smallest = int(sizes.min()) if len(sizes) else None
-    stray = _stray_files(files, know, names)
+    stray = _stray_files(files, know, names, rel.unused)
     notes = list(rel.notes)
     if stray is not None:
-        notes.append("undeclared files were read as lines of codes")
+        notes.append("undeclared files and unused code-table entries were read as lines of "
+                     "codes")
         smallest = stray if smallest is None else min(smallest, stray)
     tried = len(know.patient)
     passed = smallest is None or smallest >= k

@@ -69,8 +69,13 @@ GROUPS_CSV = FileSchema(
     fields_doc=_GROUPS_DOC)
 GROUPS_PARQUET = FileSchema(
     name="groups.parquet", format="parquet", optional=True, columns_from=groups_columns,
+    metadata=("ARROW:schema", "pandas"),
     doc="the same groups as groups.csv, as Parquet (one of the two is published)",
-    fields_doc=_GROUPS_DOC)
+    fields_doc={**_GROUPS_DOC,
+                "(file metadata)": "only the `pandas` and `ARROW:schema` notes pandas writes "
+                                   "(column names and types, index, library versions), read "
+                                   "by pandas to restore the table; any other key-value "
+                                   "metadata fails the closed world."})
 
 _CATEGORICAL = Obj({"name": "str", "kind": Enum(("categorical",)), "cut": ListOf("str"),
                     "taxonomy_root": "str"})
