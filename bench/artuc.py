@@ -217,10 +217,10 @@ def run_case(name: str, scale: float, verify: bool, workers: int, delta: float,
                                                       "delta": delta}))
     if verify:
         from ehr_release.algorithms.artuc import release_files
-        from ehr_release.privacy.kkm import verify_kkm
+        from ehr_release.privacy.kkm import check_kkm
 
         start = time.perf_counter()
-        report = verify_kkm(release_files(anon), dataset, config, algorithm="artuc", k=K, m=M,
+        report = check_kkm(release_files(anon), dataset, config, algorithm="artuc", k=K, m=M,
                             delta=delta, epsilon=eps, constrained=True)
         failed = ", ".join(r.name for r in report.failures)
         row["verified"] = "yes" if report.holds else f"no: {failed}"

@@ -68,7 +68,7 @@ def _verify(folder: Path, attack: bool) -> dict:
     from artuc import CASES, EPS_SHARE, K, M
 
     from ehr_release.configuration.constraints import parse_config, read_hierarchy_file
-    from ehr_release.privacy.kkm import verify_kkm
+    from ehr_release.privacy.kkm import check_kkm
 
     case = json.loads((folder / "case.json").read_text())
     dataset, raw = CASES[case["case"]][0](case["records"])
@@ -76,7 +76,7 @@ def _verify(folder: Path, attack: bool) -> dict:
     files = {name: (folder / name).read_bytes() for name in (RECORDS, CODES)}
     row: dict = {"data MB": _rss_mb()}
     start = time.perf_counter()
-    report = verify_kkm(files, dataset, config, algorithm="artuc", k=K, m=M,
+    report = check_kkm(files, dataset, config, algorithm="artuc", k=K, m=M,
                         delta=case["delta"], epsilon=EPS_SHARE * len(dataset.distinct_codes()),
                         constrained=True)
     row["verify s"] = round(time.perf_counter() - start, 1)

@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc, to_jsonl
+from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture
 
 CONFIG = {"attributes": {"age": {"type": "numerical", "domain": [0, 100]}},
@@ -71,11 +71,11 @@ def test_suppression_first_takes_the_suppressing_cluster_before_the_least_ul_one
     assert _clusters(paper) == [[0, 1, 2, 3], [4, 5], [6, 7]]  # A ∪ B spent δ
     assert _clusters(first) == [[0, 1], [2, 3, 4, 5, 6, 7]]    # C ∪ D, then B
     assert paper.suppressed_codes == 2 and first.suppressed_codes == 0
-    assert to_jsonl(default) == to_jsonl(paper)
+    assert release_files(default) == release_files(paper)
     for anon in (paper, first):
         assert anon.ncp <= DELTA + 1e-12
-        report = verify_kkm({"records.jsonl": to_jsonl(anon)}, ds, cfg, algorithm="artuc",
-                            k=2, m=2, delta=DELTA, epsilon=2, constrained=True)
+        report = check_kkm(release_files(anon), ds, cfg, algorithm="artuc",
+                           k=2, m=2, delta=DELTA, epsilon=2, constrained=True)
         assert report.holds, report.failures
 
 
@@ -130,8 +130,9 @@ def test_the_certificate_names_the_deviation(config_file: Path) -> None:
             algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
             parameters=params, verification=VerificationReport("artuc", [
                 Requirement("k^m", "≥ 2", "2", True)]),
-            utility=utility, manifest=[("records.jsonl", "cd" * 32, len(files[
-                "records.jsonl"]))], approval=None, audit_head="ef" * 32, audit_events=3,
+            utility=utility, manifest=[(name, "cd" * 32, len(data))
+                                       for name, data in sorted(files.items())],
+            approval=None, audit_head="ef" * 32, audit_events=3,
             status="verified — awaiting reviewer decision",
             parameter_help=parameter_help(entry)))
 

@@ -18,7 +18,7 @@ from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
+from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.utility.artuc import Release, record_ul
 
 CODES = ["001.0", "001.1", "003.0", "250.00", "250.01", "272.4", "401.9", "410.01", "428.0",
@@ -68,7 +68,7 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
             assert exc.parameter == "delta" and name != "artuc-baseline"
             continue
         files = release_files(anon)
-        report = verify_kkm(files, ds, cfg, algorithm=name, k=k, m=m,
+        report = check_kkm(files, ds, cfg, algorithm=name, k=k, m=m,
                             delta=None if name == "artuc-baseline" else delta, epsilon=1e9,
                             constrained=name != "artuc-unconstrained")
         assert report.holds, (name, report.failures)
@@ -110,7 +110,7 @@ def test_a_release_with_every_group_suppressed_has_no_class_to_fail() -> None:
                        lambda ref: icd9_hierarchy())
     anon = baseline(rt_data(ds, cfg), cfg, k=3, m=2, epsilon=1e9)
     assert anon.released == 0
-    report = verify_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
+    report = check_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
                         k=3, m=2, delta=None, epsilon=1e9, constrained=True)
     assert report.holds, report.failures
     reqs = {r.name: r for r in report.requirements}

@@ -25,7 +25,7 @@ from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.kkm import SCHEMA
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from ehr_release.utility.artuc import (
     RelaxCheck,
     Release,
@@ -59,7 +59,7 @@ def _clusters(anon) -> list[list[int]]:
 
 def _verify(example, anon, *, delta, epsilon):
     ds, cfg, _ = example
-    return verify_kkm(release_files(anon), ds, cfg, algorithm="artuc", k=2, m=2,
+    return check_kkm(release_files(anon), ds, cfg, algorithm="artuc", k=2, m=2,
                       delta=delta, epsilon=epsilon, constrained=True)
 
 
@@ -163,7 +163,7 @@ def test_relaxation_never_weakens_the_guarantee(rows, template, k, m, delta, eps
 
     relaxed = run(ceiling)
     files = release_files(relaxed)
-    report = verify_kkm(files, ds, cfg, algorithm="artuc", k=k, m=m, delta=1.0,
+    report = check_kkm(files, ds, cfg, algorithm="artuc", k=k, m=m, delta=1.0,
                         epsilon=math.inf, constrained=True)
     assert report.holds, report.failures
     try:

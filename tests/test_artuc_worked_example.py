@@ -19,7 +19,7 @@ from ehr_release.algorithms.artuc.gendiag import gendiag
 from ehr_release.algorithms.artuc.merging import merge_identical
 from ehr_release.configuration.constraints import RTConfig, assign_parts, parse_config, rt_data
 from ehr_release.dataset import Dataset
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.kkm_release import read_records, to_files
 
 #: The seed whose first two random picks are the paper's: record 0, then record 2.
@@ -163,7 +163,7 @@ def test_verifier_accepts_artuc_and_figure_3(example) -> None:
         *[release_line("C", [51, 51], "Africa", "Male", [["493.2"]])] * 2,
     ]) + "\n"
     for files in (release_files(anon), release_of(fig3)):
-        report = verify_kkm(files, ds, cfg, algorithm="artuc", k=2, m=2,
+        report = check_kkm(files, ds, cfg, algorithm="artuc", k=2, m=2,
                             delta=0.6, epsilon=2, constrained=True)
         assert report.holds, report.failures
         ncp = next(r for r in report.requirements if r.name == "NCP bound δ")
@@ -182,7 +182,7 @@ def test_verifier_rejects_figure_1b_though_it_is_k_and_km_anonymous(example) -> 
         release_line("E", [51, 51], "Africa", "Male", [["493.2"], ["494.1"]]),
         *[release_line("F", [44, 47], "All", "All", [["494.1"], ["458.1", "458.21"]])] * 2,
     ]) + "\n"
-    report = verify_kkm(release_of(fig1b), ds, cfg, algorithm="artuc", k=2,
+    report = check_kkm(release_of(fig1b), ds, cfg, algorithm="artuc", k=2,
                         m=2, delta=0.6, epsilon=2, constrained=True)
     verdict = {r.name: r.passed for r in report.requirements}
     assert verdict["k-anonymity of the demographics alone"]
@@ -213,6 +213,6 @@ def test_baseline_publishes_the_constraint_values(example) -> None:
     demo = {json.dumps(json.loads(x)["demographics"]) for x in release_lines(anon)}
     assert demo == {json.dumps({"age": [19, 50], "origin": "All", "gender": "All"}),
                     json.dumps({"age": [51, 51], "origin": "Africa", "gender": "Male"})}
-    report = verify_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
+    report = check_kkm(release_files(anon), ds, cfg, algorithm="artuc-baseline",
                         k=2, m=2, delta=None, epsilon=2, constrained=True)
     assert report.holds, report.failures

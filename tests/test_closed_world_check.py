@@ -73,3 +73,31 @@ def test_agreement_on_values_shaped_like_the_spec(spec, data) -> None:
 
     value = build(spec)
     assert _conforms(value, spec) and _checker_accepts(value, spec)
+
+
+def test_a_nullable_parquet_column_takes_nulls_at_the_top_only() -> None:
+    """Disassociation's long table marks an empty subrecord by a null code: declared, it
+    passes; the same null in an undeclared column, or inside a list, fails."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ehr_release.privacy.closed_world import FileSchema, ReleaseSchema, violations
+
+    def parquet(table: pa.Table) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(table, out, store_schema=False)
+        return out.getvalue()
+
+    def schema(columns: dict) -> ReleaseSchema:
+        return ReleaseSchema(files=(FileSchema(name="t.parquet", format="parquet",
+                                               columns=columns),))
+
+    flat = {"t.parquet": parquet(pa.table({"code": pa.array(["401.9", None])}))}
+    assert list(violations(flat, schema({"code": Nullable("str")}))) == []
+    assert list(violations(flat, schema({"code": "str"}))) == [
+        "t.parquet: column 'code' holds a null value"]
+    nested = {"t.parquet": parquet(pa.table({"codes": pa.array([["401.9", None]])}))}
+    assert list(violations(nested, schema({"codes": Nullable(ListOf("str"))}))) == [
+        "t.parquet: column 'codes' holds a null value"]

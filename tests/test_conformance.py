@@ -181,7 +181,7 @@ def test_verifier_catches_a_planted_violation(name: str, tmp_path: Path) -> None
 #: Every algorithm family's verifier, attack and evaluation modules (issue 17: one plug-in
 #: shape, the same entry point names and leading parameters in each).
 FAMILIES = ("disassociation", "kkm", "gccens", "lda", "diffgen")
-EVALUATIONS = ("disassociation", "gccens", "lda", "diffgen")
+EVALUATIONS = ("disassociation", "artuc", "gccens", "lda", "diffgen")
 
 
 def _leading(module: str, name: str) -> list[str]:

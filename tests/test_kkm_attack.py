@@ -27,7 +27,7 @@ from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks import kkm as attack_module
 from ehr_release.privacy.attacks.kkm import attack_kkm, knowledge_sets
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.kkm_release import read_records, to_files
 from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset, records
 from tests.test_artuc_worked_example import CONFIG, ROWS, SEED, worked_example
@@ -207,7 +207,7 @@ def test_attack_passes_correct_releases_and_matches_brute_force_on_edits(
         except ParameterError:
             continue
         files = release_files(anon)
-        assert verify_kkm(files, ds, cfg, algorithm=name, k=k, m=m, delta=None,
+        assert check_kkm(files, ds, cfg, algorithm=name, k=k, m=m, delta=None,
                           epsilon=1e9,
                           constrained=name not in ("rmr", "artuc-unconstrained")).holds
         report = attack_kkm(files, ds, cfg, k=k, m=m)

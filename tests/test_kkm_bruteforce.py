@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import SEED, worked_example
 
@@ -93,7 +93,7 @@ def _check(honest, data) -> str:
         if codes:
             del codes[j % len(codes)]
     records = [records[i] for i in keep]
-    report = verify_kkm(to_files(records, canonical=True), ds, cfg, algorithm="artuc", k=K, m=M,
+    report = check_kkm(to_files(records, canonical=True), ds, cfg, algorithm="artuc", k=K, m=M,
                         delta=0.6, epsilon=2, constrained=True)
     found = {r.name: r.passed for r in report.requirements}
     for name, expected in brute_force(records, K, M).items():

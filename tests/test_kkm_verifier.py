@@ -13,7 +13,7 @@ import pytest
 
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import SEED, release_line, worked_example
 
@@ -32,7 +32,7 @@ def check(case, records, files=None, **overrides):
     records = [json.loads(r) if isinstance(r, str) else r for r in records]
     args = {"algorithm": "artuc", "k": 2, "m": 2, "delta": 0.6, "epsilon": 2,
             "constrained": True, **overrides}
-    report = verify_kkm(files or to_files(records, canonical=True), ds, cfg, **args)
+    report = check_kkm(files or to_files(records, canonical=True), ds, cfg, **args)
     return {r.name: r for r in report.requirements}, report
 
 

@@ -20,7 +20,7 @@ from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks.kkm import attack_kkm
-from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
+from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.registry.artuc import config_of
 from ehr_release.utility.artuc import Release, record_ul
 from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset, records
@@ -34,7 +34,7 @@ def example():
 
 
 def _verify(anon, ds, cfg, *, k: int, m: int, delta: float, epsilon: float):
-    return verify_kkm(release_files(anon), ds, cfg, algorithm="rmr", k=k, m=m,
+    return check_kkm(release_files(anon), ds, cfg, algorithm="rmr", k=k, m=m,
                       delta=delta, epsilon=epsilon, constrained=False)
 
 
@@ -124,7 +124,7 @@ def test_every_release_is_kkm_anonymous_within_delta(rows, k, m, delta, seed, co
         assert exc.parameter == "delta"
         return
     files = release_files(anon)
-    report = verify_kkm(files, ds, cfg, algorithm="rmr", k=k, m=m, delta=delta, epsilon=1e9,
+    report = check_kkm(files, ds, cfg, algorithm="rmr", k=k, m=m, delta=delta, epsilon=1e9,
                         constrained=False)
     assert report.holds, report.failures
     reqs = {r.name: r for r in report.requirements}

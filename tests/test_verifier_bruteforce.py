@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.disassociation import check_km
 from ehr_release.privacy.gccens import check_kmap
-from ehr_release.privacy.kkm import verify_kkm
+from ehr_release.privacy.kkm import check_kkm
 from tests.disassociation_layout import files_of
 
 FUZZ = settings(max_examples=200, deadline=None,
@@ -598,7 +598,7 @@ def _check_kkm(kkm_config, case) -> str:
     original, records, k, m = case
     from tests.kkm_release import to_files
 
-    report = verify_kkm(to_files(records, canonical=True), original, kkm_config,
+    report = check_kkm(to_files(records, canonical=True), original, kkm_config,
                         algorithm="artuc",
                         k=k, m=m, delta=None, epsilon=100, constrained=False)
     for name, verdict in kkm_oracle(records, k, m).items():

@@ -98,10 +98,11 @@ class FileSchema:
 
     ``json``: ``root`` is the spec of the whole document. ``jsonl``: ``root`` is the spec of
     every non-blank line. ``csv`` and ``parquet``: ``columns`` maps each column, in order, to
-    a scalar type name (``parquet`` also: a :class:`ListOf` a scalar, or a :class:`OneOf`
-    such specs); no Parquet value may be null, and the file may carry no key-value metadata
-    but the keys in ``metadata`` (e.g. the ``pandas`` schema note of a table pandas wrote),
-    since a writer can put anything there. ``doc`` says in one line what the file is for;
+    a scalar type name (``parquet`` also: a :class:`ListOf` a scalar, a :class:`OneOf` such
+    specs, or a :class:`Nullable` one, whose top-level values may be null); no other Parquet
+    value may be null, and the file may carry no key-value metadata but the keys in
+    ``metadata`` (e.g. the ``pandas`` schema note of a table pandas wrote), since a writer
+    can put anything there. ``doc`` says in one line what the file is for;
     ``fields_doc`` says per field why it is safe to publish (the closed-world review, shown in
     the format docs).
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
@@ -284,6 +285,8 @@ def _parquet_kind_ok(arrow_type: Any, kind: Spec) -> bool:
 
     if isinstance(kind, OneOf):
         return any(_parquet_kind_ok(arrow_type, sub) for sub in kind.specs)
+    if isinstance(kind, Nullable):
+        return _parquet_kind_ok(arrow_type, kind.spec)
     if isinstance(kind, ListOf):
         return bool((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
                     and _parquet_kind_ok(arrow_type.value_type, kind.item))
@@ -332,8 +335,11 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
         raise ShapeError(f"undeclared file metadata {extra[0]!r}" if len(extra[0]) <= 40
                          else "undeclared file metadata")
     table = parquet.read()
-    for name in names:
-        if _nulls(table.column(name)):
+    for name, kind in schema.columns.items():
+        column = table.column(name)
+        # A Nullable column may hold nulls at the top level, never inside its lists.
+        allowed = column.null_count if isinstance(kind, Nullable) else 0
+        if _nulls(column) > allowed:
             raise ShapeError(f"column {name!r} holds a null value")
 
 
@@ -342,6 +348,8 @@ def _spec_words(kind: Spec) -> str:
         return f"a list of {_spec_words(kind.item)}"
     if isinstance(kind, OneOf):
         return " or ".join(_spec_words(s) for s in kind.specs)
+    if isinstance(kind, Nullable):
+        return f"{_spec_words(kind.spec)} or null"
     return str(kind)
 
 

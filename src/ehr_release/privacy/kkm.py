@@ -573,7 +573,7 @@ def suppressed_occurrences(files: Mapping[str, bytes], original: OriginalView,
 
 
 # --------------------------------------------------------------------------- entry point
-def verify_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
+def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
                algorithm: str, k: int, m: int, delta: float | None, epsilon: float,
                constrained: bool) -> VerificationReport:
     """Re-check a (k, k^m) release from its bytes; ``delta=None`` skips the NCP bound
@@ -637,6 +637,6 @@ def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any]
         delta = float(params.get("relax_delta", 1.0))
         text = str(params.get("relax_epsilon") or "").strip()
         epsilon = resolve_epsilon(text, distinct, "relax_epsilon") if text else epsilon
-    return verify_kkm(files, original, config, algorithm=algorithm, k=int(params["k"]),
+    return check_kkm(files, original, config, algorithm=algorithm, k=int(params["k"]),
                       m=int(params["m"]), delta=delta, epsilon=epsilon,
                       constrained=algorithm not in UNCONSTRAINED)

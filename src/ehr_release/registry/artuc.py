@@ -245,7 +245,9 @@ def run(name: str, dataset: Dataset, params: dict[str, Any],
 
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
-    from ehr_release.utility.artuc import RelaxCheck, evaluate_release
+    """ArtUC's evaluation (:func:`ehr_release.utility.artuc.evaluate`) with the comparators
+    only the registry can make: RmR's and Baseline's releases of the same extract."""
+    from ehr_release.utility.artuc import evaluate as evaluate_kkm
 
     comparators = {}
     compare = wants_comparison(params, original.n_patients)
@@ -255,12 +257,8 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
         for other in others:
             comparators[other] = (lambda o=other: run(
                 o, original, params, check_random_state(seed)))
-    relaxing = relaxing_of(params, original) if name == "artuc" else None
-    check = None if relaxing is None else RelaxCheck(
-        params["delta"], epsilon_of(params, original), relaxing.delta_max,
-        relaxing.epsilon_max)
-    report = evaluate_release(name, files, original, config_of(params), rng,
-                              comparators=comparators, relax=check)
+    report = evaluate_kkm(files, original, params, rng, algorithm=name,
+                          comparators=comparators)
     if name == "artuc" and params.get("merge_order", "paper") != "paper":
         report.notes.insert(0, SUPPRESSION_FIRST_NOTE)
     if not compare and _compare_choice(params) is None:

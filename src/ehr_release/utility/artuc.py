@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -38,7 +39,7 @@ from ehr_release.configuration.constraints import (
     rt_data,
 )
 from ehr_release.dataset import Dataset
-from ehr_release.privacy.kkm import suppressed_occurrences, verify_kkm
+from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.reports import Chart, UtilityReport
 
 RELEASE_FILE = "records.parquet"
@@ -411,7 +412,7 @@ def codes_suppressed(files: Mapping[str, bytes], original: Dataset,
     """The quantity ε bounds (codes suppressed, distinct per cluster), counted by the
     independent verifier on its matching of original to released records — the figure its
     "suppression bound ε" requirement reports. None when no matching exists."""
-    report = verify_kkm(dict(files), original, config, algorithm="evaluation", k=1, m=1,
+    report = check_kkm(dict(files), original, config, algorithm="evaluation", k=1, m=1,
                         delta=None, epsilon=math.inf, constrained=False)
     for req in report.requirements:
         if "suppressed_codes" in req.evidence:
@@ -560,3 +561,30 @@ def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Datas
     table = [{"algorithm": name, **m} for name, m in rows.items()]
     charts = [_chart(rows)] if chart and len(release.codes) else []
     return UtilityReport(algorithm, metrics, {"comparison": table, **tables}, charts, notes)
+
+
+def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, Any],
+             rng: np.random.Generator, *, algorithm: str = "artuc",
+             comparators: Mapping[str, Callable[[], Mapping[str, bytes]]] | None = None,
+             ) -> UtilityReport:
+    """The entry point every family shares: :func:`evaluate_release` under the run's
+    configuration (the release plan's, else read from ``params``). A release of ArtUC's
+    Algorithm 2 (``relax``) gets the relaxations table against the owner's ceilings.
+    ``comparators`` are the other algorithms' releases of the same extract, which only the
+    caller can make (they are anonymizer runs)."""
+    from ehr_release.configuration.constraints import config_from_params
+    from ehr_release.configuration.epsilon import resolve_epsilon
+    from ehr_release.prepared import prepared
+
+    config = prepared(params, "config", lambda: config_from_params(params))
+    relax = None
+    if algorithm == "artuc" and params.get("relax", False):
+        distinct = len(original.distinct_codes())
+        epsilon = resolve_epsilon(str(params["epsilon"]), distinct)
+        text = str(params.get("relax_epsilon") or "").strip()
+        relax = RelaxCheck(float(params["delta"]), epsilon,
+                           float(params.get("relax_delta", 1.0)),
+                           resolve_epsilon(text, distinct, "relax_epsilon") if text
+                           else epsilon)
+    return evaluate_release(algorithm, files, original, config, rng, comparators=comparators,
+                            relax=relax)

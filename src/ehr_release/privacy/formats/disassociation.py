@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import io
 
-from ehr_release.privacy.closed_world import FileSchema, ReleaseSchema
+from ehr_release.privacy.closed_world import FileSchema, Nullable, ReleaseSchema
 
 RELEASE_FILE = "release.parquet"
 
 #: The columns, in file order, and their kinds (int columns are int32 in the file).
 COLUMNS = {
-    "k": "int", "m": "int", "group": "str", "size": "int", "joint": "str", "chunk": "int",
-    "subrecord": "int", "code": "str",
+    "k": "int", "m": "int", "group": "str", "size": "int", "joint": Nullable("str"),
+    "chunk": "int", "subrecord": "int", "code": Nullable("str"),
 }
 
 FIELDS_DOC = {
