@@ -9,14 +9,18 @@ UC1 for EHRD: 12-year age bands × chapters, gender All):
   gender.
 
 Parameters are the registry entry's (``registry.get("artuc")``) parsed from k, m=2,
-δ=0.04, ε=6% of the distinct codes; merging is the paper's Step 19 (least-UL cluster
-first) with the registry's merge stop rule (``--stop``, default ``exhaust``). ArtUC runs
-with ε unbounded so a run that Step 26 would refuse still reports NCP, UL and the codes
-suppressed; ``ε met`` says whether the suppressed codes stay within ε. Each case runs in
-its own process; GenDiag uses ``--workers`` processes.
+δ=0.04, ε=6% of the distinct codes, the merge stop rule (``--stop``, default ``exhaust``)
+and Step 19's order (``--order``): ``paper`` (least-UL cluster first, the default) and/or
+``suppression-first`` (clusters that suppress codes first — a deviation from the paper,
+``merge_order=suppression-first``). ``--gender kept`` uses UC1 with gender kept (F, M)
+instead of All. ArtUC runs with ε unbounded so a run that Step 26 would refuse still
+reports NCP, UL and the codes suppressed; ``×ε`` is suppressed / ε and ``ε met`` says
+whether they stay within ε. Each case runs in its own process; GenDiag uses ``--workers``
+processes.
 
     .venv/bin/python bench/artuc_realistic.py [--n 20000] [--k 5,10]
-        [--data realistic,independent] [--stop exhaust] [--workers 2]
+        [--data realistic,independent] [--order paper,suppression-first]
+        [--gender all] [--stop exhaust] [--workers 2]
 """
 
 from __future__ import annotations
@@ -65,32 +69,41 @@ def make(data: str, n: int) -> Dataset:
     return ehrd_like(n)[0]
 
 
-def run_case(data: str, n: int, k: int, stop: str, workers: int, config: Path) -> dict:
+def config_for(gender: str) -> dict:
+    """UC1 with gender All (the paper's) or kept as F / M."""
+    uc1 = {**CONFIG["constraints"][0], "gender": "All" if gender == "all" else ["F", "M"]}
+    return {**CONFIG, "constraints": [uc1]}
+
+
+def run_case(data: str, n: int, k: int, stop: str, order: str, workers: int,
+             config: Path) -> dict:
     dataset = make(data, n)
     entry = registry.get("artuc")
     params = parse_params(entry.params, {"k": str(k), "m": "2", "delta": "0.04",
                                          "epsilon": "6%", "config": str(config),
-                                         "merge_stop": stop})
+                                         "merge_stop": stop, "merge_order": order})
     cfg = config_of(params)
     eps = epsilon_of(params, dataset)
     rt = rt_data(dataset, cfg)
     row = {"data": data, "records": dataset.n_patients,
            "codes": len(dataset.distinct_codes()),
            "avg codes": round(float(np.mean([len(c) for c in rt.codes])), 2),
-           "k": k, "m": params["m"], "δ": params["delta"], "ε": round(eps, 1), "stop": stop}
+           "k": k, "m": params["m"], "δ": params["delta"], "ε": round(eps, 1), "stop": stop,
+           "order": order}
     runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
     start = time.perf_counter()
     try:
         anon = artuc(rt, cfg, k=params["k"], m=params["m"], delta=params["delta"],
                      epsilon=float("inf"), rng=np.random.default_rng(0),
-                     gendiag_runner=runner, stop=params["merge_stop"])
+                     gendiag_runner=runner, stop=params["merge_stop"],
+                     order=params["merge_order"])
     except ParameterError as exc:  # Step 16 (δ)
         row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
         row["seconds"] = round(time.perf_counter() - start, 1)
         return row
     row.update({"clusters": len(anon.clusters), "NCP": round(anon.ncp, 4),
                 "UL": round(anon.ul, 4), "suppressed": anon.suppressed_codes,
-                "suppressed/ε": round(anon.suppressed_codes / eps, 2),
+                "×ε": round(anon.suppressed_codes / eps, 2),
                 "ε met": "yes" if anon.suppressed_codes <= eps else "no",
                 "seconds": round(time.perf_counter() - start, 1)})
     return row
@@ -102,26 +115,35 @@ def main() -> None:
     ap.add_argument("--k", default="5,10")
     ap.add_argument("--data", default="realistic,independent")
     ap.add_argument("--stop", default="exhaust")
+    ap.add_argument("--order", default="paper",
+                    help="Step 19 orders to run, comma-separated: paper, suppression-first")
+    ap.add_argument("--gender", default="all",
+                    help="UC1's gender element(s), comma-separated: all (the paper's), kept")
     ap.add_argument("--workers", type=int, default=usable_cpus())
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(run_case(args.one, args.n, int(args.k), args.stop, args.workers,
-                                  Path(args.config))))
+        row = run_case(args.one, args.n, int(args.k), args.stop, args.order, args.workers,
+                       Path(args.config))
+        print(json.dumps({**row, "UC1 gender": args.gender}, ensure_ascii=False))
         return
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "uc1.yaml"
-        config.write_text(yaml.safe_dump(CONFIG, sort_keys=False), encoding="utf-8")
-        rows = []
-        for data in args.data.split(","):
-            for k in args.k.split(","):
-                cmd = [sys.executable, __file__, "--one", data, "--n", str(args.n), "--k", k,
-                       "--stop", args.stop, "--workers", str(args.workers),
-                       "--config", str(config)]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
+        for gender in args.gender.split(","):
+            config = Path(tmp) / f"uc1-{gender}.yaml"
+            config.write_text(yaml.safe_dump(config_for(gender), sort_keys=False),
+                              encoding="utf-8")
+            for data in args.data.split(","):
+                for k in args.k.split(","):
+                    for order in args.order.split(","):
+                        cmd = [sys.executable, __file__, "--one", data, "--n", str(args.n),
+                               "--k", k, "--stop", args.stop, "--order", order,
+                               "--gender", gender, "--workers", str(args.workers),
+                               "--config", str(config)]
+                        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                        print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
     cols = list(dict.fromkeys(c for r in rows for c in r))
     print(" | ".join(cols))
     for r in rows:

