@@ -73,9 +73,10 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
                             constrained=name != "artuc-unconstrained")
         assert report.holds, (name, report.failures)
         reqs = {r.name: r for r in report.requirements}
-        # The verifier sees only the release: where two clusters publish the same generalized
-        # demographics it cannot tell which record went where, and counts the assignment that
-        # suppresses least — never more than the anonymizer's own count.
+        # The verifier sees only the release: where a record's demographics fall inside more
+        # than one cluster's generalization (equal or overlapping) it cannot tell which record
+        # went where, and counts the assignment that suppresses least — never more than the
+        # anonymizer's own count.
         assert reqs["suppression bound ε"].evidence["suppressed_codes"] <= anon.suppressed_codes
         if name != "artuc-baseline":
             assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)

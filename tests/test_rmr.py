@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from hypothesis import example as pinned
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,9 +108,28 @@ def test_suppression_beyond_epsilon_is_refused() -> None:
     assert _verify(anon, ds, cfg, k=3, m=2, delta=1.0, epsilon=1).holds
 
 
+def _ambiguous(anon, n: int) -> bool:
+    """Whether some record's demographics lie inside two clusters' generalizations."""
+    space, boxes = anon.space, [c.box.key() for c in anon.clusters]
+    return any(sum(space.join(c.box, space.record_box(row)).key() == box
+                   for c, box in zip(anon.clusters, boxes, strict=True)) > 1
+               for row in range(n))
+
+
 @settings(max_examples=40, deadline=None)
 @given(rows=records, k=st.integers(2, 3), m=st.integers(1, 3), delta=st.floats(0.2, 1.0),
        seed=st.integers(0, 2**16), codes=st.sampled_from(["hierarchy", "set"]))
+@pinned(rows=[(17, "Riga", "F", set()), (42, "Oslo", "F", {"001.1", "003.0", "250.00", "428.0",
+                                                             "001.0"}),
+               (32, "Oslo", "F", set()), (0, "Rome", "F", set()), (0, "Oslo", "F", set()),
+               (59, "Oslo", "F", set()), (20, "Oslo", "F", {"428.0"})],
+         k=3, m=1, delta=0.7179813507952384, seed=387, codes="hierarchy")  # overlapping ages
+@pinned(rows=[(21, "Oslo", "F", set()), (54, "Oslo", "F", set()), (0, "Oslo", "F", set()),
+              (0, "Nice", "F", {"250.00", "001.0", "003.0", "001.1"}), (22, "Oslo", "F", set()),
+              (0, "Nice", "F", set()), (52, "Oslo", "F", set()), (40, "Oslo", "F", set()),
+              (30, "Nice", "F", set()), (0, "Oslo", "F", set()),
+              (0, "Nice", "F", {"001.0", "001.1"}), (16, "Nice", "F", {"001.0"})],
+        k=2, m=1, delta=0.2, seed=0, codes="hierarchy")  # verifier 1, anonymizer 2
 def test_every_release_is_kkm_anonymous_within_delta(rows, k, m, delta, seed, codes) -> None:
     """Random RT-data: the independent verifier accepts every release, NCP ≤ δ, and the
     figures both sides compute (NCP, UL, suppressed codes) agree."""
@@ -130,11 +150,17 @@ def test_every_release_is_kkm_anonymous_within_delta(rows, k, m, delta, seed, co
     reqs = {r.name: r for r in report.requirements}
     assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)
     assert anon.ncp <= delta + 1e-9
-    assert reqs["suppression bound ε"].evidence["suppressed_codes"] == anon.suppressed_codes
-    lost = suppressed_occurrences(files, data, cfg)
-    gen = record_ul(Release.parse(files))
-    if len(gen):
-        assert float(gen.mean()) + lost / len(gen) == pytest.approx(anon.ul)
+    if not _ambiguous(anon, len(rows)):
+        # Where a record's demographics fall inside more than one cluster's generalization,
+        # the release does not say which cluster it joined: the verifier then counts one
+        # truthful assignment (its matching's), the anonymizer its own, and the two figures
+        # may differ either way (hypothesis found 5 vs 6 and 4 vs 3; the examples above).
+        # Otherwise the assignment is the release's, and the figures must agree.
+        assert reqs["suppression bound ε"].evidence["suppressed_codes"] == anon.suppressed_codes
+        lost = suppressed_occurrences(files, data, cfg)
+        gen = record_ul(Release.parse(files))
+        if len(gen):
+            assert float(gen.mean()) + lost / len(gen) == pytest.approx(anon.ul)
     assert anon.released + len(anon.suppressed_rows) == len(rows)
     assert attack_kkm(files, ds, cfg, k=k, m=m).passed
 
