@@ -105,7 +105,7 @@ def _release(name: str) -> tuple[CertificateContext, DatasheetContext]:
         destination="/srv/ehr_release/releases/a/rather/long/folder/name/that/must/wrap/"
                     "releases/rel-" + "0" * 32,
         released=describe_files(files, entry.schema),
-        released_columns=released_columns(files, list(schema)),
+        released_columns=released_columns(files, list(schema), entry.schema),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss)
     sheet = DatasheetContext(
         run_id=cert.run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
@@ -248,8 +248,17 @@ def test_codes_only_release_says_demographics_are_not_released() -> None:
     html = render_certificate_html(cert)
     rows = {name: released for name, _, released in source_columns(cert)}
     assert rows["gender"] == "no" and rows["ethnicity"] == "no"
-    assert rows["codes"].startswith("yes")
-    assert "Source columns in it" not in html  # no source column leaves by name
+    assert rows["codes"] == "yes, in release.parquet"  # one code per row, column 'code'
+    # The codes leave in the release's own form (one per row of column 'code'), not by name.
+    assert "Source columns in it, in the algorithm's own form: codes." in html
+
+
+def test_an_artuc_release_says_its_codes_are_released() -> None:
+    """The records table carries generalized-code ids, not a column named like the source's:
+    its declaration names that column, so the certificate does not say 'no'."""
+    cert, _ = _release("artuc")
+    rows = {name: released for name, _, released in source_columns(cert)}
+    assert rows["codes"] == "yes, in generalized_codes.parquet, records.parquet"
 
 
 def test_the_comparison_report_fits_the_page() -> None:

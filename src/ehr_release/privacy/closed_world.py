@@ -108,6 +108,9 @@ class FileSchema:
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
     DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
     release it cannot derive them from departs from the schema.
+    ``codes_column`` names the column in which a table publishes the source's diagnosis
+    codes in its own form (one code per row, generalized-code ids), so a certificate can say
+    the codes are released although no column bears the source's name.
     """
 
     name: str
@@ -119,6 +122,7 @@ class FileSchema:
     doc: str = ""
     fields_doc: Mapping[str, str] = field(default_factory=dict)
     columns_from: Callable[[Mapping[str, bytes]], Mapping[str, Spec]] | None = None
+    codes_column: str | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,12 @@ from typing import Any
 from prefect import task
 
 from ehr_release import bundle
-from ehr_release.certificate import ApprovalBlock, CertificateContext, render_certificate_pdf
+from ehr_release.certificate import (
+    CODES_COLUMN,
+    ApprovalBlock,
+    CertificateContext,
+    render_certificate_pdf,
+)
 from ehr_release.datasheet import (
     DatasheetContext,
     describe_files,
@@ -28,6 +33,7 @@ from ehr_release.datasheet import (
 )
 from ehr_release.files import sha256_bytes, write_durably
 from ehr_release.plan import ReleasePlan
+from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
@@ -62,15 +68,23 @@ def _names_in(name: str, data: bytes) -> set[str]:
     return set()
 
 
-def released_columns(files: Mapping[str, bytes], source: list[str]) -> dict[str, list[str]]:
+def released_columns(files: Mapping[str, bytes], source: list[str],
+                     schema: ReleaseSchema | None = None) -> dict[str, list[str]]:
     """For each released file, the source columns that appear in it by name.
 
     Only names of the source's own columns are returned (in the source's order); whatever
-    else the scan meets (a code used as a key, say) is dropped on the spot.
+    else the scan meets (a code used as a key, say) is dropped on the spot. A table whose
+    declaration names the column that carries the diagnosis codes in its own form
+    (``codes_column``: ``code``, ``generalized_codes``) counts as releasing the source's
+    codes column.
     """
+    declared = {f.name: f for f in (schema.files if schema else ())}
     out = {}
     for name, data in sorted(files.items()):
         found = _names_in(name, data)
+        spec = declared.get(name)
+        if spec is not None and spec.codes_column in found:
+            found = found | {CODES_COLUMN}
         out[name] = [c for c in source if c in found]
     return out
 
@@ -146,7 +160,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         outcome=outcome, data_use=data_use or DataUse(),
         destination=f"{run.out_dir}/releases/{run_id}",
         released=released,
-        released_columns=released_columns(files, list(schema)),
+        released_columns=released_columns(files, list(schema), entry.schema),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss)
 
 

@@ -105,7 +105,7 @@ FIELDS_DOC = {
 
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
-        name=RELEASE_FILE, format="parquet", columns=COLUMNS,
+        name=RELEASE_FILE, format="parquet", columns=COLUMNS, codes_column="code",
         doc="The whole disassociated dataset as one long table: clusters of ≥ k records whose "
             "codes are split into independently shuffled k^m-anonymous chunks, an item chunk "
             "of rare codes per cluster, and chunks shared by joint clusters; one row per "

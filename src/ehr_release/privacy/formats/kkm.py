@@ -108,6 +108,7 @@ CODES_DOC = {
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RECORDS_FILE, format="parquet", columns_from=records_columns,
+        codes_column=IDS_COLUMN,
         # for the documentation; the check derives the demographic columns' names
         columns={"cluster": "str", DEMOGRAPHIC_DOC: DEMOGRAPHIC_VALUE, IDS_COLUMN: ListOf("int")},
         doc="One row per released patient record: its cluster, its cluster's generalized "
