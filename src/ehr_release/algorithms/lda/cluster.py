@@ -182,10 +182,12 @@ class _Search:
         ui, ai = pool.value_code_index, pool.value_age_index
         # np.take along an axis: the same values as fancy indexing, in about half the time
         own_y = np.take(icd_y, ui, axis=1) + np.take(age_y, ai, axis=1)
-        own_x = np.take(icd_x, ui, axis=1) + np.take(age_x, ai, axis=1)
-        own_x[:, -1] = own_y[:, -1] = 0.0  # padding
-        return _ValueCosts(own_x + own_y - pool.sup_v[None, :], np.ascontiguousarray(own_x.T),
-                           own_y.min(axis=0), sup_x)
+        # x's side built directly as one row per value (no transposed copy)
+        x_side = np.take(icd_x.T, ui, axis=0) + np.take(age_x.T, ai, axis=0)
+        x_side[-1] = own_y[:, -1] = 0.0  # padding
+        gen = np.add(x_side.T, own_y, out=np.empty_like(own_y))  # C order for np.take
+        gen -= pool.sup_v[None, :]
+        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
