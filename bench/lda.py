@@ -18,6 +18,16 @@ Measured (issue 18, A-GS k = 5, CPU seconds on the shared 2-core machine, same r
 bytes before and after): 10,000 trajectories 33–37 → 26; 27,639: 137 → 100; 50,000: 262
 (after only). Growth 27,639 → 50,000 is n^1.63, so 100,000 extrapolates to ≈ 810 s: goal 5
 (≤ 600 s) is not met yet.
+
+Second pass (same release bytes at 3,000, 10,000 and 27,639; tight bounds sorted in padded
+rows, no per-row allocation in the exact costs): 10,000 trajectories, base and new run in
+turn on a calmer machine, CPU s 39.9 / 39.1 → 36.4 / 33.4 (≈ 10 %). Under heavy load (load
+average 3–6) CPU seconds are not steady: 27,639 took 187 s CPU / 360 s wall and 50,000
+454 s CPU / 645 s wall, against 100 and 262 s CPU measured earlier on a quieter machine, so
+these are no growth curve. Profile (cProfile, 27,639): the nearest search is ~90 % of the
+clustering — tight bounds ~40 %, exact A-GS costs ~30 %, quick bounds ~11 %, value tables
+~7 %. At 10,000, ~800 candidates per nearest search pass the quick bound and get tight
+bounds, of which ~180 need exact costs: a stronger quick bound is where the next gain is.
 """
 
 from __future__ import annotations

@@ -137,14 +137,18 @@ def scan_costs(gen: np.ndarray, sx: np.ndarray, sy: np.ndarray, lens: np.ndarray
     """
     width, count = sy.shape
     step = gen if shifted else gen - sy[None]
-    row = np.zeros((width + 1, count))
-    for h in range(len(sx)):
-        nxt = np.empty_like(row)
-        nxt[0] = row[0] + sx[h]
+    # two rows and two scratch arrays reused across the loop (the same additions and minima
+    # as allocating them per row, so the same bits; batches are small, allocation showed)
+    row, nxt = np.zeros((width + 1, count)), np.empty((width + 1, count))
+    diag, up = np.empty((width, count)), np.empty((width, count))
+    for h, s in enumerate(np.asarray(sx, dtype=float).tolist()):
+        np.add(row[0], s, out=nxt[0])
         if width:
-            np.minimum(row[:-1] + step[h], row[1:] + sx[h], out=nxt[1:])
+            np.add(row[:-1], step[h], out=diag)
+            np.add(row[1:], s, out=up)
+            np.minimum(diag, up, out=nxt[1:])
         np.minimum.accumulate(nxt, axis=0, out=nxt)
-        row = nxt
+        row, nxt = nxt, row
     cols = np.arange(count)
     return row[lens, cols] + np.concatenate([np.zeros((1, count)),
                                              np.cumsum(sy, axis=0)])[lens, cols]

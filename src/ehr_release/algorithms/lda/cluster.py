@@ -182,10 +182,12 @@ class _Search:
         ui, ai = pool.value_code_index, pool.value_age_index
         # np.take along an axis: the same values as fancy indexing, in about half the time
         own_y = np.take(icd_y, ui, axis=1) + np.take(age_y, ai, axis=1)
-        own_x = np.take(icd_x, ui, axis=1) + np.take(age_x, ai, axis=1)
-        own_x[:, -1] = own_y[:, -1] = 0.0  # padding
-        return _ValueCosts(own_x + own_y - pool.sup_v[None, :], np.ascontiguousarray(own_x.T),
-                           own_y.min(axis=0), sup_x)
+        # x's side built directly as one row per value (no transposed copy)
+        x_side = np.take(icd_x.T, ui, axis=0) + np.take(age_x.T, ai, axis=0)
+        x_side[-1] = own_y[:, -1] = 0.0  # padding
+        gen = np.add(x_side.T, own_y, out=np.empty_like(own_y))  # C order for np.take
+        gen -= pool.sup_v[None, :]
+        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
@@ -261,35 +263,36 @@ class _Search:
         y_min = np.take(cv.y_min, values)
         y_part = np.bincount(local_owner, weights=y_min, minlength=count)
         need = lens - m  # > 0: the candidate must drop that many pairs; < 0: the rep must
-        longer = need > 0
-        if longer.any():  # the smallest extras of the longer candidates only
-            pick = longer[local_owner]
-            owner = local_owner[pick]
-            extra = pool.sup_v[values[pick]] - y_min[pick]
-            order = np.lexsort((extra, owner))
-            first = np.zeros(count, dtype=np.int64)
-            first[longer] = np.cumsum(lens[longer]) - lens[longer]
-            ranked = owner[order]
-            chosen = order[np.arange(len(order)) - first[ranked] < need[ranked]]
-            y_part += np.bincount(owner[chosen], weights=extra[chosen], minlength=count)
+        longer = np.flatnonzero(need > 0)
+        if len(longer):  # the smallest extras of the longer candidates only
+            # one padded row per candidate (padding +inf), sorted: the cumulative sum adds
+            # the smallest extras in increasing order, as a sum over a sorted list would
+            width = int(lens[longer].max())
+            cols = np.take(pool.vals[:width], ids[longer], axis=1).T
+            extra = np.take(pool.sup_v, cols) - np.take(cv.y_min, cols)
+            extra[np.arange(width)[None, :] >= lens[longer][:, None]] = np.inf
+            extra.sort(axis=1)
+            np.cumsum(extra, axis=1, out=extra)
+            y_part[longer] += extra[np.arange(len(longer)), need[longer] - 1]
         if not m:
             return y_part
+        # best_x[c, h]: x_h's cheapest side against candidate c's pairs, or suppression
         has = lens > 0
         if has.all():
-            best_x = np.minimum.reduceat(np.take(cv.x_side, values, axis=0), seg, axis=0).T
+            best_x = np.minimum.reduceat(np.take(cv.x_side, values, axis=0), seg, axis=0)
         else:
-            best_x = np.full((m, count), np.inf)
+            best_x = np.full((count, m), np.inf)
             if has.any():
-                best_x[:, has] = np.minimum.reduceat(np.take(cv.x_side, values, axis=0),
-                                                     seg[has], axis=0).T
-        sup_x = cv.sup_x[:, None]
-        best_x = np.minimum(best_x, sup_x)
-        bound = y_part + best_x.sum(axis=0)
-        shorter = need < 0
-        if shorter.any():  # the rep drops its cheapest surplus against a shorter candidate
-            gap = np.sort(sup_x - best_x[:, shorter], axis=0)
-            cum = np.cumsum(gap, axis=0)
-            bound[shorter] += cum[-need[shorter] - 1, np.arange(gap.shape[1])]
+                best_x[has] = np.minimum.reduceat(np.take(cv.x_side, values, axis=0),
+                                                  seg[has], axis=0)
+        np.minimum(best_x, cv.sup_x[None, :], out=best_x)
+        bound = y_part + best_x.T.sum(axis=0)
+        shorter = np.flatnonzero(need < 0)
+        if len(shorter):  # the rep drops its cheapest surplus against a shorter candidate
+            gap = cv.sup_x[None, :] - best_x[shorter]
+            gap.sort(axis=1)
+            np.cumsum(gap, axis=1, out=gap)
+            bound[shorter] += gap[np.arange(len(shorter)), -need[shorter] - 1]
         return bound
 
     # ------------------------------------------------------------------ farthest
