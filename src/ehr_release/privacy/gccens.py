@@ -174,10 +174,9 @@ def verify(files: Mapping[str, bytes], original: Dataset,
     """The entry point every family shares: k-map of ``files`` against the population named
     by ``params['population']`` (as the release's plan read it), for the run's k and caps."""
     from ehr_release.configuration.caps import parse_caps
-    from ehr_release.ingest.population import load_population
-    from ehr_release.prepared import prepared
+    from ehr_release.ingest.population import population_of
 
-    population = prepared(params, "population", lambda: load_population(params["population"]))
+    population = population_of(params)
     return check_kmap(files, original.patient_ids, original.code_multisets(),
                       population.multisets, int(params["k"]),
                       parse_caps(str(params.get("caps", "max"))),

@@ -21,7 +21,6 @@ from ehr_release.algorithms.gccens.release import RECORDS_FILE, release_files
 from ehr_release.configuration.caps import CAPS_RULE, caps_ok, parse_caps
 from ehr_release.ingest import population as population_input
 from ehr_release.params import Interval, Param, Satisfies
-from ehr_release.prepared import prepared
 from ehr_release.privacy.formats.gccens import SCHEMA
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
@@ -40,13 +39,6 @@ PARAMS = (
 )
 
 
-def population_of(params: Mapping[str, Any]) -> population_input.Population:
-    """The population as the release's plan loaded it once (a large one takes seconds to
-    read: 301,423 records, ~10 s), else read now."""
-    return prepared(params, "population",
-                    lambda: population_input.load_population(params["population"]))
-
-
 def prepare_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
     return {"population": population_input.load_population(params["population"])}
 
@@ -54,7 +46,7 @@ def prepare_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
 def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     sample = [dict(m) for m in dataset.code_multisets()]
-    population = population_of(params)
+    population = population_input.population_of(params)
     caps = parse_caps(params["caps"])
     initial = resolve_caps(sample, caps)
     check_sample_in_population(dataset.patient_ids, sample, population.ids,

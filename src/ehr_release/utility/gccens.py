@@ -130,10 +130,9 @@ def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str,
     by ``params['population']`` as the release's plan read it. Nothing here is random."""
     from ehr_release.algorithms.gccens.release import RECORDS_FILE, read_records
     from ehr_release.configuration.caps import parse_caps
-    from ehr_release.ingest.population import load_population
-    from ehr_release.prepared import prepared
+    from ehr_release.ingest.population import population_of
 
-    population = prepared(params, "population", lambda: load_population(params["population"]))
+    population = population_of(params)
     sample = [dict(m) for m in original.code_multisets()]
     released = dict(read_records(files[RECORDS_FILE]))
     records = [released.get(pid, {}) for pid in original.patient_ids]

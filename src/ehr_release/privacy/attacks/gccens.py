@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ehr_release.hierarchy import normalize_icd9
-from ehr_release.prepared import prepared
 from ehr_release.reports import AttackReport
 
 if TYPE_CHECKING:
@@ -127,10 +126,9 @@ def _meta_hints(meta: Any, policy: Mapping[str, int]) -> Iterator[tuple[str, int
 def population_records(params: Mapping[str, Any]) -> Sequence[Record]:
     """The population's code multisets: as the release's plan read them once (a large
     population takes seconds to read), else read now from ``params['population']``."""
-    from ehr_release.ingest.population import load_population
+    from ehr_release.ingest.population import population_of
 
-    return prepared(params, "population", lambda: load_population(params["population"])
-                    ).multisets
+    return population_of(params).multisets
 
 
 class _Profiles:
