@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from ehr_release import registry
 from ehr_release.algorithms.artuc import Relaxing, artuc, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
+from ehr_release.configuration.relaxation import Ceilings
 from ehr_release.errors import ParameterError
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.kkm import SCHEMA
 from ehr_release.privacy.kkm import check_kkm
 from ehr_release.utility.artuc import (
-    RelaxCheck,
     Release,
     codes_suppressed,
     constraint_exactness,
@@ -107,7 +107,7 @@ def test_evaluation_recomputes_the_relaxations_from_the_release(example) -> None
     ds, cfg, _ = example
     anon = _run(example, delta=0.3, epsilon=0, relaxing=Relaxing(0.6, 1))
     files = release_files(anon)
-    check = RelaxCheck(0.3, 0, 0.6, 1)
+    check = Ceilings(0.3, 0, 0.6, 1)
     report = evaluate_release("artuc", files, ds, cfg, np.random.default_rng(0), chart=False,
                               relax=check)
     rows = {r["requirement"]: r for r in report.tables["relaxations"]}
@@ -178,7 +178,7 @@ def test_relaxation_never_weakens_the_guarantee(rows, template, k, m, delta, eps
     ncp = float(record_ncp(release, cfg).mean()) if release.codes else 0.0
     notes: list[str] = []
     counted = codes_suppressed(files, ds, cfg)
-    rows_ = relaxations(RelaxCheck(delta, epsilon, 1.0, math.inf), ncp, counted,
+    rows_ = relaxations(Ceilings(delta, epsilon, 1.0, math.inf), ncp, counted,
                         constraint_exactness(release, cfg), notes)
     found = {name for name, row in zip(("delta", "epsilon"), rows_, strict=False)
              if row["relaxed"] == "yes"}

@@ -635,16 +635,16 @@ def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any]
     """
     from ehr_release.configuration.constraints import config_from_params
     from ehr_release.configuration.epsilon import resolve_epsilon
+    from ehr_release.configuration.relaxation import relax_ceilings
     from ehr_release.prepared import prepared
 
     config = prepared(params, "config", lambda: config_from_params(params))
     distinct = len(original.distinct_codes())
     epsilon = resolve_epsilon(str(params["epsilon"]), distinct)
     delta = None if algorithm in NO_NCP_BOUND else float(params["delta"])
-    if algorithm == "artuc" and params.get("relax", False):
-        delta = float(params.get("relax_delta", 1.0))
-        text = str(params.get("relax_epsilon") or "").strip()
-        epsilon = resolve_epsilon(text, distinct, "relax_epsilon") if text else epsilon
+    ceilings = relax_ceilings(params, distinct) if algorithm == "artuc" else None
+    if ceilings is not None:
+        delta, epsilon = ceilings.delta_max, ceilings.epsilon_max
     return check_kkm(files, original, config, algorithm=algorithm, k=int(params["k"]),
                       m=int(params["m"]), delta=delta, epsilon=epsilon,
                       constrained=algorithm not in UNCONSTRAINED)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ehr_release.configuration.epsilon import EPSILON_PATTERN, EPSILON_RULE, resolve_epsilon
-from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.configuration.relaxation import relax_ceilings
+from ehr_release.errors import ConfigError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
 from ehr_release.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
@@ -202,21 +203,12 @@ def epsilon_of(params: dict[str, Any], dataset: Dataset) -> float:
 
 def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
     """Algorithm 2's ceilings when ``relax`` is on (only ArtUC declares it), else None."""
-    if not params.get("relax", False):
+    ceilings = relax_ceilings(params, len(dataset.distinct_codes()))
+    if ceilings is None:
         return None
-    delta, eps = params["delta"], epsilon_of(params, dataset)
-    delta_max = params.get("relax_delta", 1.0)
-    if delta_max < delta:
-        raise ParameterError("relax_delta", f"must be ≥ delta ({delta:g}): it is the largest "
-                             "NCP the owner accepts when relaxing δ", delta_max)
-    text = (params.get("relax_epsilon") or "").strip()
-    eps_max = resolve_epsilon(text, len(dataset.distinct_codes())) if text else eps
-    if eps_max < eps:
-        raise ParameterError("relax_epsilon", f"must be ≥ epsilon ({eps:g}): it is the most "
-                             "codes suppressed the owner accepts when relaxing ε", text)
     from ehr_release.algorithms.artuc import Relaxing
 
-    return Relaxing(delta_max, eps_max)
+    return Relaxing(ceilings.delta_max, ceilings.epsilon_max)
 
 
 def run(name: str, dataset: Dataset, params: dict[str, Any],

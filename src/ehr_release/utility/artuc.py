@@ -38,6 +38,7 @@ from ehr_release.configuration.constraints import (
     RTData,
     rt_data,
 )
+from ehr_release.configuration.relaxation import Ceilings
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.reports import Chart, UtilityReport
@@ -396,17 +397,6 @@ def exactness_table(rows: list[dict[str, object]], notes: list[str]) -> list[dic
 
 
 # --------------------------------------------------------------------------- Algorithm 2
-@dataclass(frozen=True)
-class RelaxCheck:
-    """What a release made with Algorithm 2 (``relax=true``) was asked for: δ and ε, and the
-    owner's ceilings. The evaluation recomputes from the release which were relaxed."""
-
-    delta: float
-    epsilon: float
-    delta_max: float
-    epsilon_max: float
-
-
 def codes_suppressed(files: Mapping[str, bytes], original: Dataset,
                      config: RTConfig) -> int | None:
     """The quantity ε bounds (codes suppressed, distinct per cluster), counted by the
@@ -420,7 +410,7 @@ def codes_suppressed(files: Mapping[str, bytes], original: Dataset,
     return None
 
 
-def relaxations(check: RelaxCheck, ncp: float, suppressed: int | None,
+def relaxations(check: Ceilings, ncp: float, suppressed: int | None,
                 exact: list[dict[str, object]],
                 notes: list[str]) -> list[dict[str, object]]:
     """Algorithm 2's relaxations as the release shows them: one row per requirement of
@@ -507,7 +497,7 @@ def _lost(release: Release, data: RTData, config: RTConfig, name: str,
 def evaluate_release(algorithm: str, files: Mapping[str, bytes], original: Dataset,
                      config: RTConfig, rng: np.random.Generator, *,
                      comparators: Mapping[str, Callable[[], Mapping[str, bytes]]] | None = None,
-                     chart: bool = True, relax: RelaxCheck | None = None) -> UtilityReport:
+                     chart: bool = True, relax: Ceilings | None = None) -> UtilityReport:
     """Utility report of ``files``; ``comparators`` (name → release files) are run lazily,
     and a comparator that fails (δ or ε cannot be met) is noted rather than fatal.
 
@@ -573,18 +563,11 @@ def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str,
     ``comparators`` are the other algorithms' releases of the same extract, which only the
     caller can make (they are anonymizer runs)."""
     from ehr_release.configuration.constraints import config_from_params
-    from ehr_release.configuration.epsilon import resolve_epsilon
+    from ehr_release.configuration.relaxation import relax_ceilings
     from ehr_release.prepared import prepared
 
     config = prepared(params, "config", lambda: config_from_params(params))
-    relax = None
-    if algorithm == "artuc" and params.get("relax", False):
-        distinct = len(original.distinct_codes())
-        epsilon = resolve_epsilon(str(params["epsilon"]), distinct)
-        text = str(params.get("relax_epsilon") or "").strip()
-        relax = RelaxCheck(float(params["delta"]), epsilon,
-                           float(params.get("relax_delta", 1.0)),
-                           resolve_epsilon(text, distinct, "relax_epsilon") if text
-                           else epsilon)
+    relax = (relax_ceilings(params, len(original.distinct_codes()))
+             if algorithm == "artuc" else None)
     return evaluate_release(algorithm, files, original, config, rng, comparators=comparators,
                             relax=relax)
