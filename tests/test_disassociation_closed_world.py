@@ -85,7 +85,7 @@ def test_a_column_of_another_type_fails(entry, case):
     counts = pa.array(range(len(table)), pa.int32())
     changed = {**files, RELEASE_FILE: write_table(table.set_column(7, "code", counts))}
     report = verify_release(entry, changed, dataset, params, "r1")
-    assert not report.holds and "'code' must be str" in _closed(report).measured
+    assert not report.holds and "'code' must be text" in _closed(report).measured
 
 
 def test_an_extra_file_fails(entry, case):

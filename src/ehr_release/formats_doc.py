@@ -10,19 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ehr_release.privacy.closed_world import (
-    Enum,
     FileSchema,
     ListOf,
     MapOf,
     Nullable,
     Obj,
-    OneOf,
     ReleaseSchema,
     Spec,
-    TupleOf,
+    describe,
 )
-
-_TYPE_WORDS = {"str": "text", "int": "integer", "number": "number", "bool": "true/false"}
 
 
 @dataclass(frozen=True)
@@ -34,28 +30,10 @@ class FieldRow:
     review: str
 
 
-def _kind(spec: Spec) -> str:
-    if isinstance(spec, str):
-        return _TYPE_WORDS[spec]
-    if isinstance(spec, Nullable):
-        return f"{_kind(spec.spec)} or null"
-    if isinstance(spec, Enum):
-        return "one of " + ", ".join(repr(v) for v in spec.values)
-    if isinstance(spec, ListOf):
-        return f"list of {_kind(spec.item)}"
-    if isinstance(spec, MapOf):
-        return f"object: label → {_kind(spec.value)}"
-    if isinstance(spec, TupleOf):
-        return "[" + ", ".join(_kind(s) for s in spec.items) + "]"
-    if isinstance(spec, OneOf):
-        return " or ".join(_kind(s) for s in spec.specs)
-    return "object"
-
-
 def _walk(spec: Spec, path: str) -> list[tuple[str, str]]:
     """This node's row, then its children's (a list's or map's element has no row of its
     own: the parent's type already names it)."""
-    rows = [(path, _kind(spec))]
+    rows = [(path, describe(spec))]
     inner = spec.spec if isinstance(spec, Nullable) else spec
     if isinstance(inner, ListOf):
         rows += _walk(inner.item, f"{path}[]")[1:]
@@ -70,14 +48,14 @@ def _walk(spec: Spec, path: str) -> list[tuple[str, str]]:
 def field_rows(schema: FileSchema) -> list[FieldRow]:
     """Every declared field of one file, with its closed-world review (or a gap marker)."""
     if schema.format in ("csv", "parquet"):
-        pairs = [(name, _kind(kind)) for name, kind in schema.columns.items()]
+        pairs = [(name, describe(kind)) for name, kind in schema.columns.items()]
         if schema.columns_from is not None and not pairs:
             # Columns the run's configuration names: the reviews say what each kind holds.
             pairs = [(path, "named by the configuration") for path in schema.fields_doc] or \
                 [("(columns named by the run's configuration)", "see the parameters")]
     else:
         assert schema.root is not None
-        pairs = _walk(schema.root, "")[1:] or [("(document)", _kind(schema.root))]
+        pairs = _walk(schema.root, "")[1:] or [("(document)", describe(schema.root))]
     # Reviews of what is not a field (line order, line count) follow the fields.
     pairs += [(path, "–") for path in schema.fields_doc if path not in {p for p, _ in pairs}]
     return [FieldRow(path, kind, schema.fields_doc.get(path, "")) for path, kind in pairs]

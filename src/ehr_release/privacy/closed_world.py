@@ -91,6 +91,8 @@ class OneOf:
 
 Spec = str | ListOf | Obj | MapOf | Enum | Nullable | TupleOf | OneOf
 
+TYPE_WORDS = {"str": "text", "int": "integer", "number": "number", "bool": "true/false"}
+
 
 @dataclass(frozen=True)
 class FileSchema:
@@ -213,7 +215,7 @@ def _check(value: Any, spec: Spec, path: str) -> None:
         got = _type_name(value)
         if got == spec or (spec == "number" and got == "int"):
             return
-        raise ShapeError(f"field {path or '(root)'} must be {spec}, found {got}")
+        raise ShapeError(f"field {path or '(root)'} must be {describe(spec)}, found {got}")
     if isinstance(spec, Nullable):
         if value is not None:
             _check(value, spec.spec, path)
@@ -333,7 +335,7 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
         raise ShapeError(_columns_message(names, list(schema.columns)))
     for name, kind in schema.columns.items():
         if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
-            raise ShapeError(f"column {name!r} must be {_spec_words(kind)}")
+            raise ShapeError(f"column {name!r} must be {describe(kind)}")
     extra = [k for k in keys if k not in schema.metadata]
     if extra:
         raise ShapeError(f"undeclared file metadata {extra[0]!r}" if len(extra[0]) <= 40
@@ -347,14 +349,25 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
             raise ShapeError(f"column {name!r} holds a null value")
 
 
-def _spec_words(kind: Spec) -> str:
-    if isinstance(kind, ListOf):
-        return f"a list of {_spec_words(kind.item)}"
-    if isinstance(kind, OneOf):
-        return " or ".join(_spec_words(s) for s in kind.specs)
-    if isinstance(kind, Nullable):
-        return f"{_spec_words(kind.spec)} or null"
-    return str(kind)
+def describe(spec: Spec) -> str:
+    """A declared type in words, for the refusal messages and for the format documentation
+    (:mod:`ehr_release.formats_doc`): one wording, so what a message says is what the
+    datasheet promised."""
+    if isinstance(spec, str):
+        return TYPE_WORDS[spec]
+    if isinstance(spec, Nullable):
+        return f"{describe(spec.spec)} or null"
+    if isinstance(spec, Enum):
+        return "one of " + ", ".join(repr(v) for v in spec.values)
+    if isinstance(spec, ListOf):
+        return f"list of {describe(spec.item)}"
+    if isinstance(spec, MapOf):
+        return f"object: label → {describe(spec.value)}"
+    if isinstance(spec, TupleOf):
+        return "[" + ", ".join(describe(s) for s in spec.items) + "]"
+    if isinstance(spec, OneOf):
+        return " or ".join(describe(s) for s in spec.specs)
+    return "object"
 
 
 def _check_file(schema: FileSchema, data: bytes) -> None:
@@ -376,7 +389,7 @@ def _check_file(schema: FileSchema, data: bytes) -> None:
                 raise ShapeError(f"row {no} has {len(row)} fields, declared {len(kinds)}")
             for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
                 if not _csv_value_ok(cell, kind):
-                    raise ShapeError(f"row {no}, column {name!r} must be {kind}")
+                    raise ShapeError(f"row {no}, column {name!r} must be {describe(kind)}")
         return
     assert schema.root is not None, f"{schema.name}: json/jsonl schemas need a root spec"
     if schema.format == "json":
