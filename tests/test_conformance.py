@@ -27,6 +27,7 @@ import pytest
 
 from ehr_release import registry
 from ehr_release.dataset import Dataset
+from ehr_release.datasheet import describe_files
 from ehr_release.errors import ParameterError
 from ehr_release.privacy.closed_world import violations
 from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
@@ -162,6 +163,10 @@ def test_release_conforms_verifies_survives_the_attack_and_evaluates(
     case, entry = CASES[name], registry.get(name)
     files, params, dataset = _release(name, case, tmp_path, case.weak)
     assert entry.schema is not None and list(violations(files, entry.schema)) == []
+    # The recipient's datasheet reviews every column this release has, derived ones too.
+    unreviewed = [(f.name, r.path) for f in describe_files(files, entry.schema)
+                  for r in f.fields if not r.review]
+    assert unreviewed == []
     assert entry.count_records is not None and entry.count_records(files) > 0
     report = entry.verify(files, dataset, params)
     assert report.holds, [r.name for r in report.failures]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -90,7 +90,7 @@ def describe_files(files: Mapping[str, bytes], schema: ReleaseSchema | None,
         if spec is not None and spec.columns_from is not None:
             # A verified release derives them; otherwise the generic row stays.
             with suppress(Exception):
-                spec = replace(spec, columns=dict(spec.columns_from(files)))
+                spec = spec.for_release(files)
         out.append(DatasheetFile(
             name=name, sha256=digest, size=size, doc=spec.doc if spec else "",
             load=how_to_load(spec) if spec else "", fields=field_rows(spec) if spec else []))

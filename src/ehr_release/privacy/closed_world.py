@@ -110,6 +110,8 @@ class FileSchema:
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
     DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
     release it cannot derive them from departs from the schema.
+    ``review_keys_from`` maps each derived column to its placeholder row in ``fields_doc``
+    (see :meth:`for_release`).
     ``codes_column`` names the column in which a table publishes the source's diagnosis
     codes in its own form (one code per row, generalized-code ids), so a certificate can say
     the codes are released although no column bears the source's name.
@@ -125,6 +127,23 @@ class FileSchema:
     fields_doc: Mapping[str, str] = field(default_factory=dict)
     columns_from: Callable[[Mapping[str, bytes]], Mapping[str, Spec]] | None = None
     codes_column: str | None = None
+    review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
+
+    def for_release(self, files: Mapping[str, bytes]) -> FileSchema:
+        """This declaration with the columns ``columns_from`` derives for ``files``, each
+        with its review: ``review_keys_from`` names the placeholder row of ``fields_doc``
+        (e.g. ``<predictor>``) a derived column answers to, so a datasheet reviews every
+        column it lists, not only the placeholder."""
+        if self.columns_from is None:
+            return self
+        columns = dict(self.columns_from(files))
+        keys = dict(self.review_keys_from(files)) if self.review_keys_from else {}
+        reviews = {column: self.fields_doc[key] for column, key in keys.items()
+                   if key in self.fields_doc}
+        placeholders = set(keys.values())
+        rest = {path: text for path, text in self.fields_doc.items()
+                if path not in placeholders}
+        return replace(self, columns=columns, fields_doc={**reviews, **rest})
 
 
 @dataclass(frozen=True)

@@ -48,13 +48,24 @@ def groups_columns(files: Mapping[str, bytes]) -> dict[str, str]:
             str(cut["count_column"]): "int"}
 
 
+PREDICTOR_DOC = "<predictor> (one column per attribute of cut.json)"
+CLASS_DOC = "<class column>"
+
+
+def groups_review_keys(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Each derived column of the groups table → its review row (predictor, class, count)."""
+    cut = json.loads(files["cut.json"])
+    return {**{str(a["name"]): PREDICTOR_DOC for a in cut["attributes"]},
+            str(cut["class"]["column"]): CLASS_DOC, str(cut["count_column"]): "count"}
+
+
 _GROUPS_DOC = {
-    "<predictor> (one column per attribute of cut.json)":
+    PREDICTOR_DOC:
         "the generalized value of the group: a node of the released cut, an interval of it, "
         "or a cut-set; which groups exist is " + _DP_STRUCTURE + ". Every partition the "
         "specializations create is listed, empty or not (the verifier fails a missing one), "
         "so a group's presence says nothing about its true count.",
-    "<class column>": "each group is listed once per declared class value (public), in the "
+    CLASS_DOC: "each group is listed once per declared class value (public), in the "
                       "configuration's order.",
     "count": "the true count plus discrete Laplace noise of the ledger's final-counts scale, "
              "clamped at 0 (post-processing); the verifier tests the residuals are not "
@@ -65,10 +76,12 @@ _GROUPS_DOC = {
 
 GROUPS_CSV = FileSchema(
     name="groups.csv", format="csv", optional=True, columns_from=groups_columns,
+    review_keys_from=groups_review_keys,
     doc="the released equivalence groups: generalized predictors, class value, noisy count",
     fields_doc=_GROUPS_DOC)
 GROUPS_PARQUET = FileSchema(
     name="groups.parquet", format="parquet", optional=True, columns_from=groups_columns,
+    review_keys_from=groups_review_keys,
     metadata=("ARROW:schema", "pandas"),
     doc="the same groups as groups.csv, as Parquet (one of the two is published)",
     fields_doc={**_GROUPS_DOC,

@@ -55,6 +55,12 @@ def records_columns(files: Mapping[str, bytes]) -> dict[str, Spec]:
 #: The demographic columns' row in the documentation (their names are the configuration's).
 DEMOGRAPHIC_DOC = "<demographic> (one column per configured attribute, in configuration order)"
 
+
+def records_review_keys(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Each demographic column of this release answers to the demographic review."""
+    return {name: DEMOGRAPHIC_DOC for name in records_columns(files)
+            if name not in ("cluster", IDS_COLUMN)}
+
 FIELDS_DOC = {
     "cluster": (
         "The record's cluster, labelled C1, C2, … in the canonical order of the clusters "
@@ -108,6 +114,7 @@ CODES_DOC = {
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RECORDS_FILE, format="parquet", columns_from=records_columns,
+        review_keys_from=records_review_keys,
         codes_column=IDS_COLUMN,
         # for the documentation; the check derives the demographic columns' names
         columns={"cluster": "str", DEMOGRAPHIC_DOC: DEMOGRAPHIC_VALUE, IDS_COLUMN: ListOf("int")},
