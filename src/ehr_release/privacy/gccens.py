@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.privacy.closed_world import MapOf, Obj
-from ehr_release.privacy.json_columns import all_conform, loads_lines
+from ehr_release.privacy.json_columns import all_conform, forget, loads_lines
 from ehr_release.privacy.json_lines import (
     MalformedRelease,
     one_record_each,
@@ -148,14 +148,25 @@ class _Population:
         keep = (flat.code >= 0) & (flat.count > 0)
         code = flat.code[keep]
         held = np.minimum(flat.count[keep], top[code])
-        profiles, of = _rows(flat.row[keep], code * self.base + held, self.size)
-        self.weight = np.bincount(of, minlength=len(profiles))
-        prof, pos = np.nonzero(profiles >= 0)
-        token = profiles[prof, pos]
-        by_code = np.lexsort((prof, token // self.base))
-        prof, token = prof[by_code], token[by_code]
-        bounds = np.searchsorted(token // self.base, np.arange(len(vocab) + 1))
-        self._holders = [(prof[a:b], token[a:b] % self.base)
+        radix = np.cumprod(np.concatenate([[1], top[:-1] + 1])) if len(top) else top
+        if len(top) and float(np.prod((top + 1).astype(float))) < 2.0 ** 62:
+            # few codes: a profile is one mixed-radix integer, order-free (a sum)
+            key = np.zeros(self.size, dtype=np.int64)
+            np.add.at(key, flat.row[keep], held * radix[code])
+            distinct, of = np.unique(key, return_inverse=True)
+            n_profiles = len(distinct)
+            prof, code = np.nonzero(distinct[:, None] // radix % (top + 1))
+            held = distinct[prof] // radix[code] % (top[code] + 1)
+        else:
+            profiles, of = _rows(flat.row[keep], code * self.base + held, self.size)
+            n_profiles = len(profiles)
+            prof, pos = np.nonzero(profiles >= 0)
+            code, held = profiles[prof, pos] // self.base, profiles[prof, pos] % self.base
+        self.weight = np.bincount(of.reshape(-1), minlength=n_profiles)
+        by_code = np.lexsort((prof, code))
+        prof, code, held = prof[by_code], code[by_code], held[by_code]
+        bounds = np.searchsorted(code, np.arange(len(vocab) + 1))
+        self._holders = [(prof[a:b], held[a:b])
                          for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def dis(self, tokens: np.ndarray) -> int:
@@ -227,21 +238,21 @@ def check_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     """
     try:
         pids, maps, meta = _parse(files)
+        forget()  # the closed world's parse, kept for this reader: read now
     except (MalformedRelease, UnicodeDecodeError) as exc:
         return VerificationReport(NAME, [Requirement(
             "release format", f"{RECORDS_FILE} lines of patient_id + positive code counts",
             str(exc), False)])
     reqs = [Requirement("release format", f"{RECORDS_FILE} lines of patient_id + positive "
                         "code counts", f"{len(pids)} records parsed", True)]
-    original = dict(zip(sample_ids, sample, strict=True))
+    # each sample patient's row (the last row of a repeated id)
+    row_of = dict(zip(sample_ids, range(len(sample)), strict=True))
     reqs.append(one_record_each(
-        "one record per sample patient", f"each of the {len(original)} sample patients once",
-        original, pids, _SHOW))
+        "one record per sample patient", f"each of the {len(row_of)} sample patients once",
+        row_of, pids, _SHOW))
 
     vocab = pd.Index(pd.unique(np.fromiter(chain.from_iterable(maps), dtype=object)))
     released = _Flat(maps, vocab)
-    # the sample row of each line's patient (the last row of a repeated id, as ``original``)
-    row_of = dict(zip(sample_ids, range(len(sample_ids)), strict=True))
     own = np.fromiter(map(row_of.get, pids, repeat(-1)), dtype=np.int64, count=len(pids))
     known = own[released.row] >= 0
     reqs.append(_censoring_only(pids, released, own, known, sample, vocab))
@@ -265,10 +276,14 @@ def check_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     index = _Population(population, vocab, top)
     shapes, of_line = _rows(released.row, released.code * index.base + released.count,
                             len(pids))
-    per_shape = np.array([index.dis(row) for row in shapes], dtype=np.int64)
-    dis = dict(zip(pids, per_shape[of_line].tolist(), strict=True))  # last line of an id
-    low = sorted(pid for pid, d in dis.items() if d < k)
-    smallest = min(dis.values(), default=len(population))
+    dis = np.array([index.dis(row) for row in shapes], dtype=np.int64)[of_line]
+    if len(set(pids)) == len(pids):
+        low = sorted(pids[i] for i in np.flatnonzero(dis < k).tolist())
+        smallest = int(dis.min()) if len(dis) else len(population)
+    else:  # a repeated id (already failed above) counts once, by its last line
+        by_id = dict(zip(pids, dis.tolist(), strict=True))
+        low = sorted(pid for pid, d in by_id.items() if d < k)
+        smallest = min(by_id.values(), default=len(population))
     reqs.append(Requirement(
         "k-map", f"every released record is contained in ≥ {k} population records",
         f"smallest distinguishability {smallest}; {len(low)} records below {k}",

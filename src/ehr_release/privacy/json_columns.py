@@ -27,6 +27,7 @@ import orjson
 
 from ehr_release.privacy.closed_world import Enum, ListOf, MapOf, Nullable, Obj, Spec, TupleOf
 
+_LAST: list[Any] = []  # [bytes object, its parse]: see loads_lines
 _TYPES: dict[str, frozenset[type]] = {
     "str": frozenset({str}), "int": frozenset({int}), "bool": frozenset({bool}),
     "number": frozenset({int, float}),
@@ -40,11 +41,26 @@ def loads_lines(data: bytes) -> list[Any] | None:
     Bytes, not text: orjson reads UTF-8 bytes without the copy a ``str`` costs it. A line of
     Unicode-only whitespace (blank to ``str.strip``, not to ``bytes.strip``) fails here and
     is left to the per-line reader.
+
+    The closed-world check and the model verifier read the same bytes object one after the
+    other (:func:`ehr_release.verification.verify_release`): the last parse is kept, keyed
+    by that object's identity (held, so the identity cannot be reused), and the second
+    reader takes it instead of parsing again. The values are shared, so readers must not
+    modify them.
     """
+    if _LAST and _LAST[0] is data:
+        return _LAST[1]
     try:
-        return list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
+        parsed = list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
     except orjson.JSONDecodeError:
-        return None
+        parsed = None
+    _LAST[:] = [data, parsed]
+    return parsed
+
+
+def forget() -> None:
+    """Drop the kept parse (its memory) once the readers of one release are done."""
+    _LAST.clear()
 
 
 def all_conform(values: Iterable[Any], spec: Spec) -> bool:
