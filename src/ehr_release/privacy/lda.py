@@ -213,6 +213,12 @@ def embeddings(trees: _Trees, jobs: Sequence[tuple[Original, Sequence[Pair]]]
     return out
 
 
+def _cells(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of every item of rows of these lengths, laid out left-aligned."""
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    return row, np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def _embed_batch(trees: _Trees, jobs: Sequence[tuple[Original, Sequence[Pair]]]
                  ) -> list[tuple[int, int] | None]:
     root_i, root_a, leaf = trees.icd_l(trees.h.root), trees.age_size, trees.s.leaf_count
@@ -222,16 +228,20 @@ def _embed_batch(trees: _Trees, jobs: Sequence[tuple[Original, Sequence[Pair]]]
     width_n, width_m = int(n.max(initial=0)), int(m.max(initial=0))
     code_id: dict[str, int] = {}
     node_id: dict[str, int] = {}
+    originals = list(chain.from_iterable(o for o, _ in jobs))
+    published = list(chain.from_iterable(q for _, q in jobs))
     codes = np.zeros((p, max(width_n, 1)), dtype=np.int64)
     ages = np.zeros((p, max(width_n, 1)), dtype=np.int64)
+    row, col = _cells(n)
+    codes[row, col] = [code_id.setdefault(c, len(code_id)) for c, _ in originals]
+    ages[row, col] = [a for _, a in originals]
     nodes = np.zeros((p, width_m), dtype=np.int64)
     lo = np.ones((p, width_m), dtype=np.int64)
     hi = np.zeros((p, width_m), dtype=np.int64)  # lo > hi: a padding pair covers nothing
-    for r, (orig, pub) in enumerate(jobs):
-        for h, (code, age) in enumerate(orig):
-            codes[r, h], ages[r, h] = code_id.setdefault(code, len(code_id)), age
-        for j, (node, (a, b)) in enumerate(pub):
-            nodes[r, j], lo[r, j], hi[r, j] = node_id.setdefault(node, len(node_id)), a, b
+    row, col = _cells(m)
+    nodes[row, col] = [node_id.setdefault(v, len(node_id)) for v, _ in published]
+    lo[row, col] = [a for _, (a, _) in published]
+    hi[row, col] = [b for _, (_, b) in published]
     oi = np.array([trees.icd_l(c) for c in code_id] or [0], dtype=np.int64)
     ln = np.array([trees.icd_l(v) for v in node_id] or [0], dtype=np.int64)
     covers = np.zeros((max(len(code_id), 1), max(len(node_id), 1)), dtype=bool)
