@@ -77,6 +77,7 @@ def floor(population: list[dict[str, int]], released: list[dict[str, int]]) -> n
     held = np.zeros((len(population), len(vocab)), dtype=np.int64)
     held[np.repeat(np.arange(len(population)), p_len)[keep], col[keep]] = p_counts[keep]
     top = wanted.max(axis=0)
+    assert float(np.prod(top + 1.0)) < 2.0 ** 62, "one integer per row needs few codes"
     held = np.minimum(held, top)
     radix = np.cumprod(np.concatenate([[1], top[:-1] + 1]))  # one integer per clipped row
     keys, weight = np.unique(held @ radix, return_counts=True)
