@@ -143,3 +143,11 @@ def test_lda_closed_world_refuses_booleans_and_floats_for_ages() -> None:
         found = list(violations({"trajectories.jsonl": (good + "\n" + line + "\n").encode(),
                                  "lda.json": meta}, LDA))
         assert found and found[0].startswith("trajectories.jsonl: line 2"), bad
+
+
+def test_the_kept_parse_serves_only_the_same_bytes_object() -> None:
+    first, second = b'{"a": 1}\n', b'{"a": 2}\n'
+    assert loads_lines(first) == [{"a": 1}]
+    assert loads_lines(second) == [{"a": 2}]
+    assert loads_lines(first) == [{"a": 1}]
+    assert loads_lines(first) is loads_lines(first)  # kept: parsed once

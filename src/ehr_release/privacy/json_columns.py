@@ -27,7 +27,7 @@ import orjson
 
 from ehr_release.privacy.closed_world import Enum, ListOf, MapOf, Nullable, Obj, Spec, TupleOf
 
-_LAST: list[Any] = []  # [bytes object, its parse]: see loads_lines
+_KEPT: list[tuple[bytes, list[Any] | None] | None] = [None]  # the last parse: loads_lines
 _TYPES: dict[str, frozenset[type]] = {
     "str": frozenset({str}), "int": frozenset({int}), "bool": frozenset({bool}),
     "number": frozenset({int, float}),
@@ -48,19 +48,20 @@ def loads_lines(data: bytes) -> list[Any] | None:
     reader takes it instead of parsing again. The values are shared, so readers must not
     modify them.
     """
-    if _LAST and _LAST[0] is data:
-        return _LAST[1]
+    kept = _KEPT[0]  # one read: another thread may replace it meanwhile
+    if kept is not None and kept[0] is data:
+        return kept[1]
     try:
         parsed = list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
     except orjson.JSONDecodeError:
         parsed = None
-    _LAST[:] = [data, parsed]
+    _KEPT[0] = (data, parsed)
     return parsed
 
 
 def forget() -> None:
     """Drop the kept parse (its memory) once the readers of one release are done."""
-    _LAST.clear()
+    _KEPT[0] = None
 
 
 def all_conform(values: Iterable[Any], spec: Spec) -> bool:
