@@ -123,3 +123,27 @@ def test_verifier_rejects_release_for_another_population():
     report = check_kmap(files, ["p1"], [Counter({"250": 1})], population, 2, {},
                          population_info={"records": 3, "fingerprint": "other"})
     assert [r.name for r in report.failures] == ["population"]
+
+
+def test_kmap_counts_with_many_codes_as_brute_force() -> None:
+    """Seventy released codes make the population's profiles too many for one integer
+    each; the padded-row grouping that takes over counts as a brute force does."""
+    import random
+
+    rng = random.Random(7)
+    codes = [f"C{i:02d}" for i in range(70)]
+    population = [{c: rng.randint(1, 3) for c in rng.sample(codes, rng.randint(0, 12))}
+                  for _ in range(60)]
+    ids = [f"p{i}" for i in range(20)]
+    sample = population[:20]
+    released = [{c: min(n, 2) for c, n in sorted(rec.items())[:6]} for rec in sample]
+    files = {"censored.jsonl": "".join(
+        json.dumps({"patient_id": pid, "codes": rec}) + "\n"
+        for pid, rec in sorted(zip(ids, released, strict=True))).encode(),
+        "censoring.json": json.dumps({"k": 1, "caps": {}, "population": {}}).encode()}
+    smallest = min(sum(all(p.get(c, 0) >= n for c, n in rec.items()) for p in population)
+                   for rec in released)
+    report = check_kmap(files, ids, sample, population, 1, {})
+    kmap = next(r for r in report.requirements if r.name == "k-map")
+    assert kmap.measured.startswith(f"smallest distinguishability {smallest};")
+    assert smallest < 20 and report.holds

@@ -245,3 +245,39 @@ def test_missing_metadata_file_fails_the_format_check():
     del files[META_FILE]
     report = check_trajectories(files, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)
     assert failed(report) == {"release format"}
+
+
+# ---------------------------------------------------------------- the vectorized table
+_CODES = ["401.9", "401.1", "250.00", "250.01", "272.4", "V70.0", "E880"]
+
+
+def _ancestors_or_self(h: Hierarchy, code: str) -> list[str]:
+    return [code, *h.ancestors(code)]
+
+
+@given(data=st.data(), w=st.sampled_from([0.5, 0.3, 1.0, 0.0]),
+       leaf=st.sampled_from([0, 1]))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_vectorized_embeddings_equal_the_table_filled_one_pair_at_a_time(data, w, leaf):
+    """Same losses, same ties (smaller ICD loss first), same None, whatever the lengths:
+    the batch pads short trajectories and published lists, which must change nothing."""
+    from ehr_release.privacy.lda import _Trees, cheapest_embedding, embeddings
+
+    h = icd9_hierarchy()
+    trees = _Trees(h, LdaSettings(2, w_icd=w, w_age=1 - w, leaf_count=leaf))
+    ages = st.integers(1, 128)
+    jobs = []
+    for _ in range(data.draw(st.integers(1, 12))):
+        orig = sorted(data.draw(st.lists(st.tuples(st.sampled_from(_CODES), ages),
+                                         max_size=7, unique=True)), key=lambda p: (p[1], p[0]))
+        pub = []
+        for code, age in orig:
+            if data.draw(st.booleans()):
+                node = data.draw(st.sampled_from(_ancestors_or_self(h, code)))
+                width = 1 << data.draw(st.integers(0, 4))
+                first = 1 + (age - 1) // width * width
+                pub.append((node, (first, first + width - 1)))
+        if data.draw(st.integers(0, 4)) == 0 and pub:  # sometimes one that cannot embed
+            pub.insert(data.draw(st.integers(0, len(pub))), ("E880", (1, 128)))
+        jobs.append((orig, pub))
+    assert embeddings(trees, jobs) == [cheapest_embedding(trees, o, p) for o, p in jobs]

@@ -61,9 +61,10 @@ def one_record_each(name: str, required: str, expected: Collection[str],
 
     The evidence names up to ``show`` missing and unknown ids.
     """
-    missing = sorted(set(expected) - set(released))
-    extra = sorted(set(released) - set(expected))
-    repeated = len(released) - len(set(released))
+    expected, distinct = set(expected), set(released)
+    missing = sorted(expected - distinct)
+    extra = sorted(distinct - expected)
+    repeated = len(released) - len(distinct)
     return Requirement(
         name, required,
         f"{len(missing)} missing, {len(extra)} unknown, {repeated} repeated",

@@ -33,9 +33,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
+import pandas as pd
 
 from ehr_release.hierarchy import normalize_icd9
 from ehr_release.reports import AttackReport
@@ -51,6 +56,7 @@ ATTACKER_MODEL = ("an attacker holding the population and each target's full rec
 #: nothing a line's own candidates do not).
 _HINT_HOLDERS = 50_000
 _META_SCALARS = {"k", "records", "fingerprint"}
+_canonical = partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
 
 Record = Mapping[str, int]
 
@@ -64,12 +70,41 @@ def _lines(files: Mapping[str, bytes]) -> list[tuple[str, dict[str, int], dict[s
     """(patient_id, codes, every other field) per non-blank line."""
     if RECORDS_FILE not in files:
         raise Unreadable(f"no {RECORDS_FILE}")
+    plain = _plain_lines(files[RECORDS_FILE])
+    return plain if plain is not None else _each_line(
+        files[RECORDS_FILE].decode("utf-8", errors="replace"))
+
+
+def _plain_lines(data: bytes) -> list[tuple[str, dict[str, int], dict[str, Any]]] | None:
+    """The lines parsed by orjson in one C-level pass, when each is exactly a text id and
+    a map of positive integer counts (what a correct release holds); None otherwise, and
+    :func:`_each_line` reads them one by one."""
+    try:
+        objs = list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
+    except orjson.JSONDecodeError:
+        return None
+    if objs and (set(map(type, objs)) != {dict} or set(map(len, objs)) != {2}):
+        return None
+    try:
+        pids = list(map(itemgetter("patient_id"), objs))
+        codes = list(map(itemgetter("codes"), objs))
+    except KeyError:
+        return None
+    if objs and (set(map(type, pids)) != {str} or set(map(type, codes)) != {dict}):
+        return None
+    values = list(chain.from_iterable(map(dict.values, codes)))
+    if values and (set(map(type, values)) != {int} or min(values) < 1):
+        return None
+    return list(zip(pids, codes, repeat({}), strict=False))
+
+
+def _each_line(text: str) -> list[tuple[str, dict[str, int], dict[str, Any]]]:
     out = []
-    for text in files[RECORDS_FILE].decode("utf-8", errors="replace").split("\n"):
-        if not text.strip():
+    for line in text.split("\n"):
+        if not line.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = json.loads(line)
         except json.JSONDecodeError:
             raise Unreadable("a line is not JSON") from None
         codes = obj.get("codes") if isinstance(obj, dict) else None
@@ -207,36 +242,41 @@ def attack_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     except (Unreadable, json.JSONDecodeError, UnicodeDecodeError) as exc:
         why = str(exc) if isinstance(exc, Unreadable) else type(exc).__name__  # no values
         return _report(len(population), k, None, f"release unreadable ({why})")
-    truth = {pid: Counter(rec) for pid, rec in zip(sample_ids, sample, strict=True)}
     if not lines:
         return _report(len(population), k, len(population), "no released line")
-    known = [_known(codes, extra, truth.get(pid)) for pid, codes, extra in lines]
+    if any(map(itemgetter(2), lines)):
+        truth = {pid: Counter(rec) for pid, rec in zip(sample_ids, sample, strict=True)}
+        known = [_known(codes, extra, truth.get(pid)) for pid, codes, extra in lines]
+    else:  # nothing beyond the codes: a line tells its codes, no other fact
+        known = list(zip(map(itemgetter(1), lines), repeat([]), strict=False))
+    needs = list(map(itemgetter(0), known))
+    # lines telling the same thing share their candidates: grouped by their canonical bytes
+    try:
+        keys = np.fromiter(map(_canonical, needs), dtype=object, count=len(needs))
+    except orjson.JSONEncodeError:  # a count beyond 64 bits, read by the per-line reader
+        keys = np.array([json.dumps(sorted(need.items())) for need in needs], dtype=object)
+    group_of, _ = pd.factorize(keys)
+    first = np.unique(group_of, return_index=True)[1].tolist()
     top: dict[str, int] = {}
-    for need, _ in known:
-        for code, n in need.items():
+    for i in first:
+        for code, n in needs[i].items():
             top[code] = max(top.get(code, 0), n)
     profiles = _Profiles(population, top)
-    groups: dict[frozenset, list[int]] = {}
-    for i, (need, _) in enumerate(known):
-        groups.setdefault(frozenset(need.items()), []).append(i)
-    cand_profiles: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(lines)
-    for key, members in groups.items():
-        found = profiles.containing(dict(key))
-        for i in members:
-            cand_profiles[i] = found
-    size = np.array([int(profiles.weight[c].sum()) for c in cand_profiles])
+    found = [profiles.containing(needs[i]) for i in first]
+    size = np.array([int(profiles.weight[c].sum()) for c in found], dtype=np.int64)[group_of]
+    cand_profiles: list[np.ndarray] = list(map(found.__getitem__, group_of.tolist()))
     hints = _true_hints(_meta_hints(meta, caps), sample)
     order_leaks = _order_leaks(lines)
     narrowed = _narrow(known, cand_profiles, size, profiles, population, hints, order_leaks,
                        len(lines), k)
     smallest = int(narrowed.min())
-    cross = min(_hall(cand_profiles, profiles.weight), smallest)
+    cross = min(_hall(found, np.bincount(group_of), profiles.weight), smallest)
     notes = []
     if hints:
         notes.append(f"metadata revealed {len(hints)} code count(s) of the sample")
     if order_leaks:
         notes.append("line order followed the extract")
-    if any(extra for _, extra in known):
+    if any(map(itemgetter(1), known)):
         notes.append("per-line fields beyond the codes were used")
     note = f" ({'; '.join(notes)})" if notes else ""
     measured = (f"smallest candidate set {smallest:,} over {len(population):,} population "
@@ -278,6 +318,9 @@ def _known(codes: dict[str, int], extra: Mapping[str, Any],
 
 def _true_hints(named: Iterator[tuple[str, int]], sample: Sequence[Record]) -> list[tuple]:
     """The (code, count) pairs that are true of some sample record (the rest mislead)."""
+    named = list(named)
+    if not named:
+        return []
     most: dict[str, int] = {}
     for rec in sample:
         for code, n in rec.items():
@@ -416,17 +459,19 @@ def _propagate(sets: dict[int, set[int]], forced: set[int], cand_profiles,
     return removed
 
 
-def _hall(cand_profiles: list[np.ndarray], weight: np.ndarray) -> int:
+def _hall(found: list[np.ndarray], lines: np.ndarray, weight: np.ndarray) -> int:
     """Smallest candidate set once tight groups of lines use up their records.
 
     Lines whose candidates all lie in a set U of profiles holding exactly as many records as
     there are such lines must take every record of U: all other lines lose U. Checked per
     distinct candidate set, repeated until nothing changes (profiles are the unit: records of
-    one profile are alike to every line).
+    one profile are alike to every line). ``found`` are the distinct lines' candidate
+    profiles, ``lines`` how many lines each stands for.
     """
-    n = len(cand_profiles)
-    key = [frozenset(c.tolist()) for c in cand_profiles]
-    count = Counter(key)
+    n = int(lines.sum())
+    count: Counter[frozenset] = Counter()
+    for cand, m in zip(found, lines.tolist(), strict=True):
+        count[frozenset(cand.tolist())] += m
     current = {s: s for s in count}  # each distinct original set, as narrowed so far
     frozen: set[frozenset] = set()
 
