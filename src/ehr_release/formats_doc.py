@@ -71,14 +71,31 @@ def how_to_load(schema: FileSchema) -> str:
     }[schema.format]
 
 
+def rendering_words(schema: FileSchema) -> str:
+    """The declared rendering as the call that produces it (JSON and JSON Lines files)."""
+    r = schema.rendering
+    assert r is not None
+    options = [f"indent={r.indent}"] if r.indent is not None else []
+    options += ["sort_keys=True"] if r.sort_keys else []
+    options += [] if r.ensure_ascii else ["ensure_ascii=False"]
+    call = f"`json.dumps(value{''.join(', ' + o for o in options)})`"
+    order = (" with object keys in the order listed below and map keys sorted"
+             if r.declared_order else "")
+    unit = "each line" if schema.format == "jsonl" else "the document"
+    return f"{call} of {unit}{order}, followed by one newline"
+
+
 def markdown(name: str, schema: ReleaseSchema) -> str:
     """One algorithm family's format as Markdown."""
     out = [f"## {name}", ""]
     for file in schema.files:
         optional = " (optional)" if file.optional else ""
         out += [f"### `{file.name}`{optional} — {file.format}", "", file.doc, "",
-                f"Load: `{how_to_load(file)}`", "",
-                "| field | type | could it narrow a patient? |", "| --- | --- | --- |"]
+                f"Load: `{how_to_load(file)}`", ""]
+        if file.rendering is not None:
+            out += [f"Bytes: exactly {rendering_words(file)}; any other spacing, escape, "
+                    "key order or repeated key fails the closed world.", ""]
+        out += ["| field | type | could it narrow a patient? |", "| --- | --- | --- |"]
         out += [f"| `{r.path}` | {r.kind} | {r.review or '**not reviewed**'} |"
                 for r in field_rows(file)]
         out.append("")

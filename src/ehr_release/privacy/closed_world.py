@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, Literal
 
+from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
 from ehr_release.reports import Requirement
 
 SCALARS = ("str", "int", "number", "bool")
@@ -110,6 +111,9 @@ class FileSchema:
     ``columns_from``, for a table whose columns the run's public configuration decides (e.g.
     DiffGen's predictors), derives ``columns`` from the release's other, declared files; a
     release it cannot derive them from departs from the schema.
+    ``rendering`` (JSON and JSON Lines) is how the writer renders the content: the bytes
+    must be exactly that rendering of what they parse to (:mod:`.canonical_bytes`), so
+    spacing, escapes, key order or a repeated key can carry nothing.
     ``review_keys_from`` maps each derived column to its placeholder row in ``fields_doc``
     (see :meth:`for_release`).
     ``codes_column`` names the column in which a table publishes the source's diagnosis
@@ -127,6 +131,7 @@ class FileSchema:
     fields_doc: Mapping[str, str] = field(default_factory=dict)
     columns_from: Callable[[Mapping[str, bytes]], Mapping[str, Spec]] | None = None
     codes_column: str | None = None
+    rendering: Rendering | None = None
     review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
 
     def for_release(self, files: Mapping[str, bytes]) -> FileSchema:
@@ -417,23 +422,33 @@ def _check_file(schema: FileSchema, data: bytes) -> None:
         except json.JSONDecodeError:
             raise ShapeError("is not JSON") from None
         _require(document, schema.root)
+        if schema.rendering is not None:
+            _raise_if(document_problem(text, document, schema.root, schema.rendering))
         return
     from ehr_release.privacy.json_columns import all_conform, loads_lines
 
     objects = loads_lines(data)  # fast and never more lenient; else line by line, naming
-    if objects is not None and all_conform(objects, schema.root):
-        return
-    for no, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise ShapeError(f"line {no} is not JSON") from None
-        try:
-            _require(obj, schema.root)
-        except ShapeError as exc:
-            raise ShapeError(f"line {no}: {exc}") from None
+    if objects is None or not all_conform(objects, schema.root):
+        objects = []
+        for no, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                raise ShapeError(f"line {no} is not JSON") from None
+            try:
+                _require(obj, schema.root)
+            except ShapeError as exc:
+                raise ShapeError(f"line {no}: {exc}") from None
+            objects.append(obj)
+    if schema.rendering is not None:
+        _raise_if(lines_problem(data, objects, schema.root, schema.rendering))
+
+
+def _raise_if(problem: str | None) -> None:
+    if problem is not None:
+        raise ShapeError(problem)
 
 
 def _columns_message(found: list[str], declared: list[str]) -> str:

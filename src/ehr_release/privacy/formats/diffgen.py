@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from ehr_release.privacy.canonical_bytes import Rendering
 from ehr_release.privacy.closed_world import (
     Enum,
     FileSchema,
@@ -102,6 +103,7 @@ _SET_VALUED = Obj({"name": "str", "kind": Enum(("set-valued",)), "cut": ListOf("
 
 CUT_JSON = FileSchema(
     name="cut.json", format="json",
+    rendering=Rendering(indent=2, ensure_ascii=False, declared_order=True),
     root=Obj({"algorithm": Enum(("diffgen",)), "configuration": "str",
               "parameters": Obj({"epsilon": "str", "h": "int", "score": "str",
                                  "unused_budget": "str"}),
@@ -151,6 +153,7 @@ _EVENT = OneOf((Obj({"step": "int", "event": "str"}),
 
 LEDGER_JSON = FileSchema(
     name="ledger.json", format="json",
+    rendering=Rendering(indent=2, ensure_ascii=False, declared_order=True),
     root=Obj({"algorithm": Enum(("diffgen",)), "neighbouring": "str", "epsilon": "str",
               "h": "int", "numerical_predictors": "int", "epsilon_prime": "str",
               "unused_budget": "str", "total_budget": "str", "spent": "str",

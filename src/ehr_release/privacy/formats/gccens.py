@@ -10,6 +10,7 @@ yes to the second and is not part of the format (issue 14, finding 2).
 
 from __future__ import annotations
 
+from ehr_release.privacy.canonical_bytes import Rendering
 from ehr_release.privacy.closed_world import FileSchema, MapOf, Obj, ReleaseSchema
 
 RECORDS_FILE = "censored.jsonl"
@@ -19,6 +20,7 @@ RECORDS = FileSchema(
     name=RECORDS_FILE,
     format="jsonl",
     root=Obj({"patient_id": "str", "codes": MapOf("int")}),
+    rendering=Rendering(ensure_ascii=False, declared_order=True),
     doc="One line per sample patient: the code multiset left after capping and censoring.",
     fields_doc={
         "patient_id": "A release-specific keyed pseudonym (HMAC of the source id), unrelated "
@@ -30,6 +32,11 @@ RECORDS = FileSchema(
         "(line order)": "Lines are sorted by patient_id, i.e. by a random pseudonym: the order "
                         "of the extract (admission or MRN order, which a population holder "
                         "could align with their own table) does not show.",
+        "(line bytes)": "Each line is exactly json.dumps of its two fields (keys in this "
+                        "order, codes sorted, default separators, UTF-8 unescaped), ended by "
+                        "one newline; the closed world refuses any other spacing, escape, "
+                        "key order or repeated key, which could carry a value per record "
+                        "(e.g. codes in the order they were recorded).",
         "(line count)": "The sample size: public in any k-map release (the sample is known "
                         "to exist); it tells nobody which population records are in it.",
     },
@@ -38,6 +45,7 @@ RECORDS = FileSchema(
 META = FileSchema(
     name=META_FILE,
     format="json",
+    rendering=Rendering(indent=2, sort_keys=True),
     root=Obj({"k": "int", "caps": MapOf("int"),
               "population": Obj({"records": "int", "fingerprint": "str"})}),
     doc="The run's parameters (k, the caps policy) and which population the sample was "

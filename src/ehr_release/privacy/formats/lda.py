@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from ehr_release.privacy.canonical_bytes import Rendering
 from ehr_release.privacy.closed_world import (
     Enum,
     FileSchema,
@@ -32,6 +33,7 @@ RECORDS = FileSchema(
     name=RECORDS_FILE,
     format="jsonl",
     root=Obj({"patient_id": "str", "trajectory": ListOf(PAIR)}),
+    rendering=Rendering(ensure_ascii=False, declared_order=True),
     doc="One line per patient: the release pseudonym and the published trajectory of "
         "generalized (ICD node, age block) pairs, in age order.",
     fields_doc={
@@ -53,9 +55,9 @@ RECORDS = FileSchema(
                       "already orders by patient id), so the order is data-independent; the "
                       "attack audit fails a release whose lines are not in that order.",
         "line bytes": "Each line is the canonical JSON rendering of its two fields (keys in "
-                      "this order, default separators); the attack audit fails a release "
-                      "with any other spacing or key order, which could carry a bit per "
-                      "record.",
+                      "this order, default separators); the closed world and the attack "
+                      "audit fail a release with any other spacing, escape or key order, "
+                      "which could carry a bit per record.",
         "cluster (removed)": "Was a per-record cluster id in the order MDAV formed clusters "
                              "(the first starts at the record farthest from the most "
                              "frequent trajectory): data-dependent and redundant with the "
@@ -66,6 +68,7 @@ RECORDS = FileSchema(
 META = FileSchema(
     name=META_FILE,
     format="json",
+    rendering=Rendering(indent=2, sort_keys=True),
     root=Obj({
         "algorithm": Enum(("lda", "lda-baseline")),
         "method": Enum(("ags", "baseline")),
