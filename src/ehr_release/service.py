@@ -69,10 +69,15 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
 
             register_run(request, plan.dataset, plan.fingerprint)
     except EhrReleaseError as exc:
-        record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
-                     payload={"request": request.run_id, "input": request.input_path,
-                              "error": stored_message(exc)})
+        record_refusal(request.requester, request.run_id, request.input_path, exc)
         raise
+
+
+def record_refusal(requester: str, run_id: str, input_path: str, exc: EhrReleaseError
+                   ) -> None:
+    """The audit event of a refused request (its error as stored: no patient value)."""
+    record_event(actor=requester, action=AuditAction.INGEST_REJECTED,
+                 payload={"request": run_id, "input": input_path, "error": stored_message(exc)})
 
 
 @contextmanager
