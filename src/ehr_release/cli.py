@@ -3,9 +3,10 @@
 Commands call service functions and turn the project's own errors into one line on stderr
 and exit code 1. Prefect is imported lazily so its home can be pointed at ``<home>/prefect``
 first, so quick commands (status, audit) stay quick, and so ``run`` and ``compare`` refuse a
-bad file or parameter before Prefect is imported or a server started (about a second, most
-of it importing pandas and SQLAlchemy). Progress goes to stderr; stdout's last line is what
-scripts read.
+bad file or parameter before Prefect is imported or a server started. ``run`` shows that
+refusal before even SQLAlchemy loads, and never imports Prefect: its flow process does,
+started while ``run`` still reads the input (:mod:`ehr_release.flows.launch`). Progress goes
+to stderr; stdout's last line is what scripts read.
 """
 
 from __future__ import annotations
@@ -149,14 +150,22 @@ def run(
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
         started = time.monotonic()
-        service.precheck(request, register=True)  # before Prefect: bad input is refused fast
+        # The flow process imports Prefect (seconds) while this one reads the input in full.
+        flow = service.launch_background(request)
+        try:
+            service.precheck(request, register=True)
+        except BaseException:
+            service.call_off(flow, request)
+            raise
         from ehr_release.progress import StageProgress
 
         with StageProgress(request.run_id, records=_records_of(request.run_id),
                            started=started) as shown:
             shown(Status.REQUESTED)
+            with shown.step("Prefect server"):  # what is left of the flow's start-up
+                service.wait_until_ready(flow)
             status = service.start_release(request, wait_timeout_s=wait_timeout,
-                                           on_status=shown, announce=shown.step)
+                                           on_status=shown, process=flow)
         typer.echo(f"run {request.run_id}: {status}", err=True)
         if status == Status.AWAITING_APPROVAL and reviewer is not None:
             status = service.decide(request.run_id, reviewer=reviewer.name,
@@ -307,7 +316,7 @@ def resume(
         with StageProgress(run_id, records=_records_of(run_id)) as shown:
             shown.resumed_from(Status(run.status))
             status = service.resume_release(run_id, wait_timeout_s=wait_timeout,
-                                            on_status=shown, announce=shown.step)
+                                            on_status=shown)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
