@@ -13,9 +13,10 @@ Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first)
 own stage lines. For the last warm run it splits the wall time into
 
 * ``cli → run registered``: CLI start-up plus its precheck (parameters, preflight, the full
-  read of the file, the run's record);
-* ``registered → flow start``: the CLI's Prefect lookup, the flow process's start-up (its
-  imports) and the flow run's creation;
+  read of the file, the run's record); the flow process starts during it and loads Prefect
+  (since issue 18 goal 1's second stop; before, the CLI imported Prefect itself after it);
+* ``registered → flow start``: whatever is left of the flow process's start-up (imports,
+  finding the API) and the flow run's creation;
 * each Prefect task's own run time (from the API), and the flow's time between tasks;
 * ``flow end → cli exit``: the CLI noticing the parked run (it polls) and exiting.
 
@@ -183,7 +184,7 @@ def breakdown(run: dict[str, Any], tl: dict[str, Any]) -> list[tuple[str, float]
     tasks = tl["tasks"]
     rows = [("cli → run registered (start-up, precheck read)",
              tl["registered"] - run["started_at"]),
-            ("registered → flow start (Prefect lookup, flow imports)",
+            ("registered → flow start (rest of flow start-up, flow run)",
              tl["flow_start"] - tl["registered"])]
     advance = sum(v for k, v in tasks.items() if k in {"advance", "pin-candidate", "park"})
     rows += [(f"  task {k}", v) for k, v in tasks.items()

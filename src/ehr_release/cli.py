@@ -153,7 +153,7 @@ def run(
         # The flow process imports Prefect (seconds) while this one reads the input in full.
         flow = service.launch_background(request)
         try:
-            service.precheck(request, register=True)
+            service.precheck(request, register=True, preflighted=True)
         except BaseException:
             service.call_off(flow, request)
             raise
