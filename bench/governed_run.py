@@ -13,15 +13,18 @@ Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first)
 own stage lines. For the last warm run it splits the wall time into
 
 * ``cli → run registered``: CLI start-up plus its precheck (parameters, preflight, the full
-  read of the file, the run's record);
-* ``registered → flow start``: the CLI's Prefect lookup, the flow process's start-up (its
-  imports) and the flow run's creation;
+  read of the file, the run's record); the flow process starts during it and loads Prefect
+  (since issue 18 goal 1's second stop; before, the CLI imported Prefect itself after it);
+* ``registered → flow start``: whatever is left of the flow process's start-up (imports,
+  finding the API) and the flow run's creation;
 * each Prefect task's own run time (from the API), and the flow's time between tasks;
 * ``flow end → cli exit``: the CLI noticing the parked run (it polls) and exiting.
 
-Then it stops the server it started.
+Then it stops the server it started. ``--src`` runs the CLI (``python -m ehr_release.cli``)
+and its flow process on another source tree (a worktree), so two branches can be measured
+in turn with one virtual environment.
 
-    .venv/bin/python bench/governed_run.py [--records 58302] [--warm 2]
+    .venv/bin/python bench/governed_run.py [--records 58302] [--warm 2] [--src PATH/src]
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = ROOT / ".venv" / "bin" / "ehr-release"
+#: The CLI as a module of whatever source tree ``PYTHONPATH`` names (see ``--src``).
+CLI = [sys.executable, "-m", "ehr_release.cli"]
 #: Issue 18: the paper's C++ program on the same 58K data (not runnable here).
 CPP_REFERENCE_S = 12.8
 ISSUE_GOVERNED_S = 21.2
@@ -91,7 +95,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
     started_at = time.time()
     t0 = time.perf_counter()
     cli = subprocess.Popen(
-        [str(CLI), "run", "--input", str(data), "--algorithm", "disassociation",
+        [*CLI, "run", "--input", str(data), "--algorithm", "disassociation",
          "--param", "k=5", "--param", "m=2", "--requester", "steward.sam"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     assert cli.stderr is not None
@@ -180,7 +184,7 @@ def breakdown(run: dict[str, Any], tl: dict[str, Any]) -> list[tuple[str, float]
     tasks = tl["tasks"]
     rows = [("cli → run registered (start-up, precheck read)",
              tl["registered"] - run["started_at"]),
-            ("registered → flow start (Prefect lookup, flow imports)",
+            ("registered → flow start (rest of flow start-up, flow run)",
              tl["flow_start"] - tl["registered"])]
     advance = sum(v for k, v in tasks.items() if k in {"advance", "pin-candidate", "park"})
     rows += [(f"  task {k}", v) for k, v in tasks.items()
@@ -196,13 +200,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=58_302)
     ap.add_argument("--warm", type=int, default=2, help="runs with the server already up")
+    ap.add_argument("--src", type=Path, default=ROOT / "src",
+                    help="source tree the CLI and its flow process import")
     args = ap.parse_args()
+    src = str(args.src.resolve())
+    sys.path.insert(0, src)
     sys.path.insert(0, str(ROOT / "bench"))
     with tempfile.TemporaryDirectory(prefix="ehr-governed-") as tmp:
         work = Path(tmp)
         home = work / "home"
         home.mkdir()
-        env = {**os.environ, "EHR_RELEASE_HOME": str(home),
+        env = {**os.environ, "EHR_RELEASE_HOME": str(home), "PYTHONPATH": src,
                "EHR_RELEASE_RELEASES_ROOT": str(home / "releases")}
         env.pop("PREFECT_API_URL", None)
         env.pop("EHR_RELEASE_DATABASE_URL", None)
@@ -220,9 +228,10 @@ def main() -> None:
                         for i in range(args.warm)]
             timeline = flow_timeline(results[-1][1]["run_id"])
         finally:
-            subprocess.run([str(CLI), "server", "stop"], env=env, capture_output=True,
+            subprocess.run([*CLI, "server", "stop"], env=env, capture_output=True,
                            check=False)
         load = os.getloadavg()[0]
+        print(f"source {src}")
         print(f"Governed run, Disassociation k=5 m=2, {args.records:,} INFORMS-shaped records "
               f"(load average {load:.1f} on {os.cpu_count()} CPUs)")
         print(f"reference: C++ program {CPP_REFERENCE_S} s (issue 18; not run here), "

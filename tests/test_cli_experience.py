@@ -79,6 +79,44 @@ def test_bad_input_is_refused_before_prefect_is_imported(tmp_path: Path, case: s
     assert not (tmp_path / "home" / "prefect-server.json").exists()  # no server started
 
 
+@pytest.mark.parametrize("case", ["bad-param", "bad-file", "missing-file"])
+def test_bad_input_is_answered_before_the_database_is_used(tmp_path: Path, case: str) -> None:
+    """The refusal is the first line even when the database is down: it is shown before
+    SQLAlchemy is imported (identity, audit), and the database's failure comes after it."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(BAD_CSV)
+    good = tmp_path / "good.csv"
+    good.write_text("patient_id,codes\nA,401.9\nB,250.00\n")
+    given, expected = {"bad-param": ((good, "k=0"), "error: parameter 'k'"),
+                       "bad-file": ((bad, "k=5"), "row 2, column 'codes'"),
+                       "missing-file": ((tmp_path / "no.csv", "k=5"), "does not exist")}[case]
+    env = {**_clean_env(tmp_path / "home"),
+           "EHR_RELEASE_DATABASE_URL": "postgresql+psycopg://bob@127.0.0.1:1/down"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ehr_release.cli", "run", "--input", str(given[0]), "--param",
+         given[1], "--algorithm", "disassociation", "--requester", "steward"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 2, done.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], done.stderr
+    assert "cannot use the database" in lines[1], done.stderr
+
+
+def test_a_fast_refusal_is_audited_under_the_requester(ehr_home: Path, tmp_path: Path) -> None:
+    from ehr_release.storage.audit import export_events
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(BAD_CSV)
+    result = runner.invoke(app, ["run", "--input", str(bad), "--algorithm", "disassociation",
+                                 "--param", "k=5", "--requester", "steward.sam"])
+    assert result.exit_code == 1 and "row 2" in result.output
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [(e["action"], e["actor"]) for e in events] == [("ingest.rejected", "steward.sam")]
+    assert events[0]["payload"]["input"] == str(bad)
+    assert events[0]["payload"]["request"].startswith("rel-")
+    assert "999.999" not in json.dumps(events)
+
+
 def test_a_refused_comparison_input_is_audited(ehr_home: Path, tmp_path: Path) -> None:
     from ehr_release.storage.audit import export_events
 

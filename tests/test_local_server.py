@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -86,6 +87,37 @@ def test_run_shows_stages_and_leaves_named_tasks_and_info_logs(world) -> None:
     info = _post(api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run["id"]]},
                                                 "level": {"ge_": 20, "le_": 20}}})
     assert info, "the flow's INFO logs did not reach Prefect"
+
+
+def test_a_request_the_full_reader_refuses_leaves_no_run_or_flow_process(world) -> None:
+    """The flow process starts before the full read (issue 18 goal 1); when that read refuses
+    the file, the process is called off: no run folder, no process left for the run."""
+    root, _data, cli, _api = world
+    ragged = root / "ragged.csv"  # the preflight leaves a ragged row to the full reader
+    ragged.write_text("patient_id,age,codes\np1,50,250.01\np2,60,401.9,extra,more\n")
+    runs = root / "home" / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    done = cli("run", "--input", str(ragged), "--algorithm", "disassociation", "--param",
+               "k=5", "--requester", "steward.sam", "--out", str(root), ok=False)
+    assert done.returncode == 1 and "cannot be parsed" in done.stderr, done.stderr
+    assert (set(runs.iterdir()) if runs.exists() else set()) == before
+    deadline = time.monotonic() + 120
+    while _flow_processes(root) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _flow_processes(root) == []
+
+
+def _flow_processes(root: Path) -> list[int]:
+    """Live release-flow processes of this home (their request file lies under it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+        except OSError:
+            continue
+        if b"ehr_release.flows.launch" in args and str(root).encode() in args:
+            found.append(int(proc.name))
+    return found
 
 
 def test_compare_prints_each_candidate_as_it_finishes(world) -> None:

@@ -3,9 +3,10 @@
 Commands call service functions and turn the project's own errors into one line on stderr
 and exit code 1. Prefect is imported lazily so its home can be pointed at ``<home>/prefect``
 first, so quick commands (status, audit) stay quick, and so ``run`` and ``compare`` refuse a
-bad file or parameter before Prefect is imported or a server started (about a second, most
-of it importing pandas and SQLAlchemy). Progress goes to stderr; stdout's last line is what
-scripts read.
+bad file or parameter before Prefect is imported or a server started. ``run`` shows that
+refusal before even SQLAlchemy loads, and never imports Prefect: its flow process does,
+started while ``run`` still reads the input (:mod:`ehr_release.flows.launch`). Progress goes
+to stderr; stdout's last line is what scripts read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import typer
 
 from ehr_release import __version__
 from ehr_release.errors import EhrReleaseError
-from ehr_release.request import DEFAULT_APPROVAL_TIMEOUT_S
+from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
                        "approve, publish.", no_args_is_help=True, add_completion=False)
@@ -115,22 +116,28 @@ def run(
     (EHR_RELEASE_CREDENTIAL, else a prompt); --approve-as needs a reviewer's
     (EHR_RELEASE_REVIEWER_CREDENTIAL, else a prompt).
     """
+    from ehr_release.params import parse_assignments
+
+    try:
+        if approve_as is not None and not (reason or "").strip():
+            raise EhrReleaseError("--approve-as needs --reason")
+        algorithm, params, fingerprint = _chosen_algorithm(
+            algorithm, parse_assignments(param or []), from_comparison, row)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
+
     from ehr_release import service
     from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
-    from ehr_release.params import parse_assignments
     from ehr_release.request import check_data_use_policy
     from ehr_release.storage import runs
     from ehr_release.storage.actions import Decision
     from ehr_release.storage.runs import Status
 
     try:
-        if approve_as is not None and not (reason or "").strip():
-            raise EhrReleaseError("--approve-as needs --reason")
         requester = _identity(requester, "steward").name
         reviewer = (_identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
                     if approve_as is not None else None)
-        algorithm, params, fingerprint = _chosen_algorithm(
-            algorithm, parse_assignments(param or []), from_comparison, row)
         request = service.request_from_cli(
             input_path=input, diagnoses=diagnoses, admissions=admissions,
             class_column=class_column, algorithm=algorithm, params=params,
@@ -143,14 +150,22 @@ def run(
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
         started = time.monotonic()
-        service.precheck(request, register=True)  # before Prefect: bad input is refused fast
+        # The flow process imports Prefect (seconds) while this one reads the input in full.
+        flow = service.launch_background(request)
+        try:
+            service.precheck(request, register=True, preflighted=True)
+        except BaseException:
+            service.call_off(flow, request)
+            raise
         from ehr_release.progress import StageProgress
 
         with StageProgress(request.run_id, records=_records_of(request.run_id),
                            started=started) as shown:
             shown(Status.REQUESTED)
+            with shown.step("Prefect server"):  # what is left of the flow's start-up
+                service.wait_until_ready(flow)
             status = service.start_release(request, wait_timeout_s=wait_timeout,
-                                           on_status=shown, announce=shown.step)
+                                           on_status=shown, process=flow)
         typer.echo(f"run {request.run_id}: {status}", err=True)
         if status == Status.AWAITING_APPROVAL and reviewer is not None:
             status = service.decide(request.run_id, reviewer=reviewer.name,
@@ -164,6 +179,37 @@ def run(
     typer.echo(request.run_id)
     if status in {Status.FAILED, Status.REJECTED}:
         raise typer.Exit(code=1)
+
+
+def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
+                      diagnoses: Path | None, admissions: Path | None,
+                      class_column: str | None) -> None:
+    """Refuse a bad parameter or file before the database, Prefect or pandas is imported.
+
+    The checks (the registry's parameter declarations, the standard-library preflight) are
+    the ones ``service.precheck`` starts with, so the error is the very same; it is shown
+    at once and only then audited: authenticating the requester and writing the audit
+    event need SQLAlchemy, whose import alone is ~0.4 s of CPU. A requester who cannot be
+    authenticated gets the authentication error afterwards (audited as such, as before).
+    """
+    from ehr_release.ingest.preflight import preflight
+    from ehr_release.registry import get as get_algorithm
+
+    try:
+        get_algorithm(algorithm).parse(params)
+        preflight(input, diagnoses, admissions_path=admissions, class_column=class_column)
+    except EhrReleaseError as refused:
+        typer.echo(f"error: {refused}", err=True)
+        sys.stderr.flush()
+        from ehr_release import service
+        from ehr_release.storage.runs import new_run_id
+
+        try:
+            who = _identity(requester, "steward").name
+        except EhrReleaseError as exc:
+            raise _fail(str(exc)) from None
+        service.record_refusal(who, new_run_id(), str(input), refused)
+        raise typer.Exit(code=1) from None
 
 
 def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
@@ -270,7 +316,7 @@ def resume(
         with StageProgress(run_id, records=_records_of(run_id)) as shown:
             shown.resumed_from(Status(run.status))
             status = service.resume_release(run_id, wait_timeout_s=wait_timeout,
-                                            on_status=shown, announce=shown.step)
+                                            on_status=shown)
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: parameter checks import this module, not numpy
+    import numpy as np
 
 TEST_MODE_ENV = "EHR_RELEASE_TEST_MODE"
 
@@ -27,6 +29,8 @@ def check_random_state(seed: None | int | np.random.Generator) -> np.random.Gene
     ``None`` seeds from :mod:`secrets` (OS entropy), so two production runs never share a
     stream; an ``int`` gives a reproducible stream; a Generator is returned as is.
     """
+    import numpy as np
+
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None:

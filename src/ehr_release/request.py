@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 #: Which task runner the flow uses; the spec travels in the request, so a resumed run uses
 #: the runner it started with:
@@ -32,7 +33,6 @@ def check_runner_spec(spec: str) -> str:
     return spec
 
 
-DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
 #: Site policy: when set to 1, a release request must name its recipient, purpose, data-use
 #: terms and expiry (a privacy office that files every release against a data-use agreement).
 REQUIRE_DATA_USE_ENV = "EHR_RELEASE_REQUIRE_DATA_USE"

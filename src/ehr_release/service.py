@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from ehr_release.request import ComparisonRequest
 
 SETTLED = TERMINAL | {Status.AWAITING_APPROVAL}
-#: How a caller shows a step that has no run status of its own (starting Prefect): a
-#: context manager factory taking the step's label (the CLI's progress display).
-Announce = Callable[[str], AbstractContextManager[None]]
 
 
 TIMEOUT_ACTOR = "system:approval-timeout"
@@ -46,12 +43,16 @@ TIMEOUT_ACTOR = "system:approval-timeout"
 POLL_S = 0.2
 
 
-def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
+def precheck(request: ReleaseRequest, *, register: bool = False,
+             preflighted: bool = False) -> None:
     """Reject a bad request before any process starts; the refusal is an audit event.
 
     The flow's ingest task checks the same things again (it must not trust its caller).
     With ``register`` the run is created (``requested``) once the input is known good, so a
     flow that dies while it starts still leaves a run that ``status`` reports as stalled.
+    ``preflighted``: the caller already ran the standard-library preflight on this input
+    (the CLI does, before the database loads); a second pass would only cost a good file
+    its time again (≈ 1 s of CPU for 58,302 records), since the full read decides anyway.
     """
     from ehr_release.ingest.preflight import preflight
     from ehr_release.plan import make_plan, parse_request_params
@@ -61,64 +62,68 @@ def precheck(request: ReleaseRequest, *, register: bool = False) -> None:
         # request is refused at once. Then the full read; the ingest stage makes the same
         # plan again (it trusts no caller).
         parsed = parse_request_params(request)
-        preflight(request.input_path, request.diagnoses_path,
-                  admissions_path=request.admissions_path, class_column=request.class_column)
+        if not preflighted:
+            preflight(request.input_path, request.diagnoses_path,
+                      admissions_path=request.admissions_path,
+                      class_column=request.class_column)
         plan = make_plan(request, parsed=parsed)
         if register:
             from ehr_release.intake import register_run  # no Prefect
 
             register_run(request, plan.dataset, plan.fingerprint)
     except EhrReleaseError as exc:
-        record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
-                     payload={"request": request.run_id, "input": request.input_path,
-                              "error": stored_message(exc)})
+        record_refusal(request.requester, request.run_id, request.input_path, exc)
         raise
 
 
+def record_refusal(requester: str, run_id: str, input_path: str, exc: EhrReleaseError
+                   ) -> None:
+    """The audit event of a refused request (its error as stored: no patient value)."""
+    record_event(actor=requester, action=AuditAction.INGEST_REJECTED,
+                 payload={"request": run_id, "input": input_path, "error": stored_message(exc)})
+
+
 @contextmanager
-def prefect_api(announce: Announce | None = None) -> Iterator[str]:
+def prefect_api() -> Iterator[str]:
     """The Prefect API for the block: ``PREFECT_API_URL``, else this home's local server
-    (started on first use). Every entry point that runs a flow goes through here."""
+    (started on first use). Every flow run in this process goes through here; the release
+    flow's own process finds its API the same way (:mod:`ehr_release.flows.launch`)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from ehr_release.flows.server import ensure_api
 
-    with (announce or _silent)("Prefect server"):
-        api_url = ensure_api()
+    api_url = ensure_api()
     with temporary_settings(updates={PREFECT_API_URL: api_url}):
         yield api_url
 
 
-def _silent(_label: str) -> AbstractContextManager[None]:
-    return nullcontext()
-
-
 def start_release(request: ReleaseRequest, *, wait_timeout_s: float,
                   on_status: Callable[[Status], None] | None = None,
-                  announce: Announce | None = None) -> Status:
+                  process: subprocess.Popen[bytes] | None = None) -> Status:
     """Run a prechecked request's release flow in a detached process; wait until it settles
     (``awaiting_approval`` or terminal) and return that status.
 
-    The flow process outlives this call (it may be resumed, and it parks the run for a
-    reviewer); ``on_status`` sees every status the run moves through.
+    ``process`` is the flow process :func:`launch_background` started while the request
+    was being checked (else one is started now); it is let go here. The flow process
+    outlives this call (it may be resumed, and it parks the run for a reviewer);
+    ``on_status`` sees every status the run moves through.
     """
-    with prefect_api(announce) as api_url:
-        proc = launch_background(request, api_url)
-        return wait_for_status(request.run_id, SETTLED, timeout_s=wait_timeout_s, proc=proc,
-                               on_status=on_status)
+    proc = process or launch_background(request)
+    wait_until_ready(proc)
+    let_run(proc, request)
+    return wait_for_status(request.run_id, SETTLED, timeout_s=wait_timeout_s, proc=proc,
+                           on_status=on_status)
 
 
 def resume_release(run_id: str, *, wait_timeout_s: float,
-                   on_status: Callable[[Status], None] | None = None,
-                   announce: Announce | None = None) -> Status:
+                   on_status: Callable[[Status], None] | None = None) -> Status:
     """Start again the flow of a run whose process died; finished stages come from the
     cache. Refuses a run that has ended."""
     request = saved_request(run_id)
     run = runs.get_run(run_id)
     if run.status in TERMINAL:
         raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
-    return start_release(request, wait_timeout_s=wait_timeout_s, on_status=on_status,
-                         announce=announce)
+    return start_release(request, wait_timeout_s=wait_timeout_s, on_status=on_status)
 
 
 def start_comparison(request: ComparisonRequest,
@@ -180,19 +185,77 @@ def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
         raise EhrReleaseError(message)
 
 
-def launch_background(request: ReleaseRequest, api_url: str) -> subprocess.Popen[bytes]:
-    """Start the flow in a detached process that survives this one (it may wait for days)."""
-    work = home() / "runs" / request.run_id
+def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
+    """Start the flow's detached process (it survives this one); it runs nothing yet.
+
+    It imports Prefect and the flow, and finds the Prefect API (starting the local server
+    if needed: see :mod:`ehr_release.flows.launch`), while this process goes on checking
+    the request; :func:`let_run` lets it go, :func:`call_off` sends it away. An API URL
+    already set in this process's Prefect settings (a test harness, a caller that imported
+    Prefect) is handed down; otherwise Prefect is not imported here.
+    """
+    work = _run_folder(request.run_id)
     work.mkdir(parents=True, exist_ok=True, mode=0o700)
-    req_file = work / "request.json"
-    write_durably(req_file, request.model_dump_json().encode(), private=True)
     log_path = work / "flow.log"
     os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
-    log = log_path.open("ab")
-    env = {**os.environ, "PREFECT_API_URL": api_url}
-    return subprocess.Popen([sys.executable, "-m", "ehr_release.flows.launch", str(req_file)],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+    env = dict(os.environ)
+    if (api_url := _api_set_here()) is not None:
+        env["PREFECT_API_URL"] = api_url
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ehr_release.flows.launch", str(work / "request.json")],
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE, env=env,
+            start_new_session=True)
+
+
+def wait_until_ready(proc: subprocess.Popen[bytes]) -> None:
+    """Block until the flow process has loaded Prefect and found its API, or has died
+    (its one line on stdout, or the end of it); a second call returns at once."""
+    if proc.stdout is None or proc.stdout.closed:
+        return
+    proc.stdout.readline()
+    proc.stdout.close()
+
+
+def _run_folder(run_id: str) -> Path:
+    return home() / "runs" / run_id
+
+
+def _api_set_here() -> str | None:
+    """The Prefect API URL of this process's settings, if Prefect is loaded here already."""
+    if "prefect.settings" not in sys.modules:
+        return None
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value()) if PREFECT_API_URL.value() else None
+
+
+def let_run(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
+    """Write the checked request where the flow process reads it, then let it go.
+
+    A process that died while starting cannot be told; :func:`wait_for_status` then
+    reports the last line of its log.
+    """
+    from ehr_release.flows.launch import GO
+
+    req_file = _run_folder(request.run_id) / "request.json"
+    write_durably(req_file, request.model_dump_json().encode(), private=True)
+    assert proc.stdin is not None
+    with suppress(BrokenPipeError, OSError):
+        proc.stdin.write(GO.encode() + b"\n")
+        proc.stdin.close()
+
+
+def call_off(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
+    """Send away a flow process whose request was refused: it exits without running, and
+    the run's empty folder goes (a refused request leaves no run behind)."""
+    assert proc.stdin is not None
+    with suppress(BrokenPipeError, OSError):
+        proc.stdin.close()
+    work = _run_folder(request.run_id)
+    with suppress(OSError):
+        (work / "flow.log").unlink()
+        work.rmdir()
 
 
 def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float,

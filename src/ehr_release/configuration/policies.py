@@ -28,9 +28,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import yaml
-
 from ehr_release.errors import ConfigError, ParameterError
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
 
@@ -159,6 +156,8 @@ def frequent_itemsets(code_sets: Sequence[Collection[str]], min_count: int,
     Each frequent code is a bitset over records (a Python int), so the support of a candidate
     is the popcount of an AND: cheap enough for hundreds of thousands of records.
     """
+    import numpy as np  # here: checking a policy's syntax needs neither numpy nor YAML
+
     if min_count < 1:
         raise ParameterError("min_count", "must be ≥ 1", min_count)
     counts = Counter(code for s in code_sets for code in s)
@@ -206,6 +205,8 @@ def frequent_policy(code_sets: Sequence[Collection[str]], min_support_percent: f
     made greedily: itemsets by size, then support, descending (ties by their codes), each
     kept only if it shares no code with one kept before.
     """
+    import numpy as np
+
     if not 0 < min_support_percent <= 100:
         raise ParameterError("policy", "frequent:S needs 0 < S ≤ 100 (percent of records)",
                              min_support_percent)
@@ -251,6 +252,8 @@ def policy_from_data(data: Any, name: str = "yaml") -> UtilityPolicy:
 
 def parse_policy_yaml(text: str, name: str = "yaml") -> UtilityPolicy:
     """A policy from the text of a YAML file (see :func:`policy_from_data` for the shape)."""
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -1,30 +1,62 @@
 """Entry point of the background process that runs one release flow.
 
-``python -m ehr_release.flows.launch REQUEST.json`` — the CLI writes the request, starts this
-process detached (a long anonymization survives the CLI being closed) and watches the run's
-status in the database. The process ends when the run is parked for its reviewer.
+``python -m ehr_release.flows.launch REQUEST.json`` — the CLI starts this process detached (a
+long anonymization survives the CLI being closed) *before* it has finished checking the
+request: while the CLI reads the input in full and registers the run, this process imports
+Prefect and the flow's modules and finds the Prefect API (starting this home's local server
+if none answers), which together take seconds. Only then does it read one line from stdin:
+``go`` once the CLI has written REQUEST.json, anything else (end of file: the CLI refused the
+request or died) and it exits without running anything. Before it reads, it writes
+``ready`` to stdout, so the CLI can show how long it still waited for Prefect. The CLI
+watches the run's status in the database; the process ends when the run is parked for its
+reviewer.
+
+Resolving the API here, not in the CLI, spares the CLI Prefect's import: the API URL may
+come from the environment, a profile, ``.env`` or ``prefect.toml``, and only Prefect's own
+settings resolve that faithfully.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from ehr_release.errors import stored_message
+
+#: The line the CLI writes to this process's stdin once the request may run.
+GO = "go"
+#: The line this process writes to the CLI once Prefect is loaded and its API found.
+READY = "ready"
 
 
 def main(argv: list[str]) -> int:
     from ehr_release.flows.server import configure_prefect_home
 
     configure_prefect_home()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     from ehr_release.flows.release import release_flow
     from ehr_release.flows.runners import make_task_runner
+    from ehr_release.flows.server import ensure_api
     from ehr_release.request import ReleaseRequest
 
+    try:
+        api_url = ensure_api()
+    except RuntimeError as exc:  # read back to the steward's terminal by the CLI
+        print(f"no Prefect API: {exc}", file=sys.stderr)
+        return 1
+    # Tell the CLI (stdout is a pipe to it only for this line; then it is the log too).
+    print(READY, flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    if sys.stdin.readline().strip() != GO:
+        return 0  # the request was refused after this process started: nothing to run
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
+    os.environ["PREFECT_API_URL"] = api_url  # for processes the flow starts (Dask workers)
     flow = release_flow.with_options(task_runner=make_task_runner(request.task_runner))
     try:
-        flow(request)
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            flow(request)
     except Exception as exc:  # the flow already recorded the failure and the audit event
         # The log is read back to the steward's terminal and kept on disk: no values in it.
         print(f"release {request.run_id} failed: {stored_message(exc)}", file=sys.stderr)

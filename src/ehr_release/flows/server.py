@@ -25,7 +25,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from ehr_release.storage.engine import home
+from ehr_release.storage.home import home
 
 STARTUP_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 10

@@ -15,8 +15,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ehr_release.errors import InputError
 
 #: Bytes read per step while scanning a file for over-long lines.
@@ -60,6 +58,8 @@ def check_text_file(path: Path, delimiter: str, limits: InputLimits) -> int:
     can be longer than its line, so when that is within the field limit the per-cell check
     after parsing is not needed.
     """
+    import numpy as np  # here: the CLI's preflight imports this module before numpy
+
     line, line_start, offset, longest = 1, 0, 0, 0
     header: bytes | None = None
     first = b""

@@ -15,8 +15,6 @@ from contextlib import nullcontext
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ehr_release.configuration.policies import (
     POLICY_SYNTAX,
     parse_policy_spec,
@@ -28,6 +26,8 @@ from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
+    import numpy as np
+
     from ehr_release.dataset import Dataset
 
 #: Below this many VerPart batches the task runner's overhead is not worth it.

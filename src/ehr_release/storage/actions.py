@@ -68,6 +68,11 @@ def download_action(what: str) -> AuditAction:
     return AuditAction(f"{what}.downloaded")
 
 
+#: Seconds a reviewer has to decide before the run is rejected, unless the request says
+#: otherwise (here, not in :mod:`ehr_release.request`, so the CLI reads it without pydantic).
+DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
+
+
 class Decision(StrEnum):
     """A reviewer's decision on a run (``approvals.decision``)."""
 

@@ -16,47 +16,11 @@ from sqlmodel import SQLModel, create_engine
 
 from ehr_release.errors import ConfigError
 from ehr_release.storage import models  # noqa: F401  (registers the tables)
+from ehr_release.storage.home import APP_NAME, HOME_ENV, default_home, home
+
+__all__ = ["APP_NAME", "HOME_ENV", "default_home", "home"]  # the home lives in storage.home
 
 DATABASE_URL_ENV = "EHR_RELEASE_DATABASE_URL"
-HOME_ENV = "EHR_RELEASE_HOME"
-
-
-#: The application's folder name inside the platform's per-user data directory.
-APP_NAME = "ehr-release"
-
-
-def default_home() -> Path:
-    """The per-user data directory (``~/.local/share/ehr-release`` on Linux).
-
-    One place per user, not per current folder: every command, example and the dashboard
-    then see the same runs, database and Prefect server, wherever they are started.
-    """
-    from platformdirs import user_data_path
-
-    return user_data_path(APP_NAME, appauthor=False)
-
-
-def home() -> Path:
-    """The working folder for local state; created on first use, private to its owner.
-
-    ``EHR_RELEASE_HOME`` if set, else :func:`default_home`. It holds the database, request
-    files naming inputs, draft certificates with figures measured on patient data and the
-    pseudonym key: mode 0700, tightened if it was looser.
-    """
-    raw = os.environ.get(HOME_ENV)
-    path = (Path(raw).expanduser() if raw else default_home()).resolve()
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.stat().st_mode & 0o077 and path.owner() == _user():
-        path.chmod(0o700)
-    return path
-
-
-def _user() -> str:
-    import getpass
-
-    return getpass.getuser()
-
-
 BUSY_TIMEOUT_ENV = "EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S"
 
 
