@@ -6,8 +6,10 @@ candidates at one grid point need each other's releases: without sharing, each c
 re-runs the other two anonymizers for its own evaluation (issue 18 measured it). A
 :class:`ComparatorReleases` lives for one comparison and one dataset; a release is keyed by
 the algorithm and the parameters that algorithm reads (its declared parameters, defaults
-filled in), so it is computed at most once and every evaluation that asks gets the same
-bytes — the same release a fresh run with the same seed gives.
+filled in), so it is computed at most once — by the candidate itself or by the first
+evaluation that asks, whichever comes first; the other waits — and everyone gets the same
+bytes: the same release a fresh run with the same seed gives. Releases with per-patient
+pseudonyms (``id_file``) differ per candidate and are never shared.
 
 It holds release bytes (anonymized data, never the original) in memory only, for as long as
 the comparison runs. Pickled (a process-based task runner), it arrives empty: each process
@@ -52,18 +54,13 @@ class ComparatorReleases:
         self._done: dict[str, Releases | Exception] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self.computed = 0  # how many releases this store had to make (tests, benchmarks)
+        self.computed = 0  # how many releases this store made (tests, benchmarks)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"dataset": self.dataset}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["dataset"])  # type: ignore[misc]
-
-    def put(self, key: str, files: Releases) -> None:
-        """Keep a release made elsewhere (a comparison candidate's own) under ``key``."""
-        with self._lock:
-            self._done.setdefault(key, files)
 
     def get(self, key: str, dataset: Any, compute: Callable[[], Releases]) -> Releases:
         """The release under ``key``, computing it once; another dataset than the store's

@@ -111,8 +111,8 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
     pseudonymized as it would be published, then closed world, the model's verifier, the
     source-id check and the attack audit — a candidate a release would fail is not
     recommended. ``comparators`` is the comparison's store of releases an evaluation
-    compares with (:mod:`ehr_release.comparators`): this candidate's release joins it, and
-    its evaluation takes the others from it.
+    compares with (:mod:`ehr_release.comparators`): this candidate's release is made through
+    it (once, whoever asks first), and its evaluation takes the others from it.
     """
     entry = get_algorithm(candidate.algorithm)
     loss_metric = metric or entry.headline_loss
@@ -125,10 +125,18 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
             parsed = {**parsed, PREPARED: ready}
         seed = parsed.get("seed")
         release_id = f"{comparison_id}-{candidate.index}"
-        files = anonymize_as_released(entry, dataset, parsed, check_random_state(seed),
-                                      release_id)
-        if comparators is not None and entry.id_file is None:  # as another's comparator
-            comparators.put(release_key(entry.name, entry.params, parsed), files)
+
+        def anonymize() -> dict[str, bytes]:
+            return anonymize_as_released(entry, dataset, parsed, check_random_state(seed),
+                                         release_id)
+
+        if comparators is not None and entry.id_file is None:
+            # Made once: another candidate's evaluation may already have made (or be making)
+            # this very release as its comparator, and may ask for it later.
+            files = comparators.get(release_key(entry.name, entry.params, parsed), dataset,
+                                    anonymize)
+        else:  # pseudonymized per candidate: never shared
+            files = anonymize()
         verification, _ = verify_and_attack(entry, files, dataset, parsed, release_id)
         if not verification.holds:
             return Outcome(candidate, False, loss_metric, None,
