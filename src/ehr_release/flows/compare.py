@@ -24,6 +24,7 @@ from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 
 from ehr_release.canonical import canonical_json
+from ehr_release.comparators import STORE, ComparatorReleases, release_key
 from ehr_release.compare import Candidate, Outcome, loss_of, parse_requirement, plan, recommend
 from ehr_release.comparison_file import load_comparison_row
 from ehr_release.comparison_report import (
@@ -84,7 +85,9 @@ def _announce(outcome: Outcome, done: int, total: int) -> None:
 #: Parameters by which an algorithm's evaluation runs other algorithms for comparison
 #: (ArtUC's RmR and Baseline): inside a comparison the other candidates are that comparison,
 #: so they are off unless the request sets them (measured: the ArtUC candidates of a
-#: 10,000-patient comparison spent most of their time re-running RmR and Baseline).
+#: 10,000-patient comparison spent most of their time re-running RmR and Baseline). When a
+#: request sets them, each comparator release is made once for the whole comparison and
+#: candidates' own releases serve as comparators (:mod:`ehr_release.comparators`).
 SELF_COMPARISON_OFF = {"compare": "false"}
 
 
@@ -100,24 +103,40 @@ def within_comparison(entry: Any, params: dict[str, str]) -> dict[str, str]:
 @task(name="compare-candidate", task_run_name=candidate_run_name, persist_result=False,
       cache_policy=None)
 def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
-                   comparison_id: str) -> Outcome:
+                   comparison_id: str, comparators: ComparatorReleases | None = None
+                   ) -> Outcome:
     """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes.
 
     The candidate goes through the release's own path (:mod:`ehr_release.verification`):
     pseudonymized as it would be published, then closed world, the model's verifier, the
     source-id check and the attack audit — a candidate a release would fail is not
-    recommended.
+    recommended. ``comparators`` is the comparison's store of releases an evaluation
+    compares with (:mod:`ehr_release.comparators`): this candidate's release is made through
+    it (once, whoever asks first), and its evaluation takes the others from it.
     """
     entry = get_algorithm(candidate.algorithm)
     loss_metric = metric or entry.headline_loss
     try:
         parsed = entry.parse(within_comparison(entry, candidate.params))
-        if entry.prepare is not None:  # the candidate's configuration or population, once
-            parsed = {**parsed, PREPARED: entry.prepare(parsed)}
+        ready = entry.prepare(parsed) if entry.prepare is not None else {}
+        if comparators is not None:
+            ready = {**ready, STORE: comparators}
+        if ready:  # the candidate's configuration or population, once; the shared store
+            parsed = {**parsed, PREPARED: ready}
         seed = parsed.get("seed")
         release_id = f"{comparison_id}-{candidate.index}"
-        files = anonymize_as_released(entry, dataset, parsed, check_random_state(seed),
-                                      release_id)
+
+        def anonymize() -> dict[str, bytes]:
+            return anonymize_as_released(entry, dataset, parsed, check_random_state(seed),
+                                         release_id)
+
+        if comparators is not None and entry.id_file is None:
+            # Made once: another candidate's evaluation may already have made (or be making)
+            # this very release as its comparator, and may ask for it later.
+            files = comparators.get(release_key(entry.name, entry.params, parsed), dataset,
+                                    anonymize)
+        else:  # pseudonymized per candidate: never shared
+            files = anonymize()
         verification, _ = verify_and_attack(entry, files, dataset, parsed, release_id)
         if not verification.holds:
             return Outcome(candidate, False, loss_metric, None,
@@ -137,7 +156,9 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
                       request.grid)
     dataset = load_comparison_dataset(request)
-    futures = [candidate_task.submit(c, dataset, request.metric, request.comparison_id)
+    comparators = ComparatorReleases(dataset)
+    futures = [candidate_task.submit(c, dataset, request.metric, request.comparison_id,
+                                     comparators)
                for c in candidates]
     for done, future in enumerate(as_completed(futures), start=1):
         _announce(future.result(), done, len(futures))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,6 +238,26 @@ def run(name: str, dataset: Dataset, params: dict[str, Any],
     return release_files(anon)
 
 
+#: The algorithms ArtUC's evaluation sets side by side (the paper's §5).
+COMPARED = ("artuc", "rmr", "artuc-baseline")
+
+
+def comparator_release(name: str, original: Dataset, params: dict[str, Any]) -> ReleaseFiles:
+    """``name``'s release of ``original`` at these parameters, for comparison: from the
+    comparison's store when the evaluation runs inside one (made once for all its
+    candidates, :mod:`ehr_release.comparators`), else made now."""
+    from ehr_release.comparators import release_key, store_of
+    from ehr_release.registry import get as get_entry
+
+    def make() -> ReleaseFiles:
+        return run(name, original, params, check_random_state(params.get("seed")))
+
+    store = store_of(params)
+    if store is None:
+        return make()
+    return store.get(release_key(name, get_entry(name).params, params), original, make)
+
+
 def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str, Any],
              rng: np.random.Generator) -> UtilityReport:
     """ArtUC's evaluation (:func:`ehr_release.utility.artuc.evaluate`) with the comparators
@@ -246,11 +267,8 @@ def evaluate(name: str, files: ReleaseFiles, original: Dataset, params: dict[str
     comparators = {}
     compare = wants_comparison(params, original.n_patients)
     if compare:
-        others = [n for n in ("artuc", "rmr", "artuc-baseline") if n != name]
-        seed = params.get("seed")
-        for other in others:
-            comparators[other] = (lambda o=other: run(
-                o, original, params, check_random_state(seed)))
+        for other in (n for n in COMPARED if n != name):
+            comparators[other] = partial(comparator_release, other, original, params)
     report = evaluate_kkm(files, original, params, rng, algorithm=name,
                           comparators=comparators)
     if name == "artuc" and params.get("merge_order", "paper") != "paper":
