@@ -414,6 +414,7 @@ def _check_file(schema: FileSchema, data: bytes) -> None:
             for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
                 if not _csv_value_ok(cell, kind):
                     raise ShapeError(f"row {no}, column {name!r} must be {describe(kind)}")
+        _raise_if(_csv_rendering_problem(text))
         return
     assert schema.root is not None, f"{schema.name}: json/jsonl schemas need a root spec"
     if schema.format == "json":
@@ -444,6 +445,22 @@ def _check_file(schema: FileSchema, data: bytes) -> None:
             objects.append(obj)
     if schema.rendering is not None:
         _raise_if(lines_problem(data, objects, schema.root, schema.rendering))
+
+
+def _csv_rendering_problem(text: str) -> str | None:
+    """A CSV file must be exactly ``csv.writer``'s rendering of its cells (minimal quoting,
+    one ``\\n`` per row, as pandas' ``to_csv(lineterminator="\\n")`` writes): quoting some
+    cells and not others, or other line ends, would be a channel no verifier reads."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(csv.reader(io.StringIO(text)))
+    if out.getvalue() == text:
+        return None
+    for no, (ours, theirs) in enumerate(zip(out.getvalue().split("\n"), text.split("\n"),
+                                            strict=False), start=1):
+        if ours != theirs:
+            return f"row {no} is not the canonical CSV rendering of its cells (quoting, " \
+                   "spacing or line end)"
+    return "is not the canonical CSV rendering of its rows (line ends)"
 
 
 def _raise_if(problem: str | None) -> None:
