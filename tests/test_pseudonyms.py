@@ -70,6 +70,30 @@ def test_source_id_check_catches_ids_in_jsonl_json_and_csv():
         assert "MRN" not in json.dumps(req.evidence)  # reviewers see counts, not MRNs
 
 
+def _parquet(table: dict) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table(table), out)
+    return out.getvalue()
+
+
+def test_source_id_check_reads_escaped_keys_split_lines_and_parquet():
+    """Found on the way: a key written with an escape skipped the check's cheap test, a
+    U+2028 inside a string split a line, and Parquet files were not read at all."""
+    ids = ["MRN1", "MRN2"]
+    for files in ({"r.jsonl": b'{"patient\\u005fid": "MRN1"}\n'},
+                  {"r.jsonl": '{"note": "a\u2028b", "patient_id": "MRN2"}\n'.encode()},
+                  {"r.parquet": _parquet({"patient_id": ["R1", "MRN1"]})},
+                  {"r.parquet": _parquet({"rows": [{"patient_id": "MRN2"}]})}):
+        req = source_ids_requirement(files, ids)
+        assert not req.passed and req.evidence == {"leaked": 1}, files
+    assert source_ids_requirement({"r.parquet": _parquet({"code": ["MRN1"]})}, ids).passed
+
+
 def test_site_key_file_is_created_once_owner_only(ehr_home, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     first = site_key()

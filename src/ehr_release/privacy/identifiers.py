@@ -2,8 +2,9 @@
 
 Run on every release, whatever the algorithm, on top of the algorithm's own verifier: the
 releases that publish per-patient records must carry pseudonyms, and the others no ids at
-all. It reads the bytes itself (JSON, JSON Lines, CSV headers) rather than trusting which
-files an algorithm declares, so a new algorithm that starts writing ids is caught here too.
+all. It reads the bytes itself (JSON, JSON Lines, CSV headers, Parquet columns) rather than
+trusting which files an algorithm declares, so a new algorithm that starts writing ids is
+caught here too.
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ def _ids_in_json(value: Any) -> Iterator[str]:
 
 
 def _ids_in_file(name: str, data: bytes) -> Iterator[str]:
-    if ID_FIELD.encode() not in data:  # cheap: most release files hold no such field
+    if name.endswith(".parquet"):
+        yield from _ids_in_parquet(data)
+        return
+    # Cheap: most release files hold no such field. A JSON key may be written with escapes
+    # ("patient\\u005fid"), so only a file with neither the name nor any escape is skipped.
+    if ID_FIELD.encode() not in data and b"\\u" not in data:
         return
     text = data.decode("utf-8", errors="replace")
     if name.endswith(".jsonl"):
-        for line in text.splitlines():
+        for line in text.split("\n"):  # not splitlines: U+2028 may stand inside a string
             if line.strip():
                 yield from _ids_in_json(json.loads(line))
     elif name.endswith(".json"):
@@ -45,6 +51,20 @@ def _ids_in_file(name: str, data: bytes) -> Iterator[str]:
         rows = csv.DictReader(io.StringIO(text))
         if rows.fieldnames and ID_FIELD in rows.fieldnames:
             yield from (row[ID_FIELD] for row in rows)
+
+
+def _ids_in_parquet(data: bytes) -> Iterator[str]:
+    """The values of a ``patient_id`` column, or of a ``patient_id`` field nested in a
+    column's structs (read as JSON would be)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(io.BytesIO(data))
+    columns = [f.name for f in schema if f.name == ID_FIELD or ID_FIELD in str(f.type)]
+    if not columns:
+        return
+    table = pq.read_table(io.BytesIO(data), columns=columns)
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        yield from _ids_in_json([{name: value} for value in column.to_pylist()])
 
 
 def source_ids_requirement(files: Mapping[str, bytes], source_ids: Iterable[str]) -> Requirement:
