@@ -12,7 +12,7 @@ world plus the LDA verifier) and the attack audit (issue 14: goal attack ≤ ver
 k = 5, ≤ 10 min on 2 cores); the CPU column is the process time, steadier than the wall
 clock on a shared machine.
 
-Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--n 10000] [--runs ags:5,ags:2]``
+Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--sha] [--n 10000] [--runs ags:5]``
 
 Measured (issue 18, A-GS k = 5, CPU seconds on the shared 2-core machine, same release
 bytes before and after): 10,000 trajectories 33–37 → 26; 27,639: 137 → 100; 50,000: 262
@@ -33,6 +33,7 @@ bounds, of which ~180 need exact costs: a stronger quick bound is where the next
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 
 import numpy as np
@@ -80,13 +81,23 @@ def shape(trajs: list[list[tuple[str, int]]]) -> str:
             f"pairs, {pairs:.2f} pairs / {icds:.2f} codes / {ages:.2f} ages per trajectory")
 
 
+def release_meta(method: str, k: int) -> dict:
+    return {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
+            "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
+            "hierarchy": "ICD-9-CM"}
+
+
+def release_sha(n: int, result, method: str, k: int) -> str:
+    """SHA-256 (first 16 hex digits) of each release file: a speed-up must not move them."""
+    files = release_files([f"P{i:06d}" for i in range(n)], result, release_meta(method, k))
+    return "  ".join(f"{name} {hashlib.sha256(data).hexdigest()[:16]}"
+                     for name, data in sorted(files.items()))
+
+
 def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> str:
     """Verify and attack the release's bytes; '  verify s  attack s  smallest  verdicts'."""
     ids = [f"P{i:06d}" for i in range(len(trajs))]
-    meta = {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
-            "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
-            "hierarchy": "ICD-9-CM"}
-    files = release_files(ids, result, meta)
+    files = release_files(ids, result, release_meta(method, k))
     h = icd9_hierarchy()
     t0 = time.perf_counter()
     departures = list(violations(files, SCHEMA))
@@ -102,7 +113,7 @@ def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> st
 
 
 def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False,
-         n: int = 27_639) -> None:
+         n: int = 27_639, sha: bool = False) -> None:
     n = 3_000 if quick else n
     trajs = make_trajectories(n)
     print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
@@ -122,6 +133,8 @@ def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False,
               f"{are:>6.3f} {len(set(result.cluster_of)):>8,} {result.stats['distinct']:>8,} "
               f"{result.stats['exact_alignments']:>16,}"
               + (audit(trajs, result, method, k) if with_audit else ""), flush=True)
+        if sha:
+            print(f"{'':>12} sha256 {release_sha(n, result, method, k)}", flush=True)
     print("\nthesis (D50Pop, Java, 2.8 GHz): A-GS beats Baseline on ILM and ALM for every k; "
           "Baseline suppresses everything for k > 2; A-GS AvgRE < 1 for k 2–15.")
 
@@ -135,6 +148,8 @@ if __name__ == "__main__":
                     help="method:k pairs, comma-separated")
     ap.add_argument("--n", type=int, default=27_639,
                     help="number of generated trajectories (default: the thesis' D50Pop size)")
+    ap.add_argument("--sha", action="store_true",
+                    help="also print the SHA-256 of each release's files (same-bytes check)")
     args = ap.parse_args()
     chosen = [(m, int(k)) for m, k in (r.split(":") for r in args.runs.split(","))]
-    main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit, args.n)
+    main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit, args.n, args.sha)
