@@ -28,6 +28,29 @@ these are no growth curve. Profile (cProfile, 27,639): the nearest search is ~90
 clustering — tight bounds ~40 %, exact A-GS costs ~30 %, quick bounds ~11 %, value tables
 ~7 %. At 10,000, ~800 candidates per nearest search pass the quick bound and get tight
 bounds, of which ~180 need exact costs: a stronger quick bound is where the next gain is.
+
+Third pass (quick bound counts both sides of each candidate pair's cheapest match, quick
+bounds as one sparse product, farthest's memo as an array). Release SHA-256 unchanged at
+3,000, 10,000 and 27,639 (``--sha``); main and branch in the same session, load average
+3–11 (other work on the machine, so wall ≫ CPU):
+
+| n | exact alignments (main → branch) | CPU s (main → branch) | wall s (branch) |
+|---|---|---|---|
+| 3,000 | 207,836 → 183,089 | 6.8 → 6.5 | 44.8 |
+| 10,000 | 1,438,975 → 1,218,656 | 39.1 → 26.7 (run in turn) | 234 |
+| 27,639 | 7,221,258 → 5,855,726 | 160.5 → 117.8 (not in turn) | 754 |
+| 50,000 | – → 15,220,209 | – → 286.2 | 1,107 |
+
+At 10,000 the tight bounds per nearest search fall from 803 to 406 and exact costs from 180
+to 152. Growth on the branch: n^1.46 (10,000 → 27,639), n^1.50 (27,639 → 50,000), so
+100,000 extrapolates to ≈ 810 s CPU: goal 5 (≤ 600 s) is still not met. Where the rest goes
+(cProfile, 27,639, branch): exact costs ~33 % of the nearest search, tight bounds ~29 %, value
+tables ~12 %, quick bounds ~12 %; the one-pair A-GS with traceback ~7 % of all — costs are now
+per-call overhead of many small NumPy calls (a batch of ~64 candidates × ~10 rows), so fewer
+candidates no longer buys proportionally less time (a further bound pricing the
+representative's pairs cut tight bounds by another 38 % at 10,000 and saved no measurable
+CPU, so it is not kept). Both cores: not tried — the machine's load average stayed 3–11 with
+other work, so a second worker could not show a gain here.
 """
 
 from __future__ import annotations
