@@ -40,10 +40,12 @@ bounds as one sparse product, farthest's memo as an array). Release SHA-256 unch
 | 10,000 | 1,438,975 → 1,218,656 | 39.1 → 26.7 (run in turn) | 234 |
 | 27,639 | 7,221,258 → 5,855,726 | 160.5 → 117.8 (not in turn) | 754 |
 | 50,000 | – → 15,220,209 | – → 286.2 | 1,107 |
+| 100,000 | – → 45,840,900 | – → 747.1 (load 2–4) | 859 |
 
 At 10,000 the tight bounds per nearest search fall from 803 to 406 and exact costs from 180
-to 152. Growth on the branch: n^1.46 (10,000 → 27,639), n^1.50 (27,639 → 50,000), so
-100,000 extrapolates to ≈ 810 s CPU: goal 5 (≤ 600 s) is still not met. Where the rest goes
+to 152. Growth on the branch: n^1.46 (10,000 → 27,639), n^1.50 (27,639 → 50,000), n^1.38
+(50,000 → 100,000; the 50,000 run had the heavier load). 100,000 measured: 747 s CPU, 859 s
+wall on a calmer machine — goal 5 (≤ 600 s) is still not met, by ~25 %. Where the rest goes
 (cProfile, 27,639, branch): exact costs ~33 % of the nearest search, tight bounds ~29 %, value
 tables ~12 %, quick bounds ~12 %; the one-pair A-GS with traceback ~7 % of all — costs are now
 per-call overhead of many small NumPy calls (a batch of ~64 candidates × ~10 rows), so fewer
