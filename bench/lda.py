@@ -12,7 +12,7 @@ world plus the LDA verifier) and the attack audit (issue 14: goal attack ≤ ver
 k = 5, ≤ 10 min on 2 cores); the CPU column is the process time, steadier than the wall
 clock on a shared machine.
 
-Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--n 10000] [--runs ags:5,ags:2]``
+Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--sha] [--n 10000] [--runs ags:5]``
 
 Measured (issue 18, A-GS k = 5, CPU seconds on the shared 2-core machine, same release
 bytes before and after): 10,000 trajectories 33–37 → 26; 27,639: 137 → 100; 50,000: 262
@@ -28,11 +28,37 @@ these are no growth curve. Profile (cProfile, 27,639): the nearest search is ~90
 clustering — tight bounds ~40 %, exact A-GS costs ~30 %, quick bounds ~11 %, value tables
 ~7 %. At 10,000, ~800 candidates per nearest search pass the quick bound and get tight
 bounds, of which ~180 need exact costs: a stronger quick bound is where the next gain is.
+
+Third pass (quick bound counts both sides of each candidate pair's cheapest match, quick
+bounds as one sparse product, farthest's memo as an array). Release SHA-256 unchanged at
+3,000, 10,000 and 27,639 (``--sha``); main and branch in the same session, load average
+3–11 (other work on the machine, so wall ≫ CPU):
+
+| n | exact alignments (main → branch) | CPU s (main → branch) | wall s (branch) |
+|---|---|---|---|
+| 3,000 | 207,836 → 183,089 | 6.8 → 6.5 | 44.8 |
+| 10,000 | 1,438,975 → 1,218,656 | 39.1 → 26.7 (run in turn) | 234 |
+| 27,639 | 7,221,258 → 5,855,726 | 160.5 → 117.8 (not in turn) | 754 |
+| 50,000 | – → 15,220,209 | – → 286.2 | 1,107 |
+| 100,000 | – → 45,840,900 | – → 747.1 (load 2–4) | 859 |
+
+At 10,000 the tight bounds per nearest search fall from 803 to 406 and exact costs from 180
+to 152. Growth on the branch: n^1.46 (10,000 → 27,639), n^1.50 (27,639 → 50,000), n^1.38
+(50,000 → 100,000; the 50,000 run had the heavier load). 100,000 measured: 747 s CPU, 859 s
+wall on a calmer machine — goal 5 (≤ 600 s) is still not met, by ~25 %. Where the rest goes
+(cProfile, 27,639, branch): exact costs ~33 % of the nearest search, tight bounds ~29 %, value
+tables ~12 %, quick bounds ~12 %; the one-pair A-GS with traceback ~7 % of all — costs are now
+per-call overhead of many small NumPy calls (a batch of ~64 candidates × ~10 rows), so fewer
+candidates no longer buys proportionally less time (a further bound pricing the
+representative's pairs cut tight bounds by another 38 % at 10,000 and saved no measurable
+CPU, so it is not kept). Both cores: not tried — the machine's load average stayed 3–11 with
+other work, so a second worker could not show a gain here.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 
 import numpy as np
@@ -80,13 +106,23 @@ def shape(trajs: list[list[tuple[str, int]]]) -> str:
             f"pairs, {pairs:.2f} pairs / {icds:.2f} codes / {ages:.2f} ages per trajectory")
 
 
+def release_meta(method: str, k: int) -> dict:
+    return {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
+            "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
+            "hierarchy": "ICD-9-CM"}
+
+
+def release_sha(n: int, result, method: str, k: int) -> str:
+    """SHA-256 (first 16 hex digits) of each release file: a speed-up must not move them."""
+    files = release_files([f"P{i:06d}" for i in range(n)], result, release_meta(method, k))
+    return "  ".join(f"{name} {hashlib.sha256(data).hexdigest()[:16]}"
+                     for name, data in sorted(files.items()))
+
+
 def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> str:
     """Verify and attack the release's bytes; '  verify s  attack s  smallest  verdicts'."""
     ids = [f"P{i:06d}" for i in range(len(trajs))]
-    meta = {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
-            "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
-            "hierarchy": "ICD-9-CM"}
-    files = release_files(ids, result, meta)
+    files = release_files(ids, result, release_meta(method, k))
     h = icd9_hierarchy()
     t0 = time.perf_counter()
     departures = list(violations(files, SCHEMA))
@@ -102,7 +138,7 @@ def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> st
 
 
 def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False,
-         n: int = 27_639) -> None:
+         n: int = 27_639, sha: bool = False) -> None:
     n = 3_000 if quick else n
     trajs = make_trajectories(n)
     print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
@@ -122,6 +158,8 @@ def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False,
               f"{are:>6.3f} {len(set(result.cluster_of)):>8,} {result.stats['distinct']:>8,} "
               f"{result.stats['exact_alignments']:>16,}"
               + (audit(trajs, result, method, k) if with_audit else ""), flush=True)
+        if sha:
+            print(f"{'':>12} sha256 {release_sha(n, result, method, k)}", flush=True)
     print("\nthesis (D50Pop, Java, 2.8 GHz): A-GS beats Baseline on ILM and ALM for every k; "
           "Baseline suppresses everything for k > 2; A-GS AvgRE < 1 for k 2–15.")
 
@@ -135,6 +173,8 @@ if __name__ == "__main__":
                     help="method:k pairs, comma-separated")
     ap.add_argument("--n", type=int, default=27_639,
                     help="number of generated trajectories (default: the thesis' D50Pop size)")
+    ap.add_argument("--sha", action="store_true",
+                    help="also print the SHA-256 of each release's files (same-bytes check)")
     args = ap.parse_args()
     chosen = [(m, int(k)) for m, k in (r.split(":") for r in args.runs.split(","))]
-    main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit, args.n)
+    main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit, args.n, args.sha)

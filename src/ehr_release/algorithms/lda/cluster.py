@@ -12,10 +12,11 @@ Searching all remaining trajectories at every step is ~10⁸ alignments for the 
 
 * identical trajectories are aligned once (the search runs over distinct trajectories);
 * nearest: a lower bound per candidate — each of its pairs costs at least its cheapest
-  generalization against any representative pair (its own side only), and a representative
-  longer than the candidate must drop its cheapest surplus pairs — computed for all
-  candidates at once; exact A-GS costs are computed, in batches, in increasing bound order
-  until the next bound exceeds the best exact cost;
+  fate against the representative (suppression, or generalization with some representative
+  pair counting both sides), and a representative longer than the candidate must drop its
+  cheapest surplus pairs — computed for all candidates at once; then, for the few whose
+  bound is below the best cost found, a tighter bound; exact A-GS costs are computed, in
+  batches, in increasing bound order until the next bound exceeds the best exact cost;
 * farthest: suppressing everything is one possible alignment, so its cost bounds the A-GS
   cost from above; candidates are tried in decreasing bound order, and exact costs to f are
   remembered while f stays the most frequent trajectory.
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import sparse
 
 from ehr_release.algorithms.lda.align import (
     Alignment,
@@ -112,8 +114,15 @@ class _Pool:
         value, owner = self._all
         keep = self.left[owner] > 0
         self.flat_value, self.flat_owner = value[keep], owner[keep]
-        self.starts = np.searchsorted(self.flat_owner, np.arange(len(self.trajs)))
+        bounds = np.searchsorted(self.flat_owner, np.arange(len(self.trajs) + 1))
+        self.starts = bounds[:-1]
         self._indexed = len(self.flat_owner)
+        # the same pairs as a (trajectories × values) count matrix: a per-value table summed
+        # over every trajectory's pairs is one sparse product, one pass in C (take + bincount
+        # took 2.5× as long at 100,000 trajectories)
+        self.pair_counts = sparse.csr_matrix(
+            (np.ones(len(self.flat_value)), self.flat_value, bounds),
+            shape=(len(self.trajs), self.padding + 1))
 
     def alive(self) -> np.ndarray:
         return self._alive
@@ -151,6 +160,8 @@ class _ValueCosts:
     #                     bounds gather a candidate's values as contiguous rows)
     y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
     sup_x: np.ndarray  # (m,)
+    y_best: np.ndarray  # (values + 1,): the value's cheapest fate, both sides counted:
+    #                     suppressed, or generalized with some x_h (≥ y_min)
 
 
 class _Search:
@@ -160,7 +171,7 @@ class _Search:
         self.pool, self.model, self.method = pool, model, method
         self.exact_evaluations = 0
         self._far_of: int | None = None
-        self._far_memo: dict[int, float] = {}
+        self._far_memo = np.empty(0)
         self._far_costs: _ValueCosts | None = None
 
     def value_costs(self, x: Traj) -> _ValueCosts:
@@ -170,7 +181,7 @@ class _Search:
         sup_x = np.asarray(model.objective(*model.suppression(*x)), dtype=float)
         if not len(x[0]):
             empty = np.zeros((0, len(pool.sup_v)))
-            return _ValueCosts(empty, empty.T, pool.sup_v, sup_x)
+            return _ValueCosts(empty, empty.T, pool.sup_v, sup_x, pool.sup_v)
         codes, ages = pool.icd_codes, pool.age_nodes
         li = model.icd.lca(x[0][:, None], codes[None, :])
         lci = model.icd_lc[li]
@@ -187,7 +198,8 @@ class _Search:
         x_side[-1] = own_y[:, -1] = 0.0  # padding
         gen = np.add(x_side.T, own_y, out=np.empty_like(own_y))  # C order for np.take
         gen -= pool.sup_v[None, :]
-        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x)
+        y_best = pool.sup_v + np.minimum(gen.min(axis=0), 0.0)
+        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x, y_best)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
@@ -204,7 +216,7 @@ class _Search:
         if self.method != "ags":
             return int(alive[np.argmin(self.exact(rep, alive, None))])
         cv = self.value_costs(rep)
-        bound = self._quick_bounds(rep, cv)[alive]
+        bound = self._quick_bounds(rep, cv, alive)
         if len(alive) > _FIRST_BATCH:
             first = np.argpartition(bound, _FIRST_BATCH)[:_FIRST_BATCH]
         else:
@@ -227,22 +239,30 @@ class _Search:
                 take, rest = part[:size], part[size:]
             else:
                 take, rest = np.arange(len(ids)), np.empty(0, dtype=np.int64)
-            chunk = ids[take[quick[take] <= best[0] + _TOL]]
-            best = _pruned_min(chunk, self._tight_bounds(rep, cv, chunk),
-                               lambda d: self.exact(rep, d, cv), best)
+            sel = take[quick[take] <= best[0] + _TOL]
+            # neither bound dominates the other: the larger of two lower bounds is one too
+            tight = np.maximum(self._tight_bounds(rep, cv, ids[sel]), quick[sel])
+            best = _pruned_min(ids[sel], tight, lambda d: self.exact(rep, d, cv), best)
             keep = rest[quick[rest] <= best[0] + _TOL]
             ids, quick = ids[keep], quick[keep]
             size *= 2
         return best[1]
 
-    def _quick_bounds(self, rep: Traj, cv: _ValueCosts) -> np.ndarray:
-        """For every distinct trajectory: each of its pairs costs at least its cheapest
-        own-side generalization; a longer representative drops its cheapest surplus."""
+    def _quick_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
+        """For the distinct trajectories ``ids``: each pair costs at least its cheapest fate
+        (suppressed, or generalized with some representative pair, *both* sides counted);
+        a longer representative also suppresses its cheapest surplus.
+
+        Admissible: an alignment pays, for every candidate pair, its suppression or one
+        generalization with both sides (each x_h in at most one of them), and suppresses
+        the ≥ m − n representative pairs left unmatched — disjoint parts of its cost.
+        Counting both sides at the price of one roughly doubles the bound against a raw
+        trajectory, so far fewer candidates reach tight bounds and exact costs.
+        """
         pool = self.pool
-        bound = np.bincount(pool.flat_owner, weights=np.take(cv.y_min, pool.flat_value),
-                            minlength=len(pool.trajs))
+        bound = (pool.pair_counts @ cv.y_best)[ids]
         cum = np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
-        return bound + cum[np.maximum(len(rep[0]) - pool.lens, 0)]
+        return bound + cum[np.maximum(len(rep[0]) - pool.lens[ids], 0)]
 
     def _tight_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """A tighter bound for a few candidates, counting both sides of every match.
@@ -303,7 +323,8 @@ class _Search:
             alive = pool.alive()
             return int(alive[np.argmax(self.exact(x, alive, None))])
         if self._far_of != f:
-            self._far_of, self._far_memo = f, {}
+            # exact costs to f by distinct trajectory, NaN until computed
+            self._far_of, self._far_memo = f, np.full(len(pool.trajs), np.nan)
             self._far_costs = self.value_costs(x)
         memo = self._far_memo
         order = pool.far_order[pool.left[pool.far_order] > 0]
@@ -313,12 +334,12 @@ class _Search:
         while start < len(order) and upper[start] >= best_cost - _TOL:
             chunk = order[start:start + size]
             chunk = chunk[upper[start:start + size] >= best_cost - _TOL]
-            todo = np.array([d for d in chunk.tolist() if d not in memo], dtype=np.int64)
+            todo = chunk[np.isnan(memo[chunk])]
             if len(todo):
-                costs = self.exact(x, todo, self._far_costs)
-                memo.update(zip(todo.tolist(), costs.tolist(), strict=True))
-            for d in chunk.tolist():
-                c = memo[d]
+                memo[todo] = self.exact(x, todo, self._far_costs)
+            if len(chunk):  # the chunk's largest cost, ties to the smallest id
+                top = np.lexsort((chunk, -memo[chunk]))[0]
+                c, d = float(memo[chunk[top]]), int(chunk[top])
                 if c > best_cost or (c == best_cost and d < best_id):
                     best_cost, best_id = c, d
             start += size
