@@ -19,7 +19,7 @@ from ehr_release.configuration.policies import hierarchy_policy
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ParameterError
 from ehr_release.sample import generate_sample
-from ehr_release.utility.disassociation import are, evaluate_release
+from ehr_release.utility.disassociation import are, evaluate_release, w2_workload
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
 from ehr_release.utility.reidentification import CandidateCounter, risk_table
 from tests.test_disassociation_example import POLICY, RECORDS
@@ -141,6 +141,37 @@ def test_report_has_both_mre_variants_w2_by_size_and_risk():
                           risk=False)
     assert "GenDiag ARE W1" in gd.metrics and "comparison with GenDiag" in gd.tables
     assert "re-identification risk by known codes" not in gd.tables
+
+
+def _w2_per_query_scan(code_sets, rng, n, sizes=(1, 4)):
+    """W2 as first written: the eligible records found again for every query."""
+    records = [sorted(s) for s in code_sets if s]
+    lengths = np.array([len(r) for r in records])
+    out = []
+    for _ in range(n):
+        size = int(rng.integers(sizes[0], sizes[1] + 1))
+        eligible = np.flatnonzero(lengths >= size)
+        if not len(eligible):
+            size = int(lengths.max())
+            eligible = np.flatnonzero(lengths >= size)
+        rec = records[int(eligible[rng.integers(len(eligible))])]
+        picked = rng.choice(len(rec), size=size, replace=False)
+        out.append(tuple(sorted(rec[i] for i in picked)))
+    return out
+
+
+@pytest.mark.parametrize("longest", [2, 3, 6])
+def test_w2_workload_draws_what_a_scan_per_query_draws(longest):
+    """Finding each size's eligible records once keeps the queries and the rng's state,
+    also when the drawn size exceeds every record (clamped to the longest)."""
+    rng = np.random.default_rng(longest)
+    codes = [f"C{i}" for i in range(12)]
+    code_sets = [frozenset(rng.choice(codes, size=int(rng.integers(0, longest + 1)),
+                                      replace=False).tolist()) for _ in range(60)]
+    code_sets.append(frozenset(codes[:longest]))
+    fast, slow = np.random.default_rng(7), np.random.default_rng(7)
+    assert w2_workload(code_sets, fast, n=300) == _w2_per_query_scan(code_sets, slow, 300)
+    assert fast.integers(1 << 62) == slow.integers(1 << 62)
 
 
 def test_are_helper_matches_the_table_definition():

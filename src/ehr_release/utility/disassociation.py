@@ -82,12 +82,15 @@ def w2_workload(code_sets: Sequence[Collection[str]], rng: np.random.Generator,
     if not records:
         return out
     lengths = np.array([len(r) for r in records])
+    # the records long enough for each size, found once (not once per query)
+    eligible_at: dict[int, np.ndarray] = {}
     for _ in range(n):
         size = int(rng.integers(sizes[0], sizes[1] + 1))
-        eligible = np.flatnonzero(lengths >= size)
-        if not len(eligible):
+        if size > int(lengths.max()):
             size = int(lengths.max())
-            eligible = np.flatnonzero(lengths >= size)
+        if size not in eligible_at:
+            eligible_at[size] = np.flatnonzero(lengths >= size)
+        eligible = eligible_at[size]
         rec = records[int(eligible[rng.integers(len(eligible))])]
         picked = rng.choice(len(rec), size=size, replace=False)
         out.append(tuple(sorted(rec[i] for i in picked)))
