@@ -33,7 +33,6 @@ from typing import Literal
 
 import numpy as np
 
-from ehr_release.algorithms.artuc.bounds import SuppressionFloor
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.formation import Cluster, form_clusters
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
@@ -170,8 +169,7 @@ def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: 
     relax = None if relaxing is None else Relax(epsilon, max(delta, relaxing.delta_max))
     with gendiag_runner(table, k, m) as many:
         merged = merge_by_ul(space, merge_identical(formed.clusters), delta, many, stop=stop,
-                             order=order, relax=relax, floor=SuppressionFloor(table, k),
-                             batch=getattr(many, "batch", 1))
+                             order=order, relax=relax)
     clusters, codes = merged.clusters, merged.codes
     if merged.beyond_delta:
         final = sum(c.size * space.ncp(c.box) for c in clusters) / max(clustered, 1)

@@ -51,7 +51,6 @@ from typing import Literal
 
 import numpy as np
 
-from ehr_release.algorithms.artuc.bounds import SetCounts, SuppressionFloor
 from ehr_release.algorithms.artuc.formation import Cluster
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization
 from ehr_release.algorithms.artuc.space import DemographicSpace
@@ -113,14 +112,8 @@ class Merged:
 
 def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
                 gendiag_many: GenDiagMany, *, stop: StopRule = "exhaust",
-                order: MergeOrder = "paper", relax: Relax | None = None,
-                floor: SuppressionFloor | None = None, batch: int = 1) -> Merged:
-    """Steps 18–22 (Algorithm 2's Steps 7–21 with ``relax``).
-
-    With ``floor``, Step 20 skips the partners whose UL floor shows they cannot be the one
-    chosen (:func:`_least_ul`); the merges are the same. ``batch`` is how many GenDiag calls
-    are handed to ``gendiag_many`` at once then (its worker count).
-    """
+                order: MergeOrder = "paper", relax: Relax | None = None) -> Merged:
+    """Steps 18–22 (Algorithm 2's Steps 7–21 with ``relax``)."""
     if stop not in STOP_RULES:
         raise ValueError(f"stop must be one of {STOP_RULES}; got {stop!r}")
     if order not in MERGE_ORDERS:
@@ -139,7 +132,6 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
     members: dict[int, set[int]] = {}  # group → its alive clusters (partners never cross)
     for i, c in alive.items():
         members.setdefault(c.group, set()).add(i)
-    counts: dict[int, SetCounts] = {}  # per cluster, for ``floor``; filled when needed
     next_id = len(clusters)
     relaxing = False
     beyond = 0
@@ -162,18 +154,9 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
                     break
                 aside.setdefault(c.group, set()).add(i)
                 continue
-            if floor is None:
-                gens = gendiag_many([merged.rows for _, merged in feasible])
-                at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
-                (j, merged), gen = feasible[at], gens[at]
-            else:
-                for x in (i, *(x for x, _ in feasible)):
-                    if x not in counts:
-                        counts[x] = floor.counts(alive[x].rows)
-                mine, theirs = counts[i], [counts[x] for x, _ in feasible]
-                (j, merged), gen = _least_ul(feasible, floor.floors(mine, theirs),
-                                             gendiag_many, batch)
-                counts[next_id] = counts.pop(i) + counts.pop(j)
+            gens = gendiag_many([merged.rows for _, merged in feasible])
+            at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
+            (j, merged), gen = feasible[at], gens[at]
             total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
             suppressed += gen.suppressed - result[i].suppressed - result[j].suppressed
             del alive[i], alive[j]
@@ -199,36 +182,3 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
         heapq.heapify(heap)
     order = sorted(alive)
     return Merged([alive[i] for i in order], [result[i] for i in order], beyond)
-
-
-def _least_ul(feasible: list[tuple[int, Cluster]], floors: list[float],
-              gendiag_many: GenDiagMany, batch: int) -> tuple[tuple[int, Cluster],
-                                                                CodeGeneralization]:
-    """The partner the exhaustive Step 20 picks — least ``(UL, id)`` — running GenDiag on
-    as few merged clusters as the floors allow.
-
-    Partners are tried in ``(floor, id)`` order. Once the next one's ``(floor, id)`` exceeds
-    the best ``(UL, id)`` found, so does its ``(UL, id)`` (UL ≥ floor) and every later
-    one's: none of them can be the least, ties included.
-    """
-    ranked = sorted(range(len(feasible)), key=lambda x: (floors[x], feasible[x][0]))
-    best: tuple[float, int] | None = None
-    chosen: tuple[tuple[int, Cluster], CodeGeneralization] | None = None
-    at = 0
-    while at < len(ranked):
-        take = []
-        while at < len(ranked) and len(take) < max(batch, 1):
-            x = ranked[at]
-            if best is not None and (floors[x], feasible[x][0]) > best:
-                at = len(ranked)
-                break
-            take.append(x)
-            at += 1
-        if not take:
-            break
-        for x, gen in zip(take, gendiag_many([feasible[x][1].rows for x in take]),
-                          strict=True):
-            if best is None or (gen.ul, feasible[x][0]) < best:
-                best, chosen = (gen.ul, feasible[x][0]), (feasible[x], gen)
-    assert chosen is not None  # feasible is not empty
-    return chosen
