@@ -415,7 +415,23 @@ class BorderQueue(_Queue):
         if s.code_set[a] != s.code_set[b]:
             self._fix_cross_pair(a, b)
             return
+        heap = s.partners[s.code_set[a]]
+        alive, size, sup, mincode = s.alive, s.size, s.sup, s.mincode
         while (post[a] & post[b]).bit_count() < k:
+            # Fast path: when the code set's best valid item t is neither a nor b, it is
+            # both sides' best partner, and the two keys differ only in size and mincode.
+            while heap:
+                top = heap[0]
+                t = top[3]
+                if alive[t] and size[t] == top[0] and sup[t] == -top[1]:
+                    break
+                heapq.heappop(heap)  # stale: best_partner would drop it too
+            else:
+                t = -1
+            if t >= 0 and t != a and t != b:
+                u, other = (a, b) if (size[a], mincode[a]) < (size[b], mincode[b]) else (b, a)
+                a, b = self._absorb(u, t), other
+                continue
             va, vb = s.best_partner(a), s.best_partner(b)
             if va < 0 and vb < 0:
                 e = min((a, b), key=lambda x: (s.sup[x], s.mincode[x]))
@@ -431,6 +447,35 @@ class BorderQueue(_Queue):
             if v == other:
                 return
             a, b = keep, other
+
+    def _absorb(self, u: int, t: int) -> int:
+        """``merge(u, t)`` then ``merged(...)`` in one, for a frequent u (the fast path of
+        :meth:`_fix_pair`, GenDiag's hottest loop); returns the surviving item."""
+        s = self.s
+        post, sup = s.post, s.sup
+        keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
+        delta = post[gone] & ~post[keep]
+        post[keep] |= post[gone]
+        sup[keep] = post[keep].bit_count()
+        s.size[keep] += s.size[gone]
+        s.mincode[keep] = min(s.mincode[keep], s.mincode[gone])
+        s.alive[gone] = False
+        s.parent[gone] = keep
+        heapq.heappush(s.partners[s.code_set[keep]],
+                       (s.size[keep], -sup[keep], s.mincode[keep], keep))
+        frequent, dirty = self.frequent, self.dirty
+        frequent.discard(gone)
+        dirty.pop(gone, None)
+        if sup[keep] < self.k:  # cannot happen (u is frequent), kept as merged() has it
+            self.push((keep,), sup[keep])
+        elif keep not in frequent:
+            frequent.add(keep)
+            dirty[keep] = None
+        elif keep not in dirty:
+            dirty[keep] = delta
+        elif dirty[keep] is not None:
+            dirty[keep] |= delta
+        return keep
 
     def _fix_cross_pair(self, a: int, b: int) -> None:
         """``_fix_pair`` when a and b lie in different code sets, merge state kept local.

@@ -1,0 +1,76 @@
+"""ArtUC's merge step (issue 18 goal 4): CPU, GenDiag calls and the release's SHA-256.
+
+Almost all of ArtUC's time on the bundled sample is Steps 18–22: GenDiag on C ∪ C′ for every
+feasible partner C′ of the popped cluster. This prints, for one anonymization, the process
+CPU seconds, wall seconds, how many GenDiag calls ran, and the SHA-256 of the release files
+— so a change meant to make merging cheaper can be checked to leave every byte as it was
+(run it before and after, in turn, on the same machine).
+
+    PYTHONPATH=src .venv/bin/python bench/artuc_merge.py [--n 1500] [--seed 2014] [--k 10]
+        [--delta 0.3] [--order paper] [--stop exhaust]
+        [--config examples/artuc-mimic/config.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ehr_release import registry
+from ehr_release.algorithms.artuc import artuc
+from ehr_release.algorithms.artuc.release import release_files
+from ehr_release.configuration.constraints import rt_data
+from ehr_release.params import parse_params
+from ehr_release.registry.artuc import config_of
+from ehr_release.sample import generate_sample
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=2014)
+    ap.add_argument("--k", default="10")
+    ap.add_argument("--delta", default="0.3")
+    ap.add_argument("--order", default="paper")
+    ap.add_argument("--stop", default="exhaust")
+    ap.add_argument("--config", default=str(ROOT / "examples/artuc-mimic/config.yaml"))
+    args = ap.parse_args()
+    dataset = generate_sample(args.n, seed=args.seed)
+    params = parse_params(registry.get("artuc").params, {
+        "k": args.k, "m": "2", "delta": args.delta, "epsilon": "6%", "config": args.config,
+        "merge_stop": args.stop, "merge_order": args.order})
+    cfg = config_of(params)
+    rt = rt_data(dataset, cfg)
+    module = importlib.import_module("ehr_release.algorithms.artuc.artuc")
+    calls, gendiag = [0], module.gendiag
+
+    def counted(*a, **kw):  # in_process looks GenDiag up in its module at each call
+        calls[0] += 1
+        return gendiag(*a, **kw)
+
+    module.gendiag = counted
+    cpu, wall = time.process_time(), time.perf_counter()
+    anon = artuc(rt, cfg, k=params["k"], m=params["m"], delta=params["delta"],
+                 epsilon=float("inf"), rng=np.random.default_rng(args.seed),
+                 stop=params["merge_stop"], order=params["merge_order"])
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    digest = hashlib.sha256()
+    for name, data in sorted(release_files(anon).items()):
+        digest.update(name.encode())
+        digest.update(hashlib.sha256(data).digest())
+    print(json.dumps({"patients": args.n, "seed": args.seed, "k": args.k,
+                      "order": args.order, "stop": args.stop, "clusters": len(anon.clusters),
+                      "gendiag calls": calls[0], "cpu s": round(cpu, 1),
+                      "wall s": round(wall, 1), "release sha256": digest.hexdigest()}))
+
+
+if __name__ == "__main__":
+    main()
