@@ -32,13 +32,14 @@ import sys
 import tempfile
 import time
 from functools import partial
+from itertools import product
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from ehr_release import registry
-from ehr_release.algorithms.artuc import artuc
+from ehr_release.algorithms.artuc import Relaxing, artuc
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
@@ -76,7 +77,7 @@ def config_for(gender: str) -> dict:
 
 
 def run_case(data: str, n: int, k: int, stop: str, order: str, workers: int,
-             config: Path) -> dict:
+             config: Path, relax_delta: float | None = None) -> dict:
     dataset = make(data, n)
     entry = registry.get("artuc")
     params = parse_params(entry.params, {"k": str(k), "m": "2", "delta": "0.04",
@@ -89,14 +90,17 @@ def run_case(data: str, n: int, k: int, stop: str, order: str, workers: int,
            "codes": len(dataset.distinct_codes()),
            "avg codes": round(float(np.mean([len(c) for c in rt.codes])), 2),
            "k": k, "m": params["m"], "δ": params["delta"], "ε": round(eps, 1), "stop": stop,
-           "order": order}
+           "order": order, "relax δ ≤": relax_delta or "–"}
+    # Algorithm 2 (relax=true) merges above δ, up to relax_delta, while more than ε codes are
+    # suppressed: it needs the real ε (the other rows run to exhaustion with ε = ∞).
+    relaxing = None if relax_delta is None else Relaxing(relax_delta, eps)
     runner = partial(gendiag_processes, workers=workers) if workers > 1 else in_process
     start = time.perf_counter()
     try:
         anon = artuc(rt, cfg, k=params["k"], m=params["m"], delta=params["delta"],
-                     epsilon=float("inf"), rng=np.random.default_rng(0),
+                     epsilon=eps if relaxing else float("inf"), rng=np.random.default_rng(0),
                      gendiag_runner=runner, stop=params["merge_stop"],
-                     order=params["merge_order"])
+                     order=params["merge_order"], relaxing=relaxing)
     except ParameterError as exc:  # Step 16 (δ)
         row["failed"] = f"{exc.parameter} {exc.value:g} {exc.rule.split(';')[0]}"
         row["seconds"] = round(time.perf_counter() - start, 1)
@@ -120,14 +124,19 @@ def main() -> None:
     ap.add_argument("--gender", default="all",
                     help="UC1's gender element(s), comma-separated: all (the paper's), kept")
     ap.add_argument("--workers", type=int, default=usable_cpus())
+    ap.add_argument("--relax-delta", default="",
+                    help="also run Algorithm 2 (relax=true) with these δ ceilings, "
+                         "comma-separated (ε is not relaxed)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--relax", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         row = run_case(args.one, args.n, int(args.k), args.stop, args.order, args.workers,
-                       Path(args.config))
+                       Path(args.config), args.relax)
         print(json.dumps({**row, "UC1 gender": args.gender}, ensure_ascii=False))
         return
+    relax_runs = [[]] + [["--relax", d] for d in args.relax_delta.split(",") if d]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for gender in args.gender.split(","):
@@ -136,11 +145,11 @@ def main() -> None:
                               encoding="utf-8")
             for data in args.data.split(","):
                 for k in args.k.split(","):
-                    for order in args.order.split(","):
+                    for order, relax in product(args.order.split(","), relax_runs):
                         cmd = [sys.executable, __file__, "--one", data, "--n", str(args.n),
                                "--k", k, "--stop", args.stop, "--order", order,
                                "--gender", gender, "--workers", str(args.workers),
-                               "--config", str(config)]
+                               "--config", str(config), *relax]
                         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
                         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
