@@ -38,24 +38,26 @@ def test_an_honest_release_is_closed_and_holds(fmt: str) -> None:
     assert report.holds, [r for r in report.failures]
 
 
-def test_a_planted_per_group_column_fails_naming_it(release) -> None:
+def test_a_planted_per_group_column_fails_by_position(release) -> None:
     files, data, params = release
     groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
     groups.insert(2, "true_count", true_counts(files, data, params).astype(str))
     planted = {**files, "groups.csv": groups.to_csv(index=False).encode()}
     report = verify_release(ENTRY, planted, data, params, None)
     assert not report.holds
-    assert "true_count" in _closed(report).measured
+    assert "1 undeclared column at position 3" in _closed(report).measured
+    assert "true_count" not in _closed(report).measured
 
 
-def test_a_planted_field_in_the_ledger_fails_naming_it(release) -> None:
+def test_a_planted_field_in_the_ledger_fails_by_position(release) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     ledger["charges"][-1]["true_total"] = data.n_patients
     planted = {**files, "ledger.json": json.dumps(ledger).encode()}
     report = verify_release(ENTRY, planted, data, params, None)
     assert not report.holds
-    assert "true_total" in _closed(report).measured
+    assert "undeclared field in charges[" in _closed(report).measured
+    assert "true_total" not in _closed(report).measured
 
 
 def test_a_planted_field_in_a_cut_attribute_fails(release) -> None:
@@ -73,7 +75,8 @@ def test_an_extra_file_fails(release) -> None:
     extra = {**files, "codes.txt": b"401.9;250.00\n"}
     report = verify_release(ENTRY, extra, data, params, None)
     assert not report.holds
-    assert "codes.txt" in _closed(report).measured
+    assert "1 undeclared file at position" in _closed(report).measured
+    assert "codes.txt" not in _closed(report).measured
 
 
 def test_both_groups_files_fail(release) -> None:

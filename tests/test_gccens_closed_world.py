@@ -77,10 +77,11 @@ def test_old_sample_derived_metadata_fails_closed_world(population_file):
                             sample, params, RID)
     closed = next(r for r in report.requirements if r.name == "closed world")
     assert not report.holds and not closed.passed
-    assert "final_caps" in closed.measured
+    assert "undeclared field in the record" in closed.measured
+    assert "final_caps" not in closed.measured  # where, never the name
 
 
-def test_planted_per_record_side_channel_fails_naming_the_field(population_file):
+def test_planted_per_record_side_channel_fails_by_position(population_file):
     entry, params, sample, files = _release(population_file)
     lines = [json.loads(x) for x in files["censored.jsonl"].decode().splitlines()]
     for line, original in zip(lines, [{"100": 1, "250": 1}, {"272": 1}], strict=True):
@@ -89,7 +90,8 @@ def test_planted_per_record_side_channel_fails_naming_the_field(population_file)
     report = verify_release(entry, planted, sample, params, RID)
     closed = next(r for r in report.requirements if r.name == "closed world")
     assert not report.holds and not closed.passed
-    assert "uncensored" in closed.measured
+    assert "line 1: an undeclared field in the record" in closed.measured
+    assert "uncensored" not in closed.measured
 
 
 def test_extra_file_fails_closed_world(population_file):
@@ -97,7 +99,8 @@ def test_extra_file_fails_closed_world(population_file):
     extra = {**files, "codes.txt": b"100\n250\n272\n"}
     report = verify_release(entry, extra, sample, params, RID)
     closed = next(r for r in report.requirements if r.name == "closed world")
-    assert not report.holds and "codes.txt" in closed.measured
+    assert not report.holds and "1 undeclared file at position" in closed.measured
+    assert "codes.txt" not in closed.measured
 
 
 def test_count_records(population_file):

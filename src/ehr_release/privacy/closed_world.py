@@ -22,13 +22,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, Literal
 
 from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
 from ehr_release.reports import Requirement
+
+#: What a refusal says instead of an undeclared name (see :func:`undeclared`).
+WITHHELD = "(name withheld: an undeclared name may carry a value)"
 
 SCALARS = ("str", "int", "number", "bool")
 
@@ -277,11 +280,10 @@ def _check(value: Any, spec: Spec, path: str) -> None:
         for item in value.values():
             _check(item, spec.value, f"{path}.*" if path else "*")
         return
-    extra = sorted(set(value) - set(spec.fields))
-    if extra:
-        # A key name is data-independent only if declared: an undeclared one is reported by
-        # its position, since a hostile key could itself carry a value.
-        raise ShapeError(f"undeclared field {_key_label(path, extra[0], spec)}")
+    if set(value) - set(spec.fields):
+        # A key name is data-independent only if declared: an undeclared one is not repeated,
+        # since a hostile key could itself carry a value (the path holds declared names only).
+        raise ShapeError(f"an undeclared field in {path or 'the record'} {WITHHELD}")
     missing = sorted(set(spec.fields) - set(value))
     if missing:
         raise ShapeError(f"declared field {_join(path, missing[0])} is missing")
@@ -293,9 +295,17 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _key_label(path: str, key: str, spec: Obj) -> str:
-    named = len(key) <= 40 and key[:1].isalpha() and key.replace("_", "").isalnum()
-    return repr(_join(path, key)) if named else f"(unnamed) in {path or 'the record'}"
+def undeclared(what: str, names: list[str], declared: Collection[str]) -> str:
+    """'an undeclared column at position 3 (…)': where, never what. An undeclared name was
+    written by code the release's model does not cover, so it may carry a patient value (a
+    diagnosis code pivoted into a header, a patient's id as a file name); the message is
+    stored in artifacts and certificates, so it names the position and leaves the name to
+    whoever can open the run's own files."""
+    positions = [i for i, name in enumerate(names, start=1) if name not in declared]
+    where = f"at position {positions[0]}" if len(positions) == 1 else \
+        f"at positions {', '.join(map(str, positions[:5]))}" + (" …" if len(positions) > 5 else "")
+    return f"{len(positions)} undeclared {what}{'s' if len(positions) != 1 else ''} {where} " \
+           f"{WITHHELD}"
 
 
 def _csv_value_ok(text: str, kind: str) -> bool:
@@ -344,7 +354,17 @@ def _nulls(column: Any) -> int:
     return int(found)
 
 
-def _check_parquet(schema: FileSchema, data: bytes) -> None:
+def _column(schema: FileSchema, name: str, named: Collection[str] | None) -> str:
+    """'column 'code'' for a column the schema names itself (``named``; None: all of them),
+    'column 3' for one whose name ``columns_from`` read from the release: a derived name is
+    data the message must not repeat (the model verifier, not the closed world, vouches for
+    it)."""
+    if named is None or name in named:
+        return f"column {name!r}"
+    return f"column {list(schema.columns).index(name) + 1} (a derived column)"
+
+
+def _check_parquet(schema: FileSchema, data: bytes, named: Collection[str] | None) -> None:
     import pyarrow.parquet as pq
 
     try:
@@ -359,18 +379,16 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
         raise ShapeError(_columns_message(names, list(schema.columns)))
     for name, kind in schema.columns.items():
         if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
-            raise ShapeError(f"column {name!r} must be {describe(kind)}")
-    extra = [k for k in keys if k not in schema.metadata]
-    if extra:
-        raise ShapeError(f"undeclared file metadata {extra[0]!r}" if len(extra[0]) <= 40
-                         else "undeclared file metadata")
+            raise ShapeError(f"{_column(schema, name, named)} must be {describe(kind)}")
+    if any(k not in schema.metadata for k in keys):
+        raise ShapeError(undeclared("file metadata key", keys, schema.metadata))
     table = parquet.read()
     for name, kind in schema.columns.items():
         column = table.column(name)
         # A Nullable column may hold nulls at the top level, never inside its lists.
         allowed = column.null_count if isinstance(kind, Nullable) else 0
         if _nulls(column) > allowed:
-            raise ShapeError(f"column {name!r} holds a null value")
+            raise ShapeError(f"{_column(schema, name, named)} holds a null value")
 
 
 def describe(spec: Spec) -> str:
@@ -394,9 +412,10 @@ def describe(spec: Spec) -> str:
     return "object"
 
 
-def _check_file(schema: FileSchema, data: bytes) -> None:
+def _check_file(schema: FileSchema, data: bytes,
+                named: Collection[str] | None = None) -> None:
     if schema.format == "parquet":
-        _check_parquet(schema, data)
+        _check_parquet(schema, data, named)
         return
     try:
         text = data.decode("utf-8")
@@ -413,7 +432,8 @@ def _check_file(schema: FileSchema, data: bytes) -> None:
                 raise ShapeError(f"row {no} has {len(row)} fields, declared {len(kinds)}")
             for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
                 if not _csv_value_ok(cell, kind):
-                    raise ShapeError(f"row {no}, column {name!r} must be {describe(kind)}")
+                    raise ShapeError(f"row {no}, {_column(schema, name, named)} must be "
+                                     f"{describe(kind)}")
         _raise_if(_csv_rendering_problem(text))
         return
     assert schema.root is not None, f"{schema.name}: json/jsonl schemas need a root spec"
@@ -469,11 +489,9 @@ def _raise_if(problem: str | None) -> None:
 
 
 def _columns_message(found: list[str], declared: list[str]) -> str:
-    extra = [c for c in found if c not in declared]
     missing = [c for c in declared if c not in found]
-    if extra:
-        return f"undeclared column {extra[0]!r}" if len(extra[0]) <= 40 else \
-            "an undeclared column"
+    if any(c not in declared for c in found):
+        return undeclared("column", found, declared)
     if missing:
         return f"declared column {missing[0]!r} is missing"
     return "columns are not in the declared order"
@@ -482,15 +500,16 @@ def _columns_message(found: list[str], declared: list[str]) -> str:
 def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[str]:
     """Every departure from ``schema``, one line each, files in name order."""
     declared = {f.name: f for f in schema.files}
-    for name in sorted(files):
-        if name not in declared:
-            yield f"undeclared file {name!r}" if len(name) <= 80 else "an undeclared file"
+    if any(name not in declared for name in files):
+        yield undeclared("file", sorted(files), declared) + " (positions in name order)"
     for name, file_schema in sorted(declared.items()):
         if name not in files:
             if not file_schema.optional:
                 yield f"declared file {name!r} is missing"
             continue
+        named = None
         if file_schema.columns_from is not None:
+            named = set(file_schema.columns)  # the static names; the rest are derived
             try:
                 columns = dict(file_schema.columns_from(files))
             except Exception:  # noqa: BLE001 - any underivable column list is a departure
@@ -498,7 +517,7 @@ def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[st
                 continue
             file_schema = replace(file_schema, columns=columns)
         try:
-            _check_file(file_schema, files[name])
+            _check_file(file_schema, files[name], named)
         except ShapeError as exc:
             yield f"{name}: {exc}"
 

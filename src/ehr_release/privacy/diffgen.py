@@ -349,7 +349,7 @@ def _released_values(groups: pd.DataFrame, cut_doc: dict[str, Any], replay_: Rep
         for label in values:
             nodes = set() if label == empty else set(label.split(sep))
             if not nodes <= cut:
-                problems.append(f"{name}: released cut-set {label!r} outside the cut")
+                problems.append(f"{name}: a released cut-set is outside the cut")
                 break
     cls = config.class_column
     if cls not in groups or not set(groups[cls]) <= set(config.class_values):

@@ -83,9 +83,9 @@ def _lines(files: Mapping[str, bytes]) -> list[tuple[str, dict[str, int]]]:
         pid, codes = obj["patient_id"], obj["codes"]
         if not isinstance(pid, str) or not isinstance(codes, dict):
             raise MalformedRelease(f"line {no}: patient_id must be text and codes an object")
-        for code, n in codes.items():
+        for n in codes.values():
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise MalformedRelease(f"line {no}: count of {code!r} must be an integer ≥ 1")
+                raise MalformedRelease(f"line {no}: every code's count must be an integer ≥ 1")
         records.append((pid, dict(codes)))
     return records
 

@@ -37,6 +37,7 @@ from ehr_release.configuration.constraints import (
     RTConfig,
 )
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.closed_world import undeclared
 from ehr_release.privacy.kkm_inputs import OriginalView, read_original
 from ehr_release.reports import Requirement, VerificationReport
 
@@ -135,8 +136,8 @@ def _demographic_keys(table: pa.Table, config: RTConfig) -> list[DemoKey]:
             nodes = column.to_pylist()
             for value in set(nodes):
                 if value not in attr.hierarchy:
-                    raise Malformed(f"row {nodes.index(value) + 1}: {attr.name} value "
-                                    f"{value!r} is not a node of its hierarchy")
+                    raise Malformed(f"row {nodes.index(value) + 1}: {attr.name} is not a "
+                                    "node of its hierarchy")  # the value is not repeated
             columns.append(nodes)
     return list(zip(*columns, strict=True)) if columns else [()] * n
 
@@ -153,9 +154,8 @@ def parse_release(files: Mapping[str, bytes], config: RTConfig) -> list[Released
     table = _table(files, RELEASE_FILE)
     expected = ["cluster", *config.names, IDS_COLUMN]
     extra = [c for c in table.column_names if c not in expected]
-    if extra:  # named only when it looks like a key, not a value
-        raise Malformed(f"undeclared column {extra[0]!r}" if extra[0].isidentifier()
-                        and len(extra[0]) <= 40 else "an undeclared column")
+    if extra:
+        raise Malformed(undeclared("column", table.column_names, expected))
     if table.column_names != expected:
         raise Malformed(f"columns must be {', '.join(expected)} in this order")
     labels = table.column("cluster")

@@ -150,13 +150,12 @@ def _pair(item: object, no: int, trees: _Trees) -> Pair:
     ok = (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
           and isinstance(item[1], list) and len(item[1]) == 2 and all(map(_is_int, item[1])))
     if not ok:
-        raise MalformedRelease(f"line {no}: every pair must look like [\"ICD\", [first, last]]; "
-                         f"got {item!r}")
+        raise MalformedRelease(f"line {no}: every pair must look like [\"ICD\", [first, last]]")
     code, (lo, hi) = item
     if code not in trees.h:
-        raise MalformedRelease(f"line {no}: {code!r} is not a node of the ICD hierarchy")
+        raise MalformedRelease(f"line {no}: a code is not a node of the ICD hierarchy")
     if not trees.is_block(lo, hi):
-        raise MalformedRelease(f"line {no}: [{lo}, {hi}] is not a block of the age hierarchy "
+        raise MalformedRelease(f"line {no}: an age range is not a block of the age hierarchy "
                          f"{trees.s.age_first}–{trees.age_last}")
     return code, (lo, hi)
 
