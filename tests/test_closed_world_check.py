@@ -11,29 +11,16 @@ from ehr_release.privacy.closed_world import (
     ListOf,
     MapOf,
     Nullable,
-    Obj,
     OneOf,
     ShapeError,
     TupleOf,
     _check,
     _conforms,
 )
+from tests import spec_strategies
 
-scalars = st.sampled_from(["str", "int", "number", "bool"])
-specs = st.recursive(
-    scalars | st.just(Enum(("a", 1, True))),
-    lambda inner: st.one_of(
-        inner.map(ListOf), inner.map(MapOf), inner.map(Nullable),
-        st.lists(inner, min_size=1, max_size=3).map(lambda xs: TupleOf(tuple(xs))),
-        st.lists(inner, min_size=1, max_size=3).map(lambda xs: OneOf(tuple(xs))),
-        st.dictionaries(st.sampled_from("abc"), inner, max_size=3).map(Obj)),
-    max_leaves=8)
-values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False)
-    | st.sampled_from(["a", "x", ""]),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
-    max_leaves=12)
+specs = spec_strategies.specs()
+values = spec_strategies.json_values(allow_nan=False, strings=("a", "x", ""))
 
 
 def _checker_accepts(value, spec) -> bool:

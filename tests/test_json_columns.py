@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from ehr_release.algorithms.gccens.release import META_FILE, RECORDS_FILE
 from ehr_release.privacy.attacks.gccens import attack_kmap
 from ehr_release.privacy.closed_world import (
-    Enum,
     ListOf,
     MapOf,
     Nullable,
@@ -27,21 +26,10 @@ from ehr_release.privacy.formats.gccens import SCHEMA as GCCENS
 from ehr_release.privacy.formats.lda import SCHEMA as LDA
 from ehr_release.privacy.gccens import check_kmap
 from ehr_release.privacy.json_columns import all_conform, loads_lines
+from tests import spec_strategies
 
-scalars = st.sampled_from(["str", "int", "number", "bool"])
-specs = st.recursive(
-    scalars | st.just(Enum(("a", 1, True, 0.5))),
-    lambda inner: st.one_of(
-        inner.map(ListOf), inner.map(MapOf), inner.map(Nullable),
-        st.lists(inner, min_size=1, max_size=3).map(lambda xs: TupleOf(tuple(xs))),
-        st.lists(inner, min_size=1, max_size=2).map(lambda xs: OneOf(tuple(xs))),
-        st.dictionaries(st.sampled_from("abc"), inner, max_size=3).map(Obj)),
-    max_leaves=8)
-values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.floats() | st.sampled_from(["a", ""]),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
-    max_leaves=12)
+specs = spec_strategies.specs(enum_values=("a", 1, True, 0.5), one_of_max=2)
+values = spec_strategies.json_values()
 
 
 def _has_one_of(spec) -> bool:

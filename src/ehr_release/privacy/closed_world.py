@@ -422,19 +422,19 @@ def _check_file(schema: FileSchema, data: bytes,
     except UnicodeDecodeError:
         raise ShapeError("is not UTF-8 text") from None
     if schema.format == "csv":
-        rows = csv.reader(io.StringIO(text))
-        header = next(rows, None) or []
+        rows = list(csv.reader(io.StringIO(text)))
+        header = rows[0] if rows else []
         if header != list(schema.columns):
             raise ShapeError(_columns_message(header, list(schema.columns)))
         kinds = list(schema.columns.values())
-        for no, row in enumerate(rows, start=2):
+        for no, row in enumerate(rows[1:], start=2):
             if len(row) != len(kinds):
                 raise ShapeError(f"row {no} has {len(row)} fields, declared {len(kinds)}")
             for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
                 if not _csv_value_ok(cell, kind):
                     raise ShapeError(f"row {no}, {_column(schema, name, named)} must be "
                                      f"{describe(kind)}")
-        _raise_if(_csv_rendering_problem(text))
+        _raise_if(_csv_rendering_problem(text, rows))
         return
     assert schema.root is not None, f"{schema.name}: json/jsonl schemas need a root spec"
     if schema.format == "json":
@@ -467,12 +467,12 @@ def _check_file(schema: FileSchema, data: bytes,
         _raise_if(lines_problem(data, objects, schema.root, schema.rendering))
 
 
-def _csv_rendering_problem(text: str) -> str | None:
+def _csv_rendering_problem(text: str, rows: list[list[str]]) -> str | None:
     """A CSV file must be exactly ``csv.writer``'s rendering of its cells (minimal quoting,
     one ``\\n`` per row, as pandas' ``to_csv(lineterminator="\\n")`` writes): quoting some
     cells and not others, or other line ends, would be a channel no verifier reads."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(csv.reader(io.StringIO(text)))
+    csv.writer(out, lineterminator="\n").writerows(rows)  # ``text`` parsed once, by the caller
     if out.getvalue() == text:
         return None
     for no, (ours, theirs) in enumerate(zip(out.getvalue().split("\n"), text.split("\n"),
