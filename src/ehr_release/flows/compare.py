@@ -43,6 +43,7 @@ from ehr_release.request import ComparisonRequest
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.tasks.naming import candidate_run_name
+from ehr_release.tasks.redaction import redacted
 from ehr_release.verification import anonymize_as_released, as_released, verify_and_attack
 
 __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_comparison_row"]
@@ -102,6 +103,7 @@ def within_comparison(entry: Any, params: dict[str, str]) -> dict[str, str]:
 # Patient data passes through but is never cached or persisted by Prefect.
 @task(name="compare-candidate", task_run_name=candidate_run_name, persist_result=False,
       cache_policy=None)
+@redacted
 def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
                    comparison_id: str, comparators: ComparatorReleases | None = None
                    ) -> Outcome:
@@ -150,6 +152,7 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
 
 
 @flow(name="compare_flow", flow_run_name="compare-{request.comparison_id}", persist_result=False)
+@redacted
 def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     """Run every candidate, recommend one, write the report; returns the report's JSON."""
     requirements = [parse_requirement(r) for r in request.requirements]

@@ -16,9 +16,11 @@ from prefect import flow
 from ehr_release.flows.release import release_flow
 from ehr_release.flows.runners import make_task_runner
 from ehr_release.request import ReleaseRequest
+from ehr_release.tasks.redaction import redacted
 
 
 @flow(name="governed_release", persist_result=False)
+@redacted
 def governed_release(request: ReleaseRequest) -> str:
     """Run one governed release on the task runner ``request.task_runner`` names."""
     runner = make_task_runner(request.task_runner)

@@ -18,6 +18,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.publish import publish_task
+from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.status import FLOW_ACTOR
 
 PUBLISH_ACTOR = "system:publish_flow"
@@ -25,6 +26,7 @@ PUBLISH_ACTOR = "system:publish_flow"
 
 @flow(name="publish_flow", flow_run_name="publish-{run_id}", persist_result=False,
       log_prints=True)
+@redacted
 def publish_flow(run_id: str) -> str:
     """Publish an approved run; returns its final status (``published`` or ``failed``)."""
     with hold_lease(run_id, "publish_flow"):

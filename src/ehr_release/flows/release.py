@@ -33,6 +33,7 @@ from ehr_release.tasks.algorithm_stages import (
 )
 from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.ingest import ingest_task
+from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.status import FLOW_ACTOR, advance_task
 
 
@@ -42,6 +43,7 @@ class VerificationFailed(EhrReleaseError):
 
 @flow(name="release_flow", flow_run_name="release-{request.run_id}", persist_result=False,
       log_prints=True)
+@redacted
 def release_flow(request: ReleaseRequest) -> str:
     """Run one governed release up to the reviewer; returns the run's status."""
     with hold_lease(request.run_id, "release_flow"):

@@ -20,6 +20,7 @@ from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.caching import release_stage_key
 from ehr_release.tasks.naming import stage_run_name
+from ehr_release.tasks.redaction import redacted
 from ehr_release.verification import (
     anonymize_as_released,
     as_released,
@@ -33,6 +34,7 @@ from ehr_release.verification import (
 # spent) instead of drawing a second, different release from the same data.
 @task(name="anonymize", task_run_name=stage_run_name("anonymize"),
       cache_key_fn=release_stage_key, persist_result=True)
+@redacted
 def anonymize_task(plan: ReleasePlan) -> ReleaseFiles:
     run_id, algorithm = plan.run_id, plan.algorithm
     files = anonymize_as_released(plan.entry, plan.dataset, plan.stage_params(), plan.rng(),
@@ -45,6 +47,7 @@ def anonymize_task(plan: ReleasePlan) -> ReleaseFiles:
 
 @task(name="pin-candidate", retries=2, retry_delay_seconds=1, cache_policy=None,
       persist_result=False)
+@redacted
 def pin_candidate_task(run_id: str, files: ReleaseFiles) -> None:
     """Fix the hashes of this run's release; publish later refuses anything else."""
     runs.pin_candidate(run_id, {n: (sha256_bytes(d), len(d)) for n, d in files.items()})
@@ -52,6 +55,7 @@ def pin_candidate_task(run_id: str, files: ReleaseFiles) -> None:
 
 @task(name="verify", task_run_name=stage_run_name("verify"), persist_result=False,
       cache_policy=None)
+@redacted
 def verify_task(plan: ReleasePlan, files: ReleaseFiles) -> VerificationReport:
     """Re-check the guarantee with the independent verifier; record the verdict either way.
 
@@ -70,6 +74,7 @@ def verify_task(plan: ReleasePlan, files: ReleaseFiles) -> VerificationReport:
 
 @task(name="attack", task_run_name=stage_run_name("attack"), persist_result=False,
       cache_policy=None)
+@redacted
 def attack_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport
                 ) -> tuple[VerificationReport, AttackReport]:
     """Run the model's adversary on the published bytes; its verdict joins the verification.
@@ -96,6 +101,7 @@ def attack_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificati
 
 @task(name="evaluate", task_run_name=stage_run_name("evaluate"), persist_result=False,
       cache_policy=None)
+@redacted
 def evaluate_task(plan: ReleasePlan, files: ReleaseFiles) -> UtilityReport:
     entry, run_id = plan.entry, plan.run_id
     report = entry.evaluate(files, as_released(entry, plan.dataset, run_id), plan.stage_params(),

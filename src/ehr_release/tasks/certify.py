@@ -42,6 +42,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.engine import home
 from ehr_release.tasks.artifacts import stage_artifact
+from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
 #: Bytes of a JSON or JSON Lines file scanned for field names: names repeat (every record
@@ -193,6 +194,7 @@ def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
 
 @task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       cache_policy=None, persist_result=False)
+@redacted
 def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, outcome: ReleaseOutcome | None = None) -> str:
     """Render the draft certificate and draft datasheet (approval pending); record both."""
@@ -219,6 +221,7 @@ def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificat
 
 @task(name="park", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       cache_policy=None, persist_result=False)
+@redacted
 def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
               utility: UtilityReport, outcome: ReleaseOutcome,
               request: ReleaseRequest) -> None:

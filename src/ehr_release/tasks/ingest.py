@@ -15,6 +15,7 @@ from ehr_release.plan import ReleasePlan, make_plan
 from ehr_release.request import ReleaseRequest, check_data_use_policy
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
+from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
 __all__ = ["ingest_task", "load_request_dataset", "register_run"]
@@ -23,6 +24,7 @@ __all__ = ["ingest_task", "load_request_dataset", "register_run"]
 # Raw patient data must never land in Prefect's result storage: no caching, no persistence.
 @task(name="ingest", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
       persist_result=False, cache_policy=None)
+@redacted
 def ingest_task(request: ReleaseRequest) -> ReleasePlan:
     """Validate parameters and input, then register the dataset and the run (``requested``).
 

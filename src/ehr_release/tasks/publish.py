@@ -46,6 +46,7 @@ from ehr_release.tasks.certify import (
     draft_path,
     recorded_parameters,
 )
+from ehr_release.tasks.redaction import redacted
 
 CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
@@ -160,6 +161,7 @@ def _flow_run_id() -> str | None:
 
 
 @task(name="publish", persist_result=False, cache_policy=None)
+@redacted
 def publish_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                  data_use: DataUse | None = None) -> str:

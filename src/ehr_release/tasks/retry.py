@@ -18,8 +18,14 @@ TRANSIENT = (OSError, OperationalError, TimeoutError, ConnectionError)
 
 def is_transient(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect's retry condition: retry transient errors only, and audit every retry."""
+    from ehr_release.tasks.redaction import RedactedError
+
     try:
         state.result()
+    except RedactedError as exc:  # a bug's or the database's failure, its message withheld
+        if exc.transient:
+            _audit_retry(task, task_run, exc)
+        return exc.transient
     except EhrReleaseError:
         return False
     except TRANSIENT as exc:

@@ -8,6 +8,7 @@ from prefect import task
 
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
+from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
 FLOW_ACTOR = "system:release_flow"
@@ -15,6 +16,7 @@ FLOW_ACTOR = "system:release_flow"
 
 @task(name="advance", task_run_name="advance[{to}]", retries=3, retry_delay_seconds=1,
       retry_condition_fn=is_transient, cache_policy=None, persist_result=False)
+@redacted
 def advance_task(run_id: str, to: Status, payload: dict[str, Any] | None = None) -> None:
     """Transition ``run_id`` to ``to``; a no-op if it already got there (a resumed run)."""
     if runs.reached(Status(runs.get_run(run_id).status), to):
