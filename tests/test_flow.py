@@ -13,7 +13,15 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status
 from tests import doubles
-from tests.flow_helpers import CSV, decide, request_for, run_approved, start, wait_status
+from tests.flow_helpers import (
+    CSV,
+    copies_of,
+    decide,
+    request_for,
+    run_approved,
+    start,
+    wait_status,
+)
 
 
 def test_approve_path_publishes_once_with_manifest(env):
@@ -204,11 +212,6 @@ def test_resumed_run_reuses_its_release_and_publishes_once(env, monkeypatch):
 MARKER = "MRNLEAK4242"
 
 
-def _all_text_under(folder: Path) -> list[tuple[Path, bytes]]:
-    return [(p, p.read_bytes()) for p in folder.rglob("*") if p.is_file()] \
-        if folder.exists() else []
-
-
 def test_patient_identifiers_never_leave_the_input(env, ehr_home, tmp_path):
     """Plant marker ids; grep every produced file, the database, artifacts and logs."""
     import os
@@ -231,10 +234,7 @@ def test_patient_identifiers_never_leave_the_input(env, ehr_home, tmp_path):
     box = run_approved(req)
     assert box.get("result") == "published", box
 
-    places = [ehr_home, out, Path(os.environ["PREFECT_HOME"])]
-    leaks = [str(p) for folder in places for p, blob in _all_text_under(folder)
-             if MARKER.encode() in blob]
-    assert leaks == []
+    assert copies_of(MARKER, [ehr_home, out, Path(os.environ["PREFECT_HOME"])]) == []
     flow_run_id = runs.get_run(req.run_id).flow_run_id
     with get_client(sync_client=True) as client:
         # Explicit filters, sort and offset: Prefect 3.8.8's defaults get HTTP 422.

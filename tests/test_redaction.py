@@ -15,7 +15,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.redaction import MARK, RedactedError, redact, redacted
 from tests import doubles
-from tests.flow_helpers import CSV, request_for, start
+from tests.flow_helpers import CSV, copies_of, request_for, start
 
 MARKER = "MRNREDACT777"
 
@@ -31,7 +31,6 @@ def _prefect_texts(run_id: str) -> list[str]:
         LogFilterFlowRunId,
     )
     from prefect.client.schemas.sorting import FlowRunSort, LogSort, TaskRunSort
-
     from prefect.logging.handlers import APILogWorker
 
     APILogWorker.drain_all(timeout=10)  # logs travel in batches: send what is pending first
@@ -132,3 +131,19 @@ def test_every_task_and_flow_of_the_package_is_redacted() -> None:
     found = {obj.name: getattr(obj.fn, MARK, False) for obj in _prefect_objects()}
     assert len(found) >= 14, sorted(found)
     assert [name for name, marked in found.items() if not marked] == []
+
+
+def test_a_failed_candidate_leaves_no_copy_behind(env, ehr_home, tmp_path):
+    """A release refused for carrying raw ids: its bytes were cached for a resume, in the
+    run's own folder, and go with the run — not left in Prefect's result storage."""
+    import os
+    from pathlib import Path
+
+    _, out = env
+    data = tmp_path / "marked.csv"
+    data.write_text(CSV.replace("S0", MARKER))
+    req = request_for(data, out, algorithm="undeclared-ids")
+    thread, box = start(req)
+    thread.join(120)
+    assert runs.get_run(req.run_id).status == Status.FAILED
+    assert copies_of(MARKER, [ehr_home, out, Path(os.environ["PREFECT_HOME"])]) == []

@@ -49,6 +49,13 @@ def candidate_dir(run_id: str) -> Path:
     return home() / "runs" / check_safe_name(run_id) / "candidate"
 
 
+def stage_cache_dir(run_id: str) -> Path:
+    """Where Prefect keeps this run's cached anonymization (for a resume), beside the
+    candidate and removed with it: an unverified candidate must not outlive its run in
+    Prefect's shared result storage."""
+    return home() / "runs" / check_safe_name(run_id) / "stage-cache"
+
+
 def _utility_to_dict(report: UtilityReport) -> dict[str, Any]:
     return {**report.to_dict(), "charts": [
         {"name": c.name, "caption": c.caption, "png": base64.b64encode(c.png).decode()}
@@ -117,5 +124,7 @@ def load(run_id: str, pinned: dict[str, tuple[str, int]]) -> Bundle:
 
 
 def discard(run_id: str) -> None:
-    """Remove the candidate copy once the release is published or rejected."""
+    """Remove the candidate copies (the parked bundle's files and the cached anonymization)
+    once the run has ended: published, rejected, expired or failed."""
     shutil.rmtree(candidate_dir(run_id), ignore_errors=True)
+    shutil.rmtree(stage_cache_dir(run_id), ignore_errors=True)

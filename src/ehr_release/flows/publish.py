@@ -39,6 +39,7 @@ def publish_flow(run_id: str) -> str:
         except Exception as exc:
             runs.fail_run(run_id, actor=PUBLISH_ACTOR,
                           error=stored_error(exc))
+            bundle.discard(run_id)  # a failed run is terminal: no candidate copy stays
             raise
         bundle.discard(run_id)
         return Status.PUBLISHED.value

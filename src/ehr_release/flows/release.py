@@ -15,6 +15,7 @@ from __future__ import annotations
 from prefect import flow
 from prefect.runtime import flow_run
 
+from ehr_release import bundle
 from ehr_release.errors import EhrReleaseError, stored_error
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.reports import ReleaseOutcome, VerificationReport
@@ -31,6 +32,7 @@ from ehr_release.tasks.algorithm_stages import (
     pin_candidate_task,
     verify_task,
 )
+from ehr_release.tasks.caching import stage_cache
 from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.ingest import ingest_task
 from ehr_release.tasks.redaction import redacted
@@ -64,7 +66,7 @@ def _release(request: ReleaseRequest) -> str:
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
-        files = anonymize_task(plan)
+        files = anonymize_task.with_options(result_storage=stage_cache(run_id))(plan)
         pin_candidate_task(run_id, files)
         advance_task(run_id, Status.ANONYMIZED, {"files": sorted(files)})
         verification = verify_task(plan, files)
@@ -86,6 +88,7 @@ def _release(request: ReleaseRequest) -> str:
     except Exception as exc:
         runs.fail_run(run_id, actor=FLOW_ACTOR,
                       error=stored_error(exc))
+        bundle.discard(run_id)  # a failed run cannot be resumed: no candidate copy stays
         raise
 
 

@@ -11,9 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from pathlib import Path
 from typing import Any
 
 from ehr_release.canonical import canonical_json
+
+
+def stage_cache(run_id: str) -> Path:
+    """The result storage of a run's cached stages: a private folder of the run
+    (:func:`ehr_release.bundle.stage_cache_dir`), so discarding the run discards the cache.
+    A path, which Prefect reads as a local file system (an unsaved block it refuses)."""
+    from ehr_release.bundle import stage_cache_dir
+
+    folder = stage_cache_dir(run_id)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
 
 
 def release_stage_key(context: Any, parameters: dict[str, Any]) -> str:
