@@ -54,13 +54,18 @@ def loads_lines(data: bytes) -> list[Any] | None:
     kept = _KEPT[0]  # one read: another thread may replace it meanwhile
     if kept is not None and kept[0] is data:
         return kept[1]
-    try:
-        with paused_gc():
-            parsed = list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
-    except orjson.JSONDecodeError:
-        parsed = None
+    parsed = parse_lines(data)
     _KEPT[0] = (data, parsed, [])
     return parsed
+
+
+def parse_lines(data: bytes) -> list[Any] | None:
+    """:func:`loads_lines` without keeping the parse (for a reader that comes alone)."""
+    try:
+        with paused_gc():
+            return list(map(orjson.loads, filter(bytes.strip, data.split(b"\n"))))
+    except orjson.JSONDecodeError:
+        return None
 
 
 @contextmanager

@@ -16,11 +16,9 @@ ILM/ALM and settings equal what is recomputed here.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import cached_property
 from itertools import chain, compress
 from operator import itemgetter
@@ -66,19 +64,13 @@ class LdaSettings:
 
 
 class _Trees:
-    """Leaf counts, ancestry and the exact cost weights of one verification."""
+    """Leaf counts and the age hierarchy's blocks for one verification."""
 
     def __init__(self, hierarchy: Hierarchy, s: LdaSettings) -> None:
         self.h, self.s = hierarchy, s
         self.age_size = 1 << s.age_depth
         self.age_last = s.age_first + self.age_size - 1
-        self._up: dict[str, frozenset[str]] = {}
         self._lc: dict[str, int] = {}
-        # cost = w_icd·ΔL_icd/|ICD| + w_age·ΔL_age/|Age|, scaled to integers (exact ties)
-        a = Fraction(s.w_icd) / self.icd_size
-        b = Fraction(s.w_age) / self.age_size
-        scale = math.lcm(a.denominator, b.denominator)
-        self.wi, self.wa = int(a * scale), int(b * scale)
 
     @cached_property
     def icd_size(self) -> int:
@@ -89,19 +81,11 @@ class _Trees:
         return (self.s.age_first <= lo and hi <= self.age_last and width >= 1
                 and width & (width - 1) == 0 and (lo - self.s.age_first) % width == 0)
 
-    def icd_covers(self, node: str, code: str) -> bool:
-        if code not in self._up:
-            self._up[code] = frozenset([code, *self.h.ancestors(code)])
-        return node in self._up[code]
-
     def icd_l(self, node: str) -> int:
         if node not in self._lc:
             n = len(self.h.leaves_under(node))
             self._lc[node] = self.s.leaf_count if self.h.is_leaf(node) else n
         return self._lc[node]
-
-    def age_l(self, lo: int, hi: int) -> int:
-        return self.s.leaf_count if hi == lo else hi - lo + 1
 
 
 Records = tuple[list[str], list[list[Any]]]  # pseudonyms; trajectories of [node, [lo, hi]]
