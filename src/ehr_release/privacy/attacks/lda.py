@@ -302,10 +302,12 @@ class _Originals:
                                     for t in trajectories], dtype=np.int64)
         distinct = list(index)
         self.distinct = distinct
-        code_id: dict[str, int] = {}
-        self.code = np.array([code_id.setdefault(c, len(code_id))
-                              for t in distinct for c, _ in t], dtype=np.int64)
-        self.age = np.array([a for t in distinct for _, a in t], dtype=np.int64)
+        flat = list(chain.from_iterable(distinct))
+        codes = list(map(itemgetter(0), flat))
+        code_id = {c: i for i, c in enumerate(dict.fromkeys(codes))}
+        self.code = np.fromiter(map(code_id.__getitem__, codes), dtype=np.int64,
+                                count=len(flat))
+        self.age = np.fromiter(map(itemgetter(1), flat), dtype=np.int64, count=len(flat))
         self.lengths = np.array([len(t) for t in distinct], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64) \
             if distinct else np.zeros(0, dtype=np.int64)
@@ -448,7 +450,8 @@ def _smallest(records: list[tuple[PubPair, ...]],
     d = len(orig)
     lower = np.full(d, pub.empty, dtype=np.int64)
     if own is not None and len(pub):
-        pairs = [(orig.of_patient[i], pub.index[r]) for i, r in enumerate(own) if r]
+        of_patient = orig.of_patient.tolist()
+        pairs = [(of_patient[i], pub.index[r]) for i, r in enumerate(own) if r]
         if pairs:
             t, g = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
             anc = _ancestry(orig.codes, pub.nodes, hierarchy)
