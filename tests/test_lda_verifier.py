@@ -320,3 +320,15 @@ def test_vectorized_embeddings_equal_the_table_filled_one_pair_at_a_time(data, w
     found = [(int(i), int(a)) if ok else None
              for ok, i, a in zip(embeds, d_icd, d_age, strict=True)]
     assert found == [one_pair_table(h, s, o, p) for o, p in jobs]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["401.1", "4,01", "a\\b", 'q"', "é", "\x7f", "\t",
+                                           ",,", ""]) | st.text(max_size=4),
+                          st.tuples(st.integers(-5, 200), st.integers(-5, 200))), max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_the_shown_trajectory_is_the_json_dumps_rendering(trajectory):
+    import orjson
+
+    from ehr_release.privacy.lda import _rendered
+
+    assert _rendered(orjson.dumps(trajectory)) == json.dumps(trajectory)
