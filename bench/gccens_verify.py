@@ -55,6 +55,23 @@ def timed(fn, *args):
     return out, time.perf_counter() - w, time.process_time() - c
 
 
+COLUMNS = ("run", "closed s", "verify s", "attack s", "floor s", "verify/floor",
+           "attack/floor", "CPU closed+verify", "CPU attack", "CPU floor", "CPU ratio")
+
+
+def print_row(run: int, closed: tuple[float, float], verify: tuple[float, float],
+              attack: tuple[float, float], floor: tuple[float, float]) -> None:
+    """One row under :data:`COLUMNS`: each timing is (wall s, CPU s); the ratios are
+    (closed + verify) / floor and attack / floor (``bench/lda_verify.py`` prints the same)."""
+    (t_closed, c_closed), (t_ver, c_ver), (t_att, c_att), (t_floor, c_floor) = (
+        closed, verify, attack, floor)
+    print("  ".join(str(v) for v in (
+        run, f"{t_closed:.2f}", f"{t_ver:.2f}", f"{t_att:.2f}", f"{t_floor:.2f}",
+        f"{(t_closed + t_ver) / t_floor:.2f}", f"{t_att / t_floor:.2f}",
+        f"{c_closed + c_ver:.2f}", f"{c_att:.2f}", f"{c_floor:.2f}",
+        f"{(c_closed + c_ver) / c_floor:.2f}")), flush=True)
+
+
 def _flat(records: list[dict[str, int]]) -> tuple[np.ndarray, list[str], np.ndarray]:
     lengths = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
     codes = list(chain.from_iterable(records))
@@ -105,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"population {args.population:,}, sample {args.sample:,}, k = {K}, caps {CAP}: "
           f"anonymize {t_anon:.1f} s ({c_anon:.1f} CPU s); {RECORDS_FILE} "
           f"{len(files[RECORDS_FILE]) / 1e6:.1f} MB, sha256 {digest}…")
-    cols = ("run", "closed s", "verify s", "attack s", "floor s", "verify/floor",
-            "attack/floor", "CPU closed+verify", "CPU attack", "CPU floor", "CPU ratio")
-    print("  ".join(cols))
+    print("  ".join(COLUMNS))
     ok = True
     for run in range(args.repeat):
         dis, t_floor, c_floor = timed(floor, population, result.released)
@@ -118,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             audit, t_att, c_att = timed(attack_kmap, files, ids, sample, population, K, caps)
             ok &= audit.passed
         ok &= report.holds and not found and int(dis.min()) >= K
-        print("  ".join(str(v) for v in (
-            run, f"{t_closed:.2f}", f"{t_ver:.2f}", f"{t_att:.2f}", f"{t_floor:.2f}",
-            f"{(t_closed + t_ver) / t_floor:.2f}", f"{t_att / t_floor:.2f}",
-            f"{c_closed + c_ver:.2f}", f"{c_att:.2f}", f"{c_floor:.2f}",
-            f"{(c_closed + c_ver) / c_floor:.2f}")), flush=True)
+        print_row(run, (t_closed, c_closed), (t_ver, c_ver), (t_att, c_att), (t_floor, c_floor))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "
           f"verified, attack passed and floor ≥ k: {ok}")
     return 0 if ok else 1

@@ -26,7 +26,6 @@ import hashlib
 import json
 import resource
 import sys
-import time
 from itertools import chain
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
+from gccens_verify import COLUMNS, print_row, timed  # noqa: E402  (bench/gccens_verify.py)
 from lda import make_trajectories  # noqa: E402
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model  # noqa: E402
@@ -45,13 +45,6 @@ from ehr_release.privacy.formats.lda import SCHEMA  # noqa: E402
 from ehr_release.privacy.lda import LdaSettings, check_trajectories  # noqa: E402
 
 K = 5
-
-
-def timed(fn, *args):
-    """(result, wall s, CPU s) of ``fn(*args)``."""
-    w, c = time.perf_counter(), time.process_time()
-    out = fn(*args)
-    return out, time.perf_counter() - w, time.process_time() - c
 
 
 def release(trajs: list[list[tuple[str, int]]], ids: list[str], cache: Path
@@ -103,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(files['trajectories.jsonl']) / 1e6:.1f} MB, sha256 {digest}…; "
           f"lda.json {json.loads(files['lda.json'])['ilm']:.4f} ILM")
     h = icd9_hierarchy()
-    cols = ("run", "closed s", "verify s", "attack s", "floor s", "verify/floor",
-            "attack/floor", "CPU closed+verify", "CPU attack", "CPU floor", "CPU ratio")
-    print("  ".join(cols))
+    print("  ".join(COLUMNS))
     ok = True
     for run in range(args.repeat):
         _, t_floor, c_floor = timed(floor, trajs)
@@ -116,11 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             audit, t_att, c_att = timed(attack_trajectories, files, trajs, h, K, ids)
             ok &= audit.passed
         ok &= report.holds and not found
-        print("  ".join(str(v) for v in (
-            run, f"{t_closed:.2f}", f"{t_ver:.2f}", f"{t_att:.2f}", f"{t_floor:.2f}",
-            f"{(t_closed + t_ver) / t_floor:.2f}", f"{t_att / t_floor:.2f}",
-            f"{c_closed + c_ver:.2f}", f"{c_att:.2f}", f"{c_floor:.2f}",
-            f"{(c_closed + c_ver) / c_floor:.2f}")), flush=True)
+        print_row(run, (t_closed, c_closed), (t_ver, c_ver), (t_att, c_att), (t_floor, c_floor))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB; "
           f"verified and attack passed: {ok}")
     return 0 if ok else 1

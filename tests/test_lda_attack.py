@@ -216,6 +216,50 @@ def test_byte_level_side_channels_fail_the_audit(edit, word):
     assert word in report.measured
 
 
+_NODES = ["401.1", "401", "4,01", "40:1", "401é", 'say "401"', "a\\b", "tab\there"]
+_AGES = [34, 35, 0, -1, 2 ** 40, 2 ** 70, 34.0, True]
+_EDITS = [
+    lambda line: line,
+    lambda line: line.replace(", ", ",  ", 1),
+    lambda line: line.replace("4", "\\u0034", 1),
+    lambda line: line.replace(": ", ":", 1),
+    lambda line: json.dumps(dict(reversed(list(json.loads(line).items())))),
+    lambda line: line.replace("\"patient_id\"", "\"patient_id\": 0, \"patient_id\"", 1),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(_NODES), st.sampled_from(_AGES),
+                                             st.sampled_from(_AGES)), max_size=3),
+                          st.sampled_from(_EDITS)), min_size=1, max_size=5),
+       st.booleans())
+def test_the_column_wise_reader_vouches_only_for_what_the_line_reader_finds_clean(rows,
+                                                                                  shuffle):
+    """The one-pass reader may read a file only when the per-line reader finds no side
+    channel and the same records; it reads every plainly canonical file whose integers fit
+    in 64 bits (orjson reads larger ones as floats, and leaves them to the line reader)."""
+    from ehr_release.privacy.attacks.lda import _each_line
+
+    lines = [edit(json.dumps({"patient_id": f"p{i}", "trajectory": [[n, [a, b]]
+                                                                    for n, a, b in pairs]},
+                             ensure_ascii=False))
+             for i, (pairs, edit) in enumerate(rows)]
+    if shuffle:
+        lines.reverse()
+    data = ("\n".join(lines) + "\n").encode()
+    plain = attack_module._plain(data)
+    try:
+        each = _each_line({"trajectories.jsonl": data})
+    except attack_module._Unreadable:
+        each = None
+    if plain is not None:
+        assert each is not None and not each.side_channels
+        assert (plain.pids, plain.records) == (each.pids, each.records)
+    small = all(abs(a) < 2 ** 63 and abs(b) < 2 ** 63 for pairs, _ in rows for _, a, b in pairs)
+    if each is not None and not each.side_channels and small:
+        assert plain is not None
+
+
 def test_a_non_canonical_metadata_file_fails_the_audit():
     trajs = [[("401.1", 34)], [("401.9", 35)]]
     files = release(trajs, 2)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.dataset import Dataset
@@ -132,6 +134,30 @@ def test_finding5_count_records(name, sample):
     emptied = _with_lines(files, [{**r, "trajectory": []} for r in lines])
     assert count_records(emptied) == 0
     assert count_records({**files, "trajectories.jsonl": b""}) == 0
+
+
+_ODD_LINES = [
+    b'{"patient_id": "a", "trajectory": [["401", [33, 33]]]}',
+    b'{"patient_id": "b", "trajectory": []}',
+    b'{"patient_id": "c", "trajectory": {"x": 1}}',
+    b'{"patient_id": "d"}',
+    b'[1, 2]',
+    b'{not json',
+    b'{"patient_id": "e", "trajectory": [NaN]}',  # json.loads reads it, orjson does not
+    b'{"trajectory": [], "trajectory": [1]}',  # a repeated key: the last one counts
+    b'  ',
+    b'\xe2\x80\x83',  # a Unicode-only blank line
+    b'{"patient_id": "\xff", "trajectory": [1]}',  # not UTF-8
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_ODD_LINES), max_size=8), st.booleans())
+def test_count_records_column_wise_counts_what_the_line_reader_counts(lines, newline):
+    from ehr_release.privacy.formats.lda import _count_lines
+
+    data = b"\n".join(lines) + (b"\n" if newline else b"")
+    assert count_records({"trajectories.jsonl": data}) == _count_lines(data)
 
 
 def test_low_utility_is_flagged_against_publishing_nothing(sample):

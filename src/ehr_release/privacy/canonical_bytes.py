@@ -144,6 +144,8 @@ def _in_declared_order(values: list[Any], spec: Spec) -> bool:
     conform to ``spec``."""
     from ehr_release.privacy.closed_world import ListOf, MapOf, Nullable, Obj, TupleOf
 
+    if not _has_keys(spec):  # only lists and scalars below: no key order to check
+        return True
     if isinstance(spec, Nullable):
         return _in_declared_order([v for v in values if v is not None], spec.spec)
     if not values:
@@ -168,3 +170,20 @@ def _in_declared_order(values: list[Any], spec: Spec) -> bool:
         return all(_in_declared_order(list(map(itemgetter(i), values)), sub)
                    for i, sub in enumerate(spec.items))
     return True
+
+
+def _has_keys(spec: Spec) -> bool:
+    """Whether an object or a map may occur at or below ``spec``."""
+    from ehr_release.privacy.closed_world import ListOf, MapOf, Nullable, Obj, OneOf, TupleOf
+
+    if isinstance(spec, Obj | MapOf):
+        return True
+    if isinstance(spec, Nullable):
+        return _has_keys(spec.spec)
+    if isinstance(spec, ListOf):
+        return _has_keys(spec.item)
+    if isinstance(spec, TupleOf):
+        return any(map(_has_keys, spec.items))
+    if isinstance(spec, OneOf):
+        return any(map(_has_keys, spec.specs))
+    return False

@@ -16,20 +16,21 @@ ILM/ALM and settings equal what is recomputed here.
 from __future__ import annotations
 
 import json
-import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import cached_property
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 
 from ehr_release.hierarchy import Hierarchy
 from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
-from ehr_release.privacy.json_columns import all_conform, forget, loads_lines
+from ehr_release.privacy.json_columns import all_conform, forget, loads_lines, paused_gc
 from ehr_release.privacy.json_lines import (
     MalformedRelease,
     one_record_each,
@@ -44,12 +45,9 @@ if TYPE_CHECKING:
 NAME = "lda"
 RECORDS_FILE = "trajectories.jsonl"
 META_FILE = "lda.json"
-_INF = 2 ** 62  # an unreachable cell of the embedding table
-_BATCH = 4096  # (original, published) pairs per vectorized table
 LOSS_TOLERANCE = 1e-9  # the algorithm sums floats; this side sums exact integers
 _SHOW = 10  # how many offending patients a requirement's evidence names
 
-Pair = tuple[str, tuple[int, int]]  # published: (ICD node, (first age, last age))
 Original = Sequence[tuple[str, int]]
 _LINE = Obj({"patient_id": "str", "trajectory": ListOf(TupleOf(("str", TupleOf(("int", "int")))))})
 
@@ -67,19 +65,13 @@ class LdaSettings:
 
 
 class _Trees:
-    """Leaf counts, ancestry and the exact cost weights of one verification."""
+    """Leaf counts and the age hierarchy's blocks for one verification."""
 
     def __init__(self, hierarchy: Hierarchy, s: LdaSettings) -> None:
         self.h, self.s = hierarchy, s
         self.age_size = 1 << s.age_depth
         self.age_last = s.age_first + self.age_size - 1
-        self._up: dict[str, frozenset[str]] = {}
         self._lc: dict[str, int] = {}
-        # cost = w_icd·ΔL_icd/|ICD| + w_age·ΔL_age/|Age|, scaled to integers (exact ties)
-        a = Fraction(s.w_icd) / self.icd_size
-        b = Fraction(s.w_age) / self.age_size
-        scale = math.lcm(a.denominator, b.denominator)
-        self.wi, self.wa = int(a * scale), int(b * scale)
 
     @cached_property
     def icd_size(self) -> int:
@@ -90,23 +82,17 @@ class _Trees:
         return (self.s.age_first <= lo and hi <= self.age_last and width >= 1
                 and width & (width - 1) == 0 and (lo - self.s.age_first) % width == 0)
 
-    def icd_covers(self, node: str, code: str) -> bool:
-        if code not in self._up:
-            self._up[code] = frozenset([code, *self.h.ancestors(code)])
-        return node in self._up[code]
-
     def icd_l(self, node: str) -> int:
         if node not in self._lc:
             n = len(self.h.leaves_under(node))
             self._lc[node] = self.s.leaf_count if self.h.is_leaf(node) else n
         return self._lc[node]
 
-    def age_l(self, lo: int, hi: int) -> int:
-        return self.s.leaf_count if hi == lo else hi - lo + 1
+
+Records = tuple[list[str], list[list[Any]]]  # pseudonyms; trajectories of [node, [lo, hi]]
 
 
-def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, list[Pair]]],
-                                                               dict[str, Any]]:
+def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[Records, dict[str, Any]]:
     """The records column-wise when every line is plainly in shape and every pair valid,
     else line by line, which names the first departure (the verdict is the per-line
     reader's either way: the fast pass only ever refuses more, and then defers)."""
@@ -116,37 +102,51 @@ def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, l
     return _lines(files, trees)
 
 
-def _columns(files: Mapping[str, bytes], trees: _Trees) -> list[tuple[str, list[Pair]]] | None:
+def _columns(files: Mapping[str, bytes], trees: _Trees) -> Records | None:
     if RECORDS_FILE not in files or META_FILE not in files:
         return None
     objects = loads_lines(files[RECORDS_FILE])
-    forget()  # the closed world's parse, kept for this reader
-    if objects is None or not all_conform(objects, _LINE):
+    conform = objects is not None and all_conform(objects, _LINE)
+    forget()  # the closed world's parse (and its check), kept for this reader
+    if not conform:
         return None
-    records = [(obj["patient_id"], [(code, (lo, hi)) for code, (lo, hi) in obj["trajectory"]])
-               for obj in objects]
-    pairs = set(chain.from_iterable(traj for _, traj in records))
-    if not all(code in trees.h and trees.is_block(lo, hi) for code, (lo, hi) in pairs):
+    pids = list(map(itemgetter("patient_id"), objects))
+    trajs = list(map(itemgetter("trajectory"), objects))
+    flat = list(chain.from_iterable(trajs))
+    if not all(node in trees.h for node in set(map(itemgetter(0), flat))):
         return None
-    return records
+    try:
+        block = np.fromiter(chain.from_iterable(map(itemgetter(1), flat)), dtype=np.int64,
+                            count=2 * len(flat)).reshape(-1, 2)
+    except OverflowError:  # beyond 64 bits: no block, and the per-line reader says so
+        return None
+    lo, hi = block[:, 0], block[:, 1]
+    if not ((trees.s.age_first <= lo) & (lo <= hi) & (hi <= trees.age_last)).all():
+        return None
+    width = hi - lo + 1  # in the domain now: no overflow
+    if not ((width & (width - 1) == 0) & ((lo - trees.s.age_first) % width == 0)).all():
+        return None
+    return pids, trajs
 
 
-def _lines(files: Mapping[str, bytes], trees: _Trees) -> tuple[list[tuple[str, list[Pair]]],
-                                                               dict[str, Any]]:
-    records = []
+def _lines(files: Mapping[str, bytes], trees: _Trees) -> tuple[Records, dict[str, Any]]:
+    pids, trajs = [], []
     for no, obj in release_lines(files, RECORDS_FILE, META_FILE, ("patient_id", "trajectory")):
         pid, traj = obj["patient_id"], obj["trajectory"]
         if not isinstance(pid, str) or not isinstance(traj, list):
             raise MalformedRelease(f"line {no}: patient_id must be text and trajectory a list")
-        records.append((pid, [_pair(item, no, trees) for item in traj]))
-    return records, release_meta(files, META_FILE)
+        for item in traj:
+            _check_pair(item, no, trees)
+        pids.append(pid)
+        trajs.append(traj)
+    return (pids, trajs), release_meta(files, META_FILE)
 
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _pair(item: object, no: int, trees: _Trees) -> Pair:
+def _check_pair(item: object, no: int, trees: _Trees) -> None:
     ok = (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
           and isinstance(item[1], list) and len(item[1]) == 2 and all(map(_is_int, item[1])))
     if not ok:
@@ -157,126 +157,72 @@ def _pair(item: object, no: int, trees: _Trees) -> Pair:
     if not trees.is_block(lo, hi):
         raise MalformedRelease(f"line {no}: an age range is not a block of the age hierarchy "
                          f"{trees.s.age_first}–{trees.age_last}")
-    return code, (lo, hi)
 
 
-def cheapest_embedding(trees: _Trees, original: Original,
-                       published: Sequence[Pair]) -> tuple[int, int] | None:
-    """Loss numerators (ΔL ICD, ΔL Age) of the cheapest in-order embedding, or None.
+def embeddings(trees: _Trees, originals: Sequence[Original],
+               published: Sequence[Sequence[Sequence[Any]]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (original, published) pair: whether the published trajectory embeds in order
+    into the original, and the loss numerators (ΔL ICD, ΔL Age) of its cheapest embedding.
 
-    Table over (original prefix, published prefix); an original pair is either the image of
-    the next published pair (which must cover it in both attributes) or suppressed (charged
-    up to both roots). Ties of equal weighted cost go to the smaller ICD loss.
+    Published pairs are ``(ICD node, (first age, last age))`` in any sequence type. The loss
+    of an embedding charges a matched original pair L(published value) − L(original value)
+    in each attribute and a suppressed one L(root) − L(original value). Matching original
+    pair h to published pair j instead of suppressing it changes the charge by
+    L(node_j) − L(ICD root) and L(block_j) − L(Age root): by the published pair alone. Every
+    embedding matches each published pair exactly once, so every embedding costs the same
+
+        ΔL = Σ_h (L(root) − L(original_h)) − Σ_j (L(root) − L(published_j))
+
+    per attribute, whatever the weights — the cheapest is any one, and ties cannot split ICD
+    from Age loss. What remains is whether one exists: a greedy scan (each published pair
+    takes the earliest original pair it covers, which never loses for a subsequence test),
+    one step per original position over all pairs at once. The property tests hold this
+    equal to the minimum over every embedding (a one-pair table and brute force).
     """
-    n, m = len(original), len(published)
-    root_i, root_a = trees.icd_l(trees.h.root), trees.age_size
-    none = None
-    table: list[list[tuple[int, int, int] | None]] = [[none] * (m + 1) for _ in range(n + 1)]
-    table[0][0] = (0, 0, 0)
-    for h, (code, age) in enumerate(original, start=1):
-        oi, oa = trees.icd_l(code), trees.s.leaf_count
-        for j in range(min(h, m) + 1):
-            options = []
-            prev = table[h - 1][j]
-            if prev is not None:
-                di, da = prev[1] + root_i - oi, prev[2] + root_a - oa
-                options.append((trees.wi * di + trees.wa * da, di, da))
-            if j:
-                node, (lo, hi) = published[j - 1]
-                prev = table[h - 1][j - 1]
-                if prev is not None and lo <= age <= hi and trees.icd_covers(node, code):
-                    di = prev[1] + trees.icd_l(node) - oi
-                    da = prev[2] + trees.age_l(lo, hi) - oa
-                    options.append((trees.wi * di + trees.wa * da, di, da))
-            table[h][j] = min(options) if options else None
-    best = table[n][m]
-    return None if best is None else (best[1], best[2])
-
-
-def embeddings(trees: _Trees, jobs: Sequence[tuple[Original, Sequence[Pair]]]
-               ) -> list[tuple[int, int] | None]:
-    """:func:`cheapest_embedding` of every (original, published) pair, the same table
-    filled for many pairs at once with NumPy: one step per original position, vectorized
-    over pairs and published positions; pairs of similar length share a batch. Weights
-    whose costs could leave 64-bit integers are left to :func:`cheapest_embedding`."""
-    root_i, root_a = trees.icd_l(trees.h.root), trees.age_size
-    longest = max((len(o) for o, _ in jobs), default=0)
-    if (trees.wi * (root_i + 1) + trees.wa * (root_a + 1)) * (longest + 1) >= _INF // 4:
-        return [cheapest_embedding(trees, o, p) for o, p in jobs]
-    out: list[tuple[int, int] | None] = [None] * len(jobs)
-    order = sorted(range(len(jobs)), key=lambda i: (len(jobs[i][0]), len(jobs[i][1])))
-    for start in range(0, len(order), _BATCH):
-        chunk = order[start:start + _BATCH]
-        for i, loss in zip(chunk, _embed_batch(trees, [jobs[i] for i in chunk]), strict=True):
-            out[i] = loss
-    return out
-
-
-def _cells(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, column) of every item of rows of these lengths, laid out left-aligned."""
-    row = np.repeat(np.arange(len(lengths)), lengths)
-    return row, np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-
-
-def _embed_batch(trees: _Trees, jobs: Sequence[tuple[Original, Sequence[Pair]]]
-                 ) -> list[tuple[int, int] | None]:
     root_i, root_a, leaf = trees.icd_l(trees.h.root), trees.age_size, trees.s.leaf_count
-    p = len(jobs)
-    n = np.array([len(o) for o, _ in jobs], dtype=np.int64)
-    m = np.array([len(q) for _, q in jobs], dtype=np.int64)
-    width_n, width_m = int(n.max(initial=0)), int(m.max(initial=0))
-    code_id: dict[str, int] = {}
-    node_id: dict[str, int] = {}
-    originals = list(chain.from_iterable(o for o, _ in jobs))
-    published = list(chain.from_iterable(q for _, q in jobs))
-    codes = np.zeros((p, max(width_n, 1)), dtype=np.int64)
-    ages = np.zeros((p, max(width_n, 1)), dtype=np.int64)
-    row, col = _cells(n)
-    codes[row, col] = [code_id.setdefault(c, len(code_id)) for c, _ in originals]
-    ages[row, col] = [a for _, a in originals]
-    nodes = np.zeros((p, width_m), dtype=np.int64)
-    lo = np.ones((p, width_m), dtype=np.int64)
-    hi = np.zeros((p, width_m), dtype=np.int64)  # lo > hi: a padding pair covers nothing
-    row, col = _cells(m)
-    nodes[row, col] = [node_id.setdefault(v, len(node_id)) for v, _ in published]
-    lo[row, col] = [a for _, (a, _) in published]
-    hi[row, col] = [b for _, (_, b) in published]
-    oi = np.array([trees.icd_l(c) for c in code_id] or [0], dtype=np.int64)
-    ln = np.array([trees.icd_l(v) for v in node_id] or [0], dtype=np.int64)
+    n_len = np.fromiter(map(len, originals), dtype=np.int64, count=len(originals))
+    m_len = np.fromiter(map(len, published), dtype=np.int64, count=len(published))
+    flat_o = list(chain.from_iterable(originals))
+    flat_p = list(chain.from_iterable(published))
+    code_id = {c: i for i, c in enumerate(dict.fromkeys(map(itemgetter(0), flat_o)))}
+    node_id = {v: i for i, v in enumerate(dict.fromkeys(map(itemgetter(0), flat_p)))}
+    code = np.fromiter(map(code_id.__getitem__, map(itemgetter(0), flat_o)), dtype=np.int64,
+                       count=len(flat_o))
+    age = np.fromiter(map(itemgetter(1), flat_o), dtype=np.int64, count=len(flat_o))
+    node = np.fromiter(map(node_id.__getitem__, map(itemgetter(0), flat_p)), dtype=np.int64,
+                       count=len(flat_p))
+    block = np.fromiter(chain.from_iterable(map(itemgetter(1), flat_p)), dtype=np.int64,
+                        count=2 * len(flat_p)).reshape(-1, 2)
+    lo, hi = block[:, 0], block[:, 1]
     covers = np.zeros((max(len(code_id), 1), max(len(node_id), 1)), dtype=bool)
-    for code, c in code_id.items():  # ancestor-or-self, walked on the parent links
-        for node in (code, *trees.h.ancestors(code)):
-            if node in node_id:
-                covers[c, node_id[node]] = True
-    la = np.where(hi == lo, leaf, hi - lo + 1) - leaf  # age loss added by a match
-    ln_pub = ln[nodes]
-    cost = np.full((p, width_m + 1), _INF, dtype=np.int64)
-    d_i = np.zeros_like(cost)
-    d_a = np.zeros_like(cost)
-    cost[:, 0] = 0
-    for h in range(width_n):
-        live = (h < n)[:, None]
-        o_i, age = oi[codes[:, h]][:, None], ages[:, h][:, None]
-        ok1 = cost < _INF  # suppress the original pair: charged up to both roots
-        i1, a1 = d_i + (root_i - o_i), d_a + (root_a - leaf)
-        c1 = np.where(ok1, trees.wi * i1 + trees.wa * a1, _INF)
-        match = covers[codes[:, h][:, None], nodes] & (lo <= age) & (age <= hi)
-        ok2 = match & ok1[:, :-1]  # ...or be the image of published pair j
-        i2, a2 = d_i[:, :-1] + ln_pub - o_i, d_a[:, :-1] + la
-        c2 = np.where(ok2, trees.wi * i2 + trees.wa * a2, _INF)
-        take2 = ok2 & ((c2 < c1[:, 1:]) | (c2 == c1[:, 1:]) & (
-            (i2 < i1[:, 1:]) | (i2 == i1[:, 1:]) & (a2 < a1[:, 1:])))
-        new_c, new_i, new_a = c1, i1, a1
-        new_c[:, 1:] = np.where(take2, c2, c1[:, 1:])
-        new_i[:, 1:] = np.where(take2, i2, i1[:, 1:])
-        new_a[:, 1:] = np.where(take2, a2, a1[:, 1:])
-        cost = np.where(live, new_c, cost)
-        d_i = np.where(live, new_i, d_i)
-        d_a = np.where(live, new_a, d_a)
-    rows = np.arange(p)
-    final = cost[rows, m] < _INF
-    return [(int(i), int(a)) if ok else None for ok, i, a in zip(
-        final.tolist(), d_i[rows, m].tolist(), d_a[rows, m].tolist(), strict=True)]
+    for c, i in code_id.items():  # ancestor-or-self, walked on the parent links
+        for v in (c, *trees.h.ancestors(c)):
+            if v in node_id:
+                covers[i, node_id[v]] = True
+    o_start = np.cumsum(n_len) - n_len
+    p_start = np.cumsum(m_len) - m_len
+    j = np.zeros(len(originals), dtype=np.int64)  # published pairs matched so far
+    for h in range(int(n_len.max(initial=0))):
+        act = np.flatnonzero((n_len > h) & (j < m_len))
+        o, q = o_start[act] + h, p_start[act] + j[act]
+        hit = covers[code[o], node[q]] & (lo[q] <= age[o]) & (age[o] <= hi[q])
+        j[act[hit]] += 1
+    embeds = j == m_len
+    l_code = np.array([trees.icd_l(c) for c in code_id] or [0], dtype=np.int64)
+    l_node = np.array([trees.icd_l(v) for v in node_id] or [0], dtype=np.int64)
+    l_block = np.where(hi == lo, leaf, hi - lo + 1)
+    d_icd = (_row_sums(root_i - l_code[code], n_len)
+             - _row_sums(root_i - l_node[node], m_len))
+    d_age = n_len * (root_a - leaf) - _row_sums(root_a - l_block, m_len)
+    return embeds, d_icd, d_age
+
+
+def _row_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Exact integer sums of consecutive runs of ``values`` of these lengths."""
+    ends = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    stop = np.cumsum(lengths)
+    return ends[stop] - ends[stop - lengths]
 
 
 def check_trajectories(files: Mapping[str, bytes], patient_ids: Sequence[str],
@@ -300,41 +246,50 @@ def check_trajectories(files: Mapping[str, bytes], patient_ids: Sequence[str],
     VerificationReport
         Holds only if every requirement passed; a malformed release fails its format check.
     """
+    with paused_gc():  # acyclic values built in bulk (see json_columns.paused_gc)
+        return _check(files, patient_ids, trajectories, hierarchy, settings, algorithm)
+
+
+def _check(files: Mapping[str, bytes], patient_ids: Sequence[str],
+           trajectories: Sequence[Original], hierarchy: Hierarchy, settings: LdaSettings,
+           algorithm: str) -> VerificationReport:
     trees = _Trees(hierarchy, settings)
     fmt = (f"{RECORDS_FILE} lines of patient_id and trajectory of [ICD node, age block]; "
            "values are nodes of the hierarchies")
     try:
-        records, meta = _parse(files, trees)
+        (pids, trajs), meta = _parse(files, trees)
     except (MalformedRelease, UnicodeDecodeError) as exc:
         return VerificationReport(algorithm, [Requirement("release format", fmt, str(exc),
                                                           False)])
-    reqs = [Requirement("release format", fmt, f"{len(records)} records parsed", True)]
+    reqs = [Requirement("release format", fmt, f"{len(pids)} records parsed", True)]
     original = dict(zip(patient_ids, trajectories, strict=True))
     reqs.append(one_record_each(
         "one record per patient", f"each of the {len(original)} patients exactly once",
-        original, [pid for pid, _ in records], _SHOW))
-    reqs.append(_k_anonymity(records, settings.k))
-    known = [(pid, traj) for pid, traj in records if pid in original]
-    memo: dict[tuple, int] = {}  # identical (original, published) pairs: one table
-    which = [memo.setdefault((tuple(original[pid]), tuple(traj)), len(memo))
-             for pid, traj in known]
-    found = embeddings(trees, list(memo))
-    losses = {pid: found[w] for (pid, _), w in zip(known, which, strict=True)}
-    bad = [pid for pid, loss in losses.items() if loss is None]
+        original, pids, _SHOW))
+    reqs.append(_k_anonymity(trajs, settings.k))
+    # a patient listed twice is judged on its last record (and fails the check above)
+    last = {pid: i for i, pid in enumerate(pids) if pid in original}
+    known = sum(pid in original for pid in pids)
+    embeds, d_icd, d_age = embeddings(trees, [original[pid] for pid in last],
+                                      [trajs[i] for i in last.values()])
+    bad = list(compress(last, ~embeds))
     reqs.append(Requirement(
         "truthful generalization", "every published trajectory embeds in order into its "
         "original, each value an ancestor-or-self of the original value",
-        f"{len(bad)} of {len(known)} trajectories do not embed", not bad,
+        f"{len(bad)} of {known} trajectories do not embed", not bad,
         {"patients": bad[:_SHOW]}))
-    reqs.append(_declared(meta, trees, original, losses))
+    lengths = np.fromiter((len(original[pid]) for pid in last), dtype=np.int64,
+                          count=len(last))
+    reqs.append(_declared(meta, trees, lengths, d_icd, d_age, bool(bad)))
     return VerificationReport(algorithm, reqs)
 
 
-def _k_anonymity(records: list[tuple[str, list[Pair]]], k: int) -> Requirement:
-    by_pairs = Counter(tuple(traj) for _, traj in records)
+def _k_anonymity(trajs: list[list[Any]], k: int) -> Requirement:
+    # identical trajectories have identical compact renderings (only text and integers)
+    by_pairs = Counter(map(orjson.dumps, trajs))
     least = min(by_pairs.values(), default=0)
     # rendered only where shown or ordered: the small groups and the smallest
-    groups = {json.dumps(list(t)): n for t, n in by_pairs.items() if n < k or n == least}
+    groups = {_rendered(t): n for t, n in by_pairs.items() if n < k or n == least}
     small = sorted((n, t) for t, n in groups.items() if n < k)
     size, traj = min((n, t) for t, n in groups.items()) if groups else (0, "[]")
     shown = traj if len(traj) <= 200 else traj[:200] + "…"
@@ -346,27 +301,44 @@ def _k_anonymity(records: list[tuple[str, list[Pair]]], k: int) -> Requirement:
                                                  for n, t in small[:_SHOW]]})
 
 
-def _declared(meta: Mapping[str, Any], trees: _Trees, original: Mapping[str, Original],
-              losses: Mapping[str, tuple[int, int] | None]) -> Requirement:
-    """Recomputed ILM/ALM (thesis Def. 8) and the settings against what the release states."""
+_PLAIN = re.compile(rb"[\x20-\x5b\x5d-\x7e]*")  # printable ASCII but the backslash
+
+
+def _rendered(compact: bytes) -> str:
+    """``json.dumps`` of a trajectory from its orjson rendering ``compact``.
+
+    With printable ASCII and no backslash, neither encoder escapes anything, and the two
+    differ only by the space ``json.dumps`` puts after each comma — provided no node name
+    holds a comma: a trajectory of m pairs renders 2m quotes and 3m − 1 commas (0 for none).
+    Anything else is rendered by ``json.dumps`` itself.
+    """
+    pairs = compact.count(b'"') // 2
+    if _PLAIN.fullmatch(compact) and compact.count(b",") == max(3 * pairs - 1, 0):
+        return compact.replace(b",", b", ").decode("ascii")
+    return json.dumps(orjson.loads(compact))
+
+
+def _declared(meta: Mapping[str, Any], trees: _Trees, lengths: np.ndarray,
+              d_icd: np.ndarray, d_age: np.ndarray, unembedded: bool) -> Requirement:
+    """Recomputed ILM/ALM (thesis Def. 8) and the settings against what the release states.
+
+    One entry per patient in ``lengths`` (original length) and the loss numerators; the
+    means are summed left to right (``np.cumsum``), as a loop over the patients would."""
     s = trees.s
     settings = (("k", s.k), ("w_icd", s.w_icd), ("w_age", s.w_age),
                 ("leaf_count", s.leaf_count), ("age_domain", [s.age_first, trees.age_last]))
     wrong = {key: meta[key] for key, want in settings if key in meta and meta[key] != want}
     required = ("declared k, weights, leaf convention, age domain, ILM and ALM equal the "
                 "verified settings and the recomputed loss")
-    if any(v is None for v in losses.values()):
+    if unembedded:
         return Requirement("declared loss", required, "not recomputable: some trajectories do "
                            "not embed", False, {"settings_differ": wrong})
-    ilm = alm = 0.0
-    counted = 0
-    for pid, loss in losses.items():
-        length = len(original[pid])
-        if length and loss is not None:
-            ilm += loss[0] / trees.icd_size / length
-            alm += loss[1] / trees.age_size / length
-            counted += 1
-    ilm, alm = (ilm / counted, alm / counted) if counted else (0.0, 0.0)
+    counted = lengths > 0
+    per_icd = d_icd[counted] / trees.icd_size / lengths[counted]
+    per_age = d_age[counted] / trees.age_size / lengths[counted]
+    n = int(counted.sum())
+    ilm, alm = ((float(np.cumsum(per_icd)[-1]) / n, float(np.cumsum(per_age)[-1]) / n)
+                if n else (0.0, 0.0))
     off = {key: meta[key] for key, value in (("ilm", ilm), ("alm", alm))
            if key in meta and (not isinstance(meta[key], int | float)
                                or abs(meta[key] - value) > LOSS_TOLERANCE)}

@@ -38,6 +38,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain, islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ import numpy as np
 import orjson
 
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.privacy.json_columns import paused_gc
 from ehr_release.reports import AttackReport
 
 if TYPE_CHECKING:
@@ -93,6 +95,12 @@ def attack_trajectories(files: Mapping[str, bytes],
         ``trajectories``. Not attacker knowledge: the audit only uses them to skip exact
         counts that cannot matter (see :func:`_smallest`); the result is the same without.
     """
+    with paused_gc():  # acyclic values built in bulk (see json_columns.paused_gc)
+        return _attack(files, trajectories, hierarchy, k, patient_ids)
+
+
+def _attack(files: Mapping[str, bytes], trajectories: Sequence[Sequence[tuple[str, int]]],
+            hierarchy: Hierarchy, k: int, patient_ids: Sequence[str] | None) -> AttackReport:
     n = len(trajectories)
     try:
         release = _read(files)
@@ -149,7 +157,15 @@ def _plain(data: bytes) -> _Release | None:
     """The release read in one orjson pass when it is plainly canonical: newline-ended, no
     blank line, every line exactly the canonical rendering of a text pseudonym and a list
     of [ICD node, [first, last]] pairs, pseudonyms strictly increasing. None otherwise,
-    and :func:`_each_line` reads it line by line, naming every side channel."""
+    and :func:`_each_line` reads it line by line, naming every side channel.
+
+    Column-wise: types are compared per field as sets, never value by value in Python.
+    The lines are compared with one rendering of all records (lines joined by ``", "``
+    render as the list of their objects): once every value is known to be text or an
+    integer, orjson's compact rendering with a space put after every comma and colon is
+    ``json.dumps``' when the file holds no backslash (no escape, where the two may differ);
+    a space also put inside a string with a comma or colon only makes the comparison fail,
+    and any failure is re-decided by ``json.dumps`` itself."""
     if not data.endswith(b"\n"):
         return None
     raw = data[:-1].split(b"\n")
@@ -163,13 +179,33 @@ def _plain(data: bytes) -> _Release | None:
     trajs = list(map(itemgetter("trajectory"), objs))
     if set(map(type, pids)) - {str} or not all(map(operator.lt, pids, pids[1:])):
         return None
-    if list(map(_canonical, objs)) != [line.decode("utf-8") for line in raw]:
+    if set(map(type, trajs)) - {list}:
         return None
-    try:
-        records = [_trajectory(t) for t in trajs]
-    except _Unreadable:
+    flat = list(chain.from_iterable(trajs))
+    if set(map(type, flat)) - {list} or set(map(len, flat)) - {2}:
         return None
+    nodes, blocks = list(map(itemgetter(0), flat)), list(map(itemgetter(1), flat))
+    if set(map(type, nodes)) - {str} or set(map(type, blocks)) - {list} \
+            or set(map(len, blocks)) - {2}:
+        return None
+    ages = list(chain.from_iterable(blocks))
+    if set(map(type, ages)) - {int}:
+        return None
+    if not _canonical_lines(data[:-1], raw, objs):
+        return None
+    pairs = iter(zip(nodes, ages[0::2], ages[1::2], strict=True))
+    records = [tuple(islice(pairs, n)) for n in map(len, trajs)]
     return _Release(pids=pids, records=records, extras=[()] * len(pids))
+
+
+def _canonical_lines(body: bytes, raw: list[bytes], objs: list[dict[str, Any]]) -> bool:
+    """Whether every line is ``json.dumps(obj, ensure_ascii=False)`` (values are text and
+    integers only)."""
+    if b"\\" not in body:
+        spaced = orjson.dumps(objs).replace(b",", b", ").replace(b":", b": ")
+        if spaced == b"[" + body.replace(b"\n", b", ") + b"]":
+            return True
+    return list(map(_canonical, objs)) == [line.decode("utf-8") for line in raw]
 
 
 def _meta_channels(files: Mapping[str, bytes]) -> list[str]:
@@ -266,10 +302,12 @@ class _Originals:
                                     for t in trajectories], dtype=np.int64)
         distinct = list(index)
         self.distinct = distinct
-        code_id: dict[str, int] = {}
-        self.code = np.array([code_id.setdefault(c, len(code_id))
-                              for t in distinct for c, _ in t], dtype=np.int64)
-        self.age = np.array([a for t in distinct for _, a in t], dtype=np.int64)
+        flat = list(chain.from_iterable(distinct))
+        codes = list(map(itemgetter(0), flat))
+        code_id = {c: i for i, c in enumerate(dict.fromkeys(codes))}
+        self.code = np.fromiter(map(code_id.__getitem__, codes), dtype=np.int64,
+                                count=len(flat))
+        self.age = np.fromiter(map(itemgetter(1), flat), dtype=np.int64, count=len(flat))
         self.lengths = np.array([len(t) for t in distinct], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64) \
             if distinct else np.zeros(0, dtype=np.int64)
@@ -412,7 +450,8 @@ def _smallest(records: list[tuple[PubPair, ...]],
     d = len(orig)
     lower = np.full(d, pub.empty, dtype=np.int64)
     if own is not None and len(pub):
-        pairs = [(orig.of_patient[i], pub.index[r]) for i, r in enumerate(own) if r]
+        of_patient = orig.of_patient.tolist()
+        pairs = [(of_patient[i], pub.index[r]) for i, r in enumerate(own) if r]
         if pairs:
             t, g = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
             anc = _ancestry(orig.codes, pub.nodes, hierarchy)
