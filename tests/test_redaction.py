@@ -89,12 +89,13 @@ def test_a_bug_quoting_a_patient_reaches_prefect_as_its_type_and_place(env, monk
 def test_transient_failures_stay_retryable_and_causes_are_dropped() -> None:
     try:
         try:
-            raise ValueError(MARKER)
-        except ValueError as cause:
-            raise OperationalError("INSERT …", {"id": MARKER}, cause) from cause
+            raise ConnectionError("server closed the connection unexpectedly\nDETAIL: x")
+        except ConnectionError as cause:
+            raise OperationalError(f"INSERT '{MARKER}'", {"id": MARKER}, cause) from cause
     except OperationalError as exc:
         clean = redact(exc)
     assert isinstance(clean, RedactedError) and clean.transient
+    assert str(clean).endswith(": server closed the connection unexpectedly")  # the reason
     assert MARKER not in str(clean) and clean.__cause__ is None and clean.__context__ is None
     assert not redact(KeyError(MARKER)).transient
     quoted = InputError("duplicate patient id", file="x.csv", row=2, detail=MARKER)

@@ -11,7 +11,8 @@ task and flow body is wrapped by :func:`redacted`, which lets Prefect see only:
 * an operating-system error as raised (its reason and our own path: what an operator must
   act on);
 * anything else as :class:`RedactedError`: its type and where it was raised (file, line,
-  function — code, not data), its message withheld;
+  function — code, not data), its message withheld — but for a database that failed as a
+  service, the driver's first line (``server closed the connection``, ``database is locked``);
 
 each without the exceptions it was raised from (a cause's message could quote data too).
 The retry policy still sees whether the failure was transient (:attr:`RedactedError.transient`).
@@ -51,6 +52,19 @@ def _where(exc: BaseException) -> str:
     return f"{Path(last.filename).name}:{last.lineno} in {last.name}"
 
 
+def _connection_reason(exc: Exception) -> str | None:
+    """The driver's first line for a database that failed as a service (down, refusing,
+    locked): what an operator must act on. Never the statement or its parameters, which
+    SQLAlchemy appends on later lines, nor any other database error's words (a type or
+    constraint error can quote the value it refused)."""
+    from sqlalchemy.exc import OperationalError
+
+    if not isinstance(exc, OperationalError) or exc.orig is None:
+        return None
+    first = str(exc.orig).strip().splitlines()
+    return cap(first[0], 300) if first else None
+
+
 def redact(exc: Exception) -> Exception:
     """``exc`` as Prefect may store it (see the module docstring)."""
     from ehr_release.tasks.retry import TRANSIENT  # sqlalchemy: imported only on failure
@@ -64,8 +78,10 @@ def redact(exc: Exception) -> Exception:
             type(exc).__module__.split(".")[0] == "prefect":
         clean = exc  # already clean; Prefect's own signals (abort, pause, cancel) pass as-is
     else:
-        clean = RedactedError(f"{type(exc).__name__} at {_where(exc)} (its message is "
-                              "withheld: it may quote patient data)",
+        reason = _connection_reason(exc)
+        said = f": {reason}" if reason else " (its message is withheld: it may quote " \
+            "patient data)"
+        clean = RedactedError(f"{type(exc).__name__} at {_where(exc)}{said}",
                               transient=isinstance(exc, TRANSIENT))
     clean.__cause__ = None
     clean.__context__ = None
