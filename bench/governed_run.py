@@ -16,7 +16,8 @@ own stage lines. For the last warm run it splits the wall time into
   read of the file, the run's record); the flow process starts during it and loads Prefect
   (since issue 18 goal 1's second stop; before, the CLI imported Prefect itself after it);
 * ``registered → flow start``: whatever is left of the flow process's start-up (imports,
-  finding the API) and the flow run's creation;
+  finding the API, its head start: its own read of the input and the stages' imports,
+  :mod:`ehr_release.flows.head_start`) and the flow run's creation;
 * each Prefect task's own run time (from the API), and the flow's time between tasks;
 * ``flow end → cli exit``: the CLI noticing the parked run (it polls) and exiting.
 
@@ -184,7 +185,7 @@ def breakdown(run: dict[str, Any], tl: dict[str, Any]) -> list[tuple[str, float]
     tasks = tl["tasks"]
     rows = [("cli → run registered (start-up, precheck read)",
              tl["registered"] - run["started_at"]),
-            ("registered → flow start (rest of flow start-up, flow run)",
+            ("registered → flow start (rest of start-up, head start, flow run)",
              tl["flow_start"] - tl["registered"])]
     advance = sum(v for k, v in tasks.items() if k in {"advance", "pin-candidate", "park"})
     rows += [(f"  task {k}", v) for k, v in tasks.items()
@@ -244,12 +245,12 @@ def main() -> None:
                   f"{r['cli_cpu']:>9.1f}{r['flow_cpu']:>9.1f}{r['server_cpu']:>8.1f}"
                   + "".join(f"{r['steps'].get(lb, float('nan')):>14.1f}" for lb in labels))
         print("(CPU: seconds of each process from /proc; stage columns: the CLI's own "
-              "progress lines, wall seconds — its `anonymize` includes the flow process "
-              "start-up and the flow's second read of the file)")
+              "progress lines, wall seconds — its `anonymize` includes what is left of the "
+              "flow process's start-up and its read of the file)")
         last = results[-1][1]
         print(f"\n{results[-1][0]}: where the {last['wall']:.1f} s go")
         for label, secs in breakdown(last, timeline):
-            print(f"  {label:<58}{secs:>6.2f} s")
+            print(f"  {label:<64}{secs:>6.2f} s")
 
 
 if __name__ == "__main__":

@@ -196,6 +196,9 @@ def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
     """
     work = _run_folder(request.run_id)
     work.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Written now so the process can read the input while this one checks it (a head
+    # start, see ehr_release.flows.head_start); it runs the request only once told to.
+    write_durably(work / "request.json", request.model_dump_json().encode(), private=True)
     log_path = work / "flow.log"
     os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
     env = dict(os.environ)
@@ -231,15 +234,14 @@ def _api_set_here() -> str | None:
 
 
 def let_run(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
-    """Write the checked request where the flow process reads it, then let it go.
+    """Let the flow process run the checked request (:func:`launch_background` wrote it
+    where the process reads it).
 
     A process that died while starting cannot be told; :func:`wait_for_status` then
     reports the last line of its log.
     """
     from ehr_release.flows.launch import GO
 
-    req_file = _run_folder(request.run_id) / "request.json"
-    write_durably(req_file, request.model_dump_json().encode(), private=True)
     assert proc.stdin is not None
     with suppress(BrokenPipeError, OSError):
         proc.stdin.write(GO.encode() + b"\n")
@@ -254,6 +256,7 @@ def call_off(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
         proc.stdin.close()
     work = _run_folder(request.run_id)
     with suppress(OSError):
+        (work / "request.json").unlink()
         (work / "flow.log").unlink()
         work.rmdir()
 

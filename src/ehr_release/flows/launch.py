@@ -4,10 +4,13 @@
 long anonymization survives the CLI being closed) *before* it has finished checking the
 request: while the CLI reads the input in full and registers the run, this process imports
 Prefect and the flow's modules and finds the Prefect API (starting this home's local server
-if none answers), which together take seconds. Only then does it read one line from stdin:
-``go`` once the CLI has written REQUEST.json, anything else (end of file: the CLI refused the
-request or died) and it exits without running anything. Before it reads, it writes
-``ready`` to stdout, so the CLI can show how long it still waited for Prefect. The CLI
+if none answers), which together take seconds. Then it writes ``ready`` to stdout, so the
+CLI can show how long it still waited for Prefect, and gets a head start on the flow's work
+while the CLI may still be reading (:mod:`ehr_release.flows.head_start`: its own read of
+the input, offered to the ingest stage, and the stages' imports; nothing written). Only
+then does it read one line from stdin: ``go`` once the CLI has checked the request,
+anything else (end of file: the CLI refused the request or died) and it exits without
+running anything. The request it runs is REQUEST.json as read after ``go``. The CLI
 watches the run's status in the database; the process ends when the run is parked for its
 reviewer.
 
@@ -36,6 +39,7 @@ def main(argv: list[str]) -> int:
     configure_prefect_home()
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow
     from ehr_release.flows.runners import make_task_runner
     from ehr_release.flows.server import ensure_api
@@ -49,6 +53,7 @@ def main(argv: list[str]) -> int:
     # Tell the CLI (stdout is a pipe to it only for this line; then it is the log too).
     print(READY, flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    head_start(Path(argv[1]))  # never raises: whatever fails here, the flow meets again
     if sys.stdin.readline().strip() != GO:
         return 0  # the request was refused after this process started: nothing to run
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())

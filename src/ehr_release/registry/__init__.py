@@ -45,6 +45,7 @@ def lazy(module: str, name: str, /, **bound: Any) -> Callable[..., Any]:
 
     call.__name__ = name
     call.__qualname__ = f"{module}.{name}"
+    call.lazy_module = module  # type: ignore[attr-defined]  # see AlgorithmEntry.stage_modules
     return call
 
 
@@ -86,6 +87,12 @@ class AlgorithmEntry:
     count_records: Callable[[ReleaseFiles], int] | None = None
     defaults_from: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     prepare: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+    def stage_modules(self) -> list[str]:
+        """The modules its :func:`lazy` stages import at their first call: a flow process
+        waiting to run can load them beforehand (:mod:`ehr_release.flows.head_start`)."""
+        stages = (self.anonymize, self.verify, self.evaluate, self.attack)
+        return [m for s in stages if isinstance(m := getattr(s, "lazy_module", None), str)]
 
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values).

@@ -4,6 +4,10 @@ parameters, the validated extract, fingerprints), register the dataset and open 
 The work is done by plain functions the CLI also calls before Prefect starts
 (:func:`ehr_release.plan.make_plan`, :mod:`ehr_release.intake`); this task adds the stage
 artifact and the retry policy. Every later task receives the plan it returns.
+
+The flow process may have made the plan already while it waited for the CLI
+(:mod:`ehr_release.flows.head_start`): it offers it with :func:`offer_plan`, and the task
+takes it, once, only for the very request it was made from.
 """
 
 from __future__ import annotations
@@ -18,7 +22,24 @@ from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
-__all__ = ["ingest_task", "load_request_dataset", "register_run"]
+__all__ = ["ingest_task", "load_request_dataset", "offer_plan", "register_run"]
+
+#: A plan this process made before the flow started, for the request it was made from.
+_offered: list[ReleasePlan] = []
+
+
+def offer_plan(plan: ReleasePlan) -> None:
+    """Hand the ingest stage a plan this process made itself (it replaces any other)."""
+    _offered[:] = [plan]
+
+
+def _made_plan(request: ReleaseRequest) -> ReleasePlan:
+    """The offered plan if it was made from exactly ``request`` (taken once), else a new
+    one: read and check the input now."""
+    offered = _offered.pop() if _offered else None
+    if offered is not None and offered.request == request:
+        return offered
+    return make_plan(request)
 
 
 # Raw patient data must never land in Prefect's result storage: no caching, no persistence.
@@ -35,7 +56,7 @@ def ingest_task(request: ReleaseRequest) -> ReleasePlan:
     """
     if runs.find_run(request.run_id) is None:
         check_data_use_policy(request)
-    plan = make_plan(request)
+    plan = _made_plan(request)
     dataset, fingerprint = plan.dataset, plan.fingerprint
     stage_artifact("ingest", request.run_id, md_table(
         [("patients", str(dataset.n_patients)), ("diagnosis rows", str(len(dataset.diagnoses))),
