@@ -30,6 +30,7 @@ to a frozen copy of the step-by-step implementation.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections import Counter
@@ -75,7 +76,7 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
     """
     kept = item >= 0
     width = int(item.max()) + 1 if len(item) else 1
-    pairs = np.unique(rec[kept] * width + item[kept])
+    pairs = _distinct(rec[kept] * width + item[kept])
     owner, z = pairs // width, size[pairs % width].astype(float)
     sigma = np.bincount(owner, weights=z, minlength=n)
     term = np.where(z >= 2, np.exp2(z - sigma[owner]) * (1 - np.exp2(-z)), 0.0)
@@ -91,7 +92,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
             full_queue: bool = False) -> CodeGeneralization:
     """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster."""
     rec, code = table.gather(rows)
-    uniq, local = np.unique(code, return_inverse=True)
+    uniq, local = _compact(code, len(table.code_set))
     state = _Items(len(rows), rec, local, table.code_set[uniq])
     queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
     queue.run()
@@ -99,9 +100,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
     item = label[local]
     items = _items_by_label(label, uniq)
-    size = np.zeros(len(uniq), dtype=np.int64)
-    for lab, codes in items.items():
-        size[lab] = len(codes)
+    size = np.bincount(label[label >= 0], minlength=len(uniq))
     weight = None
     if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
         weight = np.ones(len(uniq))
@@ -110,6 +109,37 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
                               float(gen.sum()), float(sup.sum()), state.suppressed_codes)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for an int array, by sorting: numpy's hash-based unique is
+    several times slower on GenDiag's few thousand keys."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]
+
+
+def _compact(code: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(code, return_inverse=True)`` for code ids below ``n_codes``: a presence
+    table and its running count instead of a sort."""
+    present = np.zeros(n_codes, dtype=bool)
+    present[code] = True
+    uniq = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return uniq, rank[code]
+
+
+@functools.lru_cache(maxsize=256)
+def _triu(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i < j) of ``length`` items; cached: every cluster needs the same few."""
+    a, b = np.triu_indices(length, 1)
+    a.flags.writeable = False
+    b.flags.writeable = False
+    return a, b
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
@@ -350,7 +380,7 @@ class BorderQueue(_Queue):
             if length < 2:
                 continue
             base = starts[lens == length]
-            a, b = np.triu_indices(int(length), 1)
+            a, b = _triu(int(length))
             firsts.append((base[:, None] + a).ravel())
             seconds.append((base[:, None] + b).ravel())
         if not firsts:
@@ -410,16 +440,23 @@ class BorderQueue(_Queue):
 
         The partner keys of a and b never tie (their mincodes differ), so the side order
         does not matter; merging a with b leaves one frequent item, which ends the fix.
+
+        Fast path (GenDiag's hottest loop): when the code set's best valid item t is neither
+        a nor b, it is both sides' best partner and the two keys differ only in size and
+        mincode, so the smaller side absorbs t inline. A grown side's partner-heap entry is
+        not pushed at once (it would go stale at the side's next merge): the side is
+        compared with the heap's top instead, and its entry is pushed when the fast path
+        ends. The heap's top valid entry — the minimum over alive items — is the same.
         """
         s, k, post = self.s, self.k, self.s.post
         if s.code_set[a] != s.code_set[b]:
             self._fix_cross_pair(a, b)
             return
         heap = s.partners[s.code_set[a]]
-        alive, size, sup, mincode = s.alive, s.size, s.sup, s.mincode
+        alive, size, sup, mincode, parent = s.alive, s.size, s.sup, s.mincode, s.parent
+        frequent, dirty = self.frequent, self.dirty
+        held: list[int] = []  # sides whose current entry is not in the heap yet
         while (post[a] & post[b]).bit_count() < k:
-            # Fast path: when the code set's best valid item t is neither a nor b, it is
-            # both sides' best partner, and the two keys differ only in size and mincode.
             while heap:
                 top = heap[0]
                 t = top[3]
@@ -428,10 +465,38 @@ class BorderQueue(_Queue):
                 heapq.heappop(heap)  # stale: best_partner would drop it too
             else:
                 t = -1
-            if t >= 0 and t != a and t != b:
+            if t >= 0 and t != a and t != b and not any(
+                    (size[x], -sup[x], mincode[x], x) < top for x in held):
                 u, other = (a, b) if (size[a], mincode[a]) < (size[b], mincode[b]) else (b, a)
-                a, b = self._absorb(u, t), other
+                keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
+                mine = post[keep]
+                delta = post[gone] & ~mine
+                mine |= post[gone]
+                post[keep] = mine
+                sup[keep] = mine.bit_count()
+                size[keep] += size[gone]
+                if mincode[gone] < mincode[keep]:
+                    mincode[keep] = mincode[gone]
+                alive[gone] = False
+                parent[gone] = keep
+                frequent.discard(gone)
+                dirty.pop(gone, None)
+                # keep is frequent (u is): merged()'s bookkeeping for a frequent survivor
+                if keep not in frequent:
+                    frequent.add(keep)
+                    dirty[keep] = None
+                elif keep not in dirty:
+                    dirty[keep] = delta
+                else:
+                    changed = dirty[keep]
+                    if changed is not None:
+                        dirty[keep] = changed | delta
+                if u in held:
+                    held.remove(u)
+                held.append(keep)
+                a, b = keep, other
                 continue
+            self._release(heap, held)
             va, vb = s.best_partner(a), s.best_partner(b)
             if va < 0 and vb < 0:
                 e = min((a, b), key=lambda x: (s.sup[x], s.mincode[x]))
@@ -447,35 +512,14 @@ class BorderQueue(_Queue):
             if v == other:
                 return
             a, b = keep, other
+        self._release(heap, held)
 
-    def _absorb(self, u: int, t: int) -> int:
-        """``merge(u, t)`` then ``merged(...)`` in one, for a frequent u (the fast path of
-        :meth:`_fix_pair`, GenDiag's hottest loop); returns the surviving item."""
+    def _release(self, heap: list[tuple[int, int, int, int]], held: list[int]) -> None:
+        """Push the held entries of :meth:`_fix_pair`'s grown sides."""
         s = self.s
-        post, sup = s.post, s.sup
-        keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
-        delta = post[gone] & ~post[keep]
-        post[keep] |= post[gone]
-        sup[keep] = post[keep].bit_count()
-        s.size[keep] += s.size[gone]
-        s.mincode[keep] = min(s.mincode[keep], s.mincode[gone])
-        s.alive[gone] = False
-        s.parent[gone] = keep
-        heapq.heappush(s.partners[s.code_set[keep]],
-                       (s.size[keep], -sup[keep], s.mincode[keep], keep))
-        frequent, dirty = self.frequent, self.dirty
-        frequent.discard(gone)
-        dirty.pop(gone, None)
-        if sup[keep] < self.k:  # cannot happen (u is frequent), kept as merged() has it
-            self.push((keep,), sup[keep])
-        elif keep not in frequent:
-            frequent.add(keep)
-            dirty[keep] = None
-        elif keep not in dirty:
-            dirty[keep] = delta
-        elif dirty[keep] is not None:
-            dirty[keep] |= delta
-        return keep
+        for x in held:
+            heapq.heappush(heap, (s.size[x], -s.sup[x], s.mincode[x], x))
+        held.clear()
 
     def _fix_cross_pair(self, a: int, b: int) -> None:
         """``_fix_pair`` when a and b lie in different code sets, merge state kept local.
