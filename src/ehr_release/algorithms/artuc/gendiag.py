@@ -158,10 +158,14 @@ def _items_by_label(label: np.ndarray, uniq: np.ndarray) -> dict[int, tuple[int,
     order = kept[np.argsort(label[kept], kind="stable")]
     if not len(order):
         return {}
-    starts = np.flatnonzero(np.r_[True, label[order][1:] != label[order][:-1]])
-    groups = np.split(uniq[order], starts[1:])
-    first = order[starts]
-    return {int(label[first[g]]): tuple(groups[g].tolist()) for g in np.argsort(first)}
+    ordered = label[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    codes = uniq[order].tolist()
+    ends = [*starts[1:].tolist(), len(codes)]
+    bounds = starts.tolist()
+    labels = ordered[starts].tolist()
+    return {labels[g]: tuple(codes[bounds[g]:ends[g]])
+            for g in np.argsort(order[starts]).tolist()}
 
 
 # --------------------------------------------------------------------------- item state
@@ -171,19 +175,25 @@ def _postings(n: int, rec: np.ndarray, local: np.ndarray, d: int) -> list[int]:
     Blocks of items keep the dense bit matrix small (≈4 MB) even for a whole group.
     """
     width = (n + 7) // 8
+    block = max(1, (1 << 22) // max(8 * width, 1))
+    if d <= block:  # one block: no need to sort the occurrences by item
+        return _bit_rows(rec, local, d, width)
     order = np.argsort(local, kind="stable")
     bounds = np.searchsorted(local[order], np.arange(d + 1))
-    block = max(1, (1 << 22) // max(8 * width, 1))
     out: list[int] = []
     for lo in range(0, d, block):
         hi = min(d, lo + block)
         sel = order[bounds[lo]:bounds[hi]]
-        bits = np.zeros((hi - lo, 8 * width), dtype=np.uint8)
-        bits[local[sel] - lo, rec[sel]] = 1
-        raw = np.packbits(bits, axis=1, bitorder="little").tobytes()
-        out.extend(int.from_bytes(raw[i * width:(i + 1) * width], "little")
-                   for i in range(hi - lo))
+        out.extend(_bit_rows(rec[sel], local[sel] - lo, hi - lo, width))
     return out
+
+
+def _bit_rows(rec: np.ndarray, local: np.ndarray, d: int, width: int) -> list[int]:
+    """Rows 0..d−1 of the bit matrix with bits (local, rec) set, as Python ints."""
+    bits = np.zeros((d, 8 * width), dtype=np.uint8)
+    bits[local, rec] = 1
+    raw = memoryview(np.packbits(bits, axis=1, bitorder="little").tobytes())
+    return [int.from_bytes(raw[i * width:(i + 1) * width], "little") for i in range(d)]
 
 
 class _Items:
@@ -356,7 +366,7 @@ class BorderQueue(_Queue):
                                                                          << _ID_BITS)
         if b is not None:
             key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
-        return [int(x) for x in key.tolist()]
+        return key.tolist()  # Python ints (int64 and object arrays alike)
 
     def push(self, p: tuple[int, ...], support: int) -> None:
         """Q holds ints, not tuples (much cheaper heap operations): (k − support), then a
@@ -465,8 +475,7 @@ class BorderQueue(_Queue):
                 heapq.heappop(heap)  # stale: best_partner would drop it too
             else:
                 t = -1
-            if t >= 0 and t != a and t != b and not any(
-                    (size[x], -sup[x], mincode[x], x) < top for x in held):
+            if t >= 0 and t != a and t != b and not (held and self._held_first(held, top)):
                 u, other = (a, b) if (size[a], mincode[a]) < (size[b], mincode[b]) else (b, a)
                 keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
                 mine = post[keep]
@@ -513,6 +522,14 @@ class BorderQueue(_Queue):
                 return
             a, b = keep, other
         self._release(heap, held)
+
+    def _held_first(self, held: list[int], top: tuple[int, int, int, int]) -> bool:
+        """Whether a held side's entry would be above the heap's ``top``."""
+        s = self.s
+        for x in held:
+            if s.size[x] <= top[0] and (s.size[x], -s.sup[x], s.mincode[x], x) < top:
+                return True
+        return False
 
     def _release(self, heap: list[tuple[int, int, int, int]], held: list[int]) -> None:
         """Push the held entries of :meth:`_fix_pair`'s grown sides."""
