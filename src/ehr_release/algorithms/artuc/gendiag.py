@@ -406,29 +406,31 @@ class BorderQueue(_Queue):
         support is current (every pushed support is < k)."""
         s, heap, k = self.s, self.int_heap, self.k
         alive, sup, post = s.alive, s.sup, s.post
-        mask = (1 << _ID_BITS) - 1
-        alive_at_purge, pops = sum(alive), 0
+        pop, grow, fix_pair, flush = heapq.heappop, self._grow, self._fix_pair, self._flush
+        mask, shift, pair = (1 << _ID_BITS) - 1, 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS)
+        purging = self.k < _INT64_KEYS_BELOW_K
+        alive_at_purge, pops, check_at = sum(alive), 0, _PURGE_EVERY
         while heap:
             pops += 1
-            if not pops % _PURGE_EVERY and self.k < _INT64_KEYS_BELOW_K:
+            if pops == check_at and purging:
+                check_at += _PURGE_EVERY
                 now = sum(alive)
                 if now <= _PURGE_WHEN_ALIVE * alive_at_purge:
                     self._purge_dead()
                     alive_at_purge = now
                     if not heap:
                         break
-            key = heapq.heappop(heap)
-            support = k - (key >> (2 * _ID_BITS + 1))
+            key = pop(heap)
             a = (key >> _ID_BITS) & mask
-            if not key >> (2 * _ID_BITS) & 1:
-                if alive[a] and sup[a] == support:
-                    self._grow(a)
-                    self._flush()
+            if not key & pair:
+                if alive[a] and sup[a] == k - (key >> shift):
+                    grow(a)
+                    flush()
                 continue
             b = key & mask
-            if alive[a] and alive[b] and (post[a] & post[b]).bit_count() == support:
-                self._fix_pair(a, b)
-                self._flush()
+            if alive[a] and alive[b] and (post[a] & post[b]).bit_count() == k - (key >> shift):
+                fix_pair(a, b)
+                flush()
 
     def _purge_dead(self) -> None:
         """Drop the entries of dead items from Q at once.
@@ -648,16 +650,15 @@ class BorderQueue(_Queue):
             self.dirty.clear()
             return
         k, post, heap, frequent = self.k, self.s.post, self.int_heap, self.frequent
-        shift, pair = 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS)
+        shift, pair, push = 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS), heapq.heappush
         for x, changed in self.dirty.items():
             mine = post[x]
             source = mine if changed is None else changed
-            for y in [y for y in frequent if post[y] & source]:
-                if y != x:
-                    both = (mine & post[y]).bit_count()
-                    if both < k:
-                        low, high = (x, y) if x < y else (y, x)
-                        heapq.heappush(heap, (k - both) << shift | pair | low << _ID_BITS | high)
+            # x itself is frequent (support ≥ k), so "both < k" leaves it out
+            for y, both in [(y, both) for y in frequent if post[y] & source
+                            and (both := (mine & post[y]).bit_count()) < k]:
+                push(heap, (k - both) << shift | pair
+                     | (x << _ID_BITS | y if x < y else y << _ID_BITS | x))
         self.dirty.clear()
 
     def suppressed(self, e: int) -> None:
