@@ -381,12 +381,16 @@ class BorderQueue(_Queue):
                         frequent: np.ndarray) -> list[int]:
         keep = frequent[local]
         r, c = rec[keep], local[keep]
-        order = np.lexsort((c, r))
-        r, c = r[order], c[order]
-        starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-        lens = np.diff(np.r_[starts, len(r)])
+        step = np.diff(r)
+        # gather() lists records in order and each record's codes sorted: already lexsorted
+        if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
+            order = np.lexsort((c, r))
+            r, c = r[order], c[order]
+            step = np.diff(r)
+        starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
+        lens = np.diff(np.append(starts, len(r)))
         firsts, seconds = [], []
-        for length in np.unique(lens):
+        for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
             if length < 2:
                 continue
             base = starts[lens == length]
@@ -396,8 +400,10 @@ class BorderQueue(_Queue):
         if not firsts:
             return []
         d = len(frequent)
-        keys = c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)]
-        uniq, counts = np.unique(keys, return_counts=True)
+        keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        uniq = keys[np.concatenate(([0], bounds))]
+        counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
         rare = counts < self.k
         return self._keys(counts[rare], uniq[rare] // d, uniq[rare] % d)
 
