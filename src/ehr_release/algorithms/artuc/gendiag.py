@@ -221,12 +221,16 @@ class _Items:
     def _partner_heaps(code_set: np.ndarray,
                        sup: np.ndarray) -> dict[int, list[tuple[int, int, int, int]]]:
         """One heap per code set; a sorted list is already a heap."""
+        if not len(sup):
+            return {}
         ids = np.lexsort((np.arange(len(sup)), -sup, code_set))
-        sets = code_set[ids].tolist()
-        heaps: dict[int, list[tuple[int, int, int, int]]] = {}
-        for i, c, cs in zip(ids.tolist(), (-sup[ids]).tolist(), sets, strict=True):
-            heaps.setdefault(cs, []).append((1, c, i, i))
-        return heaps
+        sets = code_set[ids]
+        items = ids.tolist()
+        entries = list(zip(itertools.repeat(1), (-sup[ids]).tolist(), items, items))
+        starts = np.flatnonzero(np.diff(sets)) + 1
+        lo = [0, *starts.tolist()]
+        hi = [*starts.tolist(), len(entries)]
+        return {cs: entries[a:b] for cs, a, b in zip(sets[lo].tolist(), lo, hi, strict=True)}
 
     def best_partner(self, u: int) -> int:
         """The smallest item of u's code set other than u (ties: support, then codes); −1 if
@@ -486,6 +490,7 @@ class BorderQueue(_Queue):
             if t >= 0 and t != a and t != b and not (held and self._held_first(held, top)):
                 u, other = (a, b) if (size[a], mincode[a]) < (size[b], mincode[b]) else (b, a)
                 keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
+                heapq.heappop(heap)  # t's entry, stale from now on (t dies or grows)
                 mine = post[keep]
                 delta = post[gone] & ~mine
                 mine |= post[gone]
