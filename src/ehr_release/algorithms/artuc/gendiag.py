@@ -24,12 +24,17 @@ Speed (the benchmark runs GenDiag thousands of times): ``BorderQueue`` does the 
 generic fix loop without its per-merge bookkeeping. Q's live entries depend only on the state
 and the fix loop never reads Q, so pairs are pushed once per fix (``_flush``); a singleton's
 run of merges (``_grow``) and a cross-code-set pair's (``_Lineage``) keep the growing item in
-local variables. ``tests/test_artuc_gendiag_equivalence.py`` checks the output is identical
-to a frozen copy of the step-by-step implementation.
+local variables; ``_fix_pair``'s fast path merges inline and holds its grown sides'
+partner-heap entries until it ends. Set-up and UL avoid ``np.unique`` (numpy's hash-based
+unique is several times slower than a sort on a cluster's few thousand keys) and re-sorting
+what :meth:`CodeTable.gather` already returns in order.
+``tests/test_artuc_gendiag_equivalence.py`` checks the output is identical to a frozen copy
+of the step-by-step implementation.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections import Counter
@@ -75,7 +80,7 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
     """
     kept = item >= 0
     width = int(item.max()) + 1 if len(item) else 1
-    pairs = np.unique(rec[kept] * width + item[kept])
+    pairs = _distinct(rec[kept] * width + item[kept])
     owner, z = pairs // width, size[pairs % width].astype(float)
     sigma = np.bincount(owner, weights=z, minlength=n)
     term = np.where(z >= 2, np.exp2(z - sigma[owner]) * (1 - np.exp2(-z)), 0.0)
@@ -91,7 +96,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
             full_queue: bool = False) -> CodeGeneralization:
     """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster."""
     rec, code = table.gather(rows)
-    uniq, local = np.unique(code, return_inverse=True)
+    uniq, local = _compact(code, len(table.code_set))
     state = _Items(len(rows), rec, local, table.code_set[uniq])
     queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
     queue.run()
@@ -99,9 +104,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
     item = label[local]
     items = _items_by_label(label, uniq)
-    size = np.zeros(len(uniq), dtype=np.int64)
-    for lab, codes in items.items():
-        size[lab] = len(codes)
+    size = np.bincount(label[label >= 0], minlength=len(uniq))
     weight = None
     if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
         weight = np.ones(len(uniq))
@@ -110,6 +113,37 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
                               float(gen.sum()), float(sup.sum()), state.suppressed_codes)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for an int array, by sorting: numpy's hash-based unique is
+    several times slower on GenDiag's few thousand keys."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]
+
+
+def _compact(code: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(code, return_inverse=True)`` for code ids below ``n_codes``: a presence
+    table and its running count instead of a sort."""
+    present = np.zeros(n_codes, dtype=bool)
+    present[code] = True
+    uniq = np.flatnonzero(present)
+    rank = np.cumsum(present) - 1
+    return uniq, rank[code]
+
+
+@functools.lru_cache(maxsize=256)
+def _triu(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i < j) of ``length`` items; cached: every cluster needs the same few."""
+    a, b = np.triu_indices(length, 1)
+    a.flags.writeable = False
+    b.flags.writeable = False
+    return a, b
 
 
 def _roots(parent: np.ndarray) -> np.ndarray:
@@ -128,10 +162,14 @@ def _items_by_label(label: np.ndarray, uniq: np.ndarray) -> dict[int, tuple[int,
     order = kept[np.argsort(label[kept], kind="stable")]
     if not len(order):
         return {}
-    starts = np.flatnonzero(np.r_[True, label[order][1:] != label[order][:-1]])
-    groups = np.split(uniq[order], starts[1:])
-    first = order[starts]
-    return {int(label[first[g]]): tuple(groups[g].tolist()) for g in np.argsort(first)}
+    ordered = label[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    codes = uniq[order].tolist()
+    ends = [*starts[1:].tolist(), len(codes)]
+    bounds = starts.tolist()
+    labels = ordered[starts].tolist()
+    return {labels[g]: tuple(codes[bounds[g]:ends[g]])
+            for g in np.argsort(order[starts]).tolist()}
 
 
 # --------------------------------------------------------------------------- item state
@@ -141,19 +179,25 @@ def _postings(n: int, rec: np.ndarray, local: np.ndarray, d: int) -> list[int]:
     Blocks of items keep the dense bit matrix small (≈4 MB) even for a whole group.
     """
     width = (n + 7) // 8
+    block = max(1, (1 << 22) // max(8 * width, 1))
+    if d <= block:  # one block: no need to sort the occurrences by item
+        return _bit_rows(rec, local, d, width)
     order = np.argsort(local, kind="stable")
     bounds = np.searchsorted(local[order], np.arange(d + 1))
-    block = max(1, (1 << 22) // max(8 * width, 1))
     out: list[int] = []
     for lo in range(0, d, block):
         hi = min(d, lo + block)
         sel = order[bounds[lo]:bounds[hi]]
-        bits = np.zeros((hi - lo, 8 * width), dtype=np.uint8)
-        bits[local[sel] - lo, rec[sel]] = 1
-        raw = np.packbits(bits, axis=1, bitorder="little").tobytes()
-        out.extend(int.from_bytes(raw[i * width:(i + 1) * width], "little")
-                   for i in range(hi - lo))
+        out.extend(_bit_rows(rec[sel], local[sel] - lo, hi - lo, width))
     return out
+
+
+def _bit_rows(rec: np.ndarray, local: np.ndarray, d: int, width: int) -> list[int]:
+    """Rows 0..d−1 of the bit matrix with bits (local, rec) set, as Python ints."""
+    bits = np.zeros((d, 8 * width), dtype=np.uint8)
+    bits[local, rec] = 1
+    raw = memoryview(np.packbits(bits, axis=1, bitorder="little").tobytes())
+    return [int.from_bytes(raw[i * width:(i + 1) * width], "little") for i in range(d)]
 
 
 class _Items:
@@ -181,12 +225,16 @@ class _Items:
     def _partner_heaps(code_set: np.ndarray,
                        sup: np.ndarray) -> dict[int, list[tuple[int, int, int, int]]]:
         """One heap per code set; a sorted list is already a heap."""
+        if not len(sup):
+            return {}
         ids = np.lexsort((np.arange(len(sup)), -sup, code_set))
-        sets = code_set[ids].tolist()
-        heaps: dict[int, list[tuple[int, int, int, int]]] = {}
-        for i, c, cs in zip(ids.tolist(), (-sup[ids]).tolist(), sets, strict=True):
-            heaps.setdefault(cs, []).append((1, c, i, i))
-        return heaps
+        sets = code_set[ids]
+        items = ids.tolist()
+        entries = list(zip(itertools.repeat(1), (-sup[ids]).tolist(), items, items))
+        starts = np.flatnonzero(np.diff(sets)) + 1
+        lo = [0, *starts.tolist()]
+        hi = [*starts.tolist(), len(entries)]
+        return {cs: entries[a:b] for cs, a, b in zip(sets[lo].tolist(), lo, hi, strict=True)}
 
     def best_partner(self, u: int) -> int:
         """The smallest item of u's code set other than u (ties: support, then codes); −1 if
@@ -326,7 +374,7 @@ class BorderQueue(_Queue):
                                                                          << _ID_BITS)
         if b is not None:
             key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
-        return [int(x) for x in key.tolist()]
+        return key.tolist()  # Python ints (int64 and object arrays alike)
 
     def push(self, p: tuple[int, ...], support: int) -> None:
         """Q holds ints, not tuples (much cheaper heap operations): (k − support), then a
@@ -341,23 +389,29 @@ class BorderQueue(_Queue):
                         frequent: np.ndarray) -> list[int]:
         keep = frequent[local]
         r, c = rec[keep], local[keep]
-        order = np.lexsort((c, r))
-        r, c = r[order], c[order]
-        starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-        lens = np.diff(np.r_[starts, len(r)])
+        step = np.diff(r)
+        # gather() lists records in order and each record's codes sorted: already lexsorted
+        if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
+            order = np.lexsort((c, r))
+            r, c = r[order], c[order]
+            step = np.diff(r)
+        starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
+        lens = np.diff(np.append(starts, len(r)))
         firsts, seconds = [], []
-        for length in np.unique(lens):
+        for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
             if length < 2:
                 continue
             base = starts[lens == length]
-            a, b = np.triu_indices(int(length), 1)
+            a, b = _triu(int(length))
             firsts.append((base[:, None] + a).ravel())
             seconds.append((base[:, None] + b).ravel())
         if not firsts:
             return []
         d = len(frequent)
-        keys = c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)]
-        uniq, counts = np.unique(keys, return_counts=True)
+        keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        uniq = keys[np.concatenate(([0], bounds))]
+        counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
         rare = counts < self.k
         return self._keys(counts[rare], uniq[rare] // d, uniq[rare] % d)
 
@@ -366,29 +420,31 @@ class BorderQueue(_Queue):
         support is current (every pushed support is < k)."""
         s, heap, k = self.s, self.int_heap, self.k
         alive, sup, post = s.alive, s.sup, s.post
-        mask = (1 << _ID_BITS) - 1
-        alive_at_purge, pops = sum(alive), 0
+        pop, grow, fix_pair, flush = heapq.heappop, self._grow, self._fix_pair, self._flush
+        mask, shift, pair = (1 << _ID_BITS) - 1, 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS)
+        purging = self.k < _INT64_KEYS_BELOW_K
+        alive_at_purge, pops, check_at = sum(alive), 0, _PURGE_EVERY
         while heap:
             pops += 1
-            if not pops % _PURGE_EVERY and self.k < _INT64_KEYS_BELOW_K:
+            if pops == check_at and purging:
+                check_at += _PURGE_EVERY
                 now = sum(alive)
                 if now <= _PURGE_WHEN_ALIVE * alive_at_purge:
                     self._purge_dead()
                     alive_at_purge = now
                     if not heap:
                         break
-            key = heapq.heappop(heap)
-            support = k - (key >> (2 * _ID_BITS + 1))
+            key = pop(heap)
             a = (key >> _ID_BITS) & mask
-            if not key >> (2 * _ID_BITS) & 1:
-                if alive[a] and sup[a] == support:
-                    self._grow(a)
-                    self._flush()
+            if not key & pair:
+                if alive[a] and sup[a] == k - (key >> shift):
+                    grow(a)
+                    flush()
                 continue
             b = key & mask
-            if alive[a] and alive[b] and (post[a] & post[b]).bit_count() == support:
-                self._fix_pair(a, b)
-                self._flush()
+            if alive[a] and alive[b] and (post[a] & post[b]).bit_count() == k - (key >> shift):
+                fix_pair(a, b)
+                flush()
 
     def _purge_dead(self) -> None:
         """Drop the entries of dead items from Q at once.
@@ -410,16 +466,23 @@ class BorderQueue(_Queue):
 
         The partner keys of a and b never tie (their mincodes differ), so the side order
         does not matter; merging a with b leaves one frequent item, which ends the fix.
+
+        Fast path (GenDiag's hottest loop): when the code set's best valid item t is neither
+        a nor b, it is both sides' best partner and the two keys differ only in size and
+        mincode, so the smaller side absorbs t inline. A grown side's partner-heap entry is
+        not pushed at once (it would go stale at the side's next merge): the side is
+        compared with the heap's top instead, and its entry is pushed when the fast path
+        ends. The heap's top valid entry — the minimum over alive items — is the same.
         """
         s, k, post = self.s, self.k, self.s.post
         if s.code_set[a] != s.code_set[b]:
             self._fix_cross_pair(a, b)
             return
         heap = s.partners[s.code_set[a]]
-        alive, size, sup, mincode = s.alive, s.size, s.sup, s.mincode
+        alive, size, sup, mincode, parent = s.alive, s.size, s.sup, s.mincode, s.parent
+        frequent, dirty = self.frequent, self.dirty
+        held: list[int] = []  # sides whose current entry is not in the heap yet
         while (post[a] & post[b]).bit_count() < k:
-            # Fast path: when the code set's best valid item t is neither a nor b, it is
-            # both sides' best partner, and the two keys differ only in size and mincode.
             while heap:
                 top = heap[0]
                 t = top[3]
@@ -428,10 +491,38 @@ class BorderQueue(_Queue):
                 heapq.heappop(heap)  # stale: best_partner would drop it too
             else:
                 t = -1
-            if t >= 0 and t != a and t != b:
+            if t >= 0 and t != a and t != b and not (held and self._held_first(held, top)):
                 u, other = (a, b) if (size[a], mincode[a]) < (size[b], mincode[b]) else (b, a)
-                a, b = self._absorb(u, t), other
+                keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
+                heapq.heappop(heap)  # t's entry, stale from now on (t dies or grows)
+                mine = post[keep]
+                delta = post[gone] & ~mine
+                mine |= post[gone]
+                post[keep] = mine
+                sup[keep] = mine.bit_count()
+                size[keep] += size[gone]
+                if mincode[gone] < mincode[keep]:
+                    mincode[keep] = mincode[gone]
+                alive[gone] = False
+                parent[gone] = keep
+                frequent.discard(gone)
+                dirty.pop(gone, None)
+                # keep is frequent (u is): merged()'s bookkeeping for a frequent survivor
+                if keep not in frequent:
+                    frequent.add(keep)
+                    dirty[keep] = None
+                elif keep not in dirty:
+                    dirty[keep] = delta
+                else:
+                    changed = dirty[keep]
+                    if changed is not None:
+                        dirty[keep] = changed | delta
+                if u in held:
+                    held.remove(u)
+                held.append(keep)
+                a, b = keep, other
                 continue
+            self._release(heap, held)
             va, vb = s.best_partner(a), s.best_partner(b)
             if va < 0 and vb < 0:
                 e = min((a, b), key=lambda x: (s.sup[x], s.mincode[x]))
@@ -447,35 +538,22 @@ class BorderQueue(_Queue):
             if v == other:
                 return
             a, b = keep, other
+        self._release(heap, held)
 
-    def _absorb(self, u: int, t: int) -> int:
-        """``merge(u, t)`` then ``merged(...)`` in one, for a frequent u (the fast path of
-        :meth:`_fix_pair`, GenDiag's hottest loop); returns the surviving item."""
+    def _held_first(self, held: list[int], top: tuple[int, int, int, int]) -> bool:
+        """Whether a held side's entry would be above the heap's ``top``."""
         s = self.s
-        post, sup = s.post, s.sup
-        keep, gone = (u, t) if (sup[u], -u) >= (sup[t], -t) else (t, u)
-        delta = post[gone] & ~post[keep]
-        post[keep] |= post[gone]
-        sup[keep] = post[keep].bit_count()
-        s.size[keep] += s.size[gone]
-        s.mincode[keep] = min(s.mincode[keep], s.mincode[gone])
-        s.alive[gone] = False
-        s.parent[gone] = keep
-        heapq.heappush(s.partners[s.code_set[keep]],
-                       (s.size[keep], -sup[keep], s.mincode[keep], keep))
-        frequent, dirty = self.frequent, self.dirty
-        frequent.discard(gone)
-        dirty.pop(gone, None)
-        if sup[keep] < self.k:  # cannot happen (u is frequent), kept as merged() has it
-            self.push((keep,), sup[keep])
-        elif keep not in frequent:
-            frequent.add(keep)
-            dirty[keep] = None
-        elif keep not in dirty:
-            dirty[keep] = delta
-        elif dirty[keep] is not None:
-            dirty[keep] |= delta
-        return keep
+        for x in held:
+            if s.size[x] <= top[0] and (s.size[x], -s.sup[x], s.mincode[x], x) < top:
+                return True
+        return False
+
+    def _release(self, heap: list[tuple[int, int, int, int]], held: list[int]) -> None:
+        """Push the held entries of :meth:`_fix_pair`'s grown sides."""
+        s = self.s
+        for x in held:
+            heapq.heappush(heap, (s.size[x], -s.sup[x], s.mincode[x], x))
+        held.clear()
 
     def _fix_cross_pair(self, a: int, b: int) -> None:
         """``_fix_pair`` when a and b lie in different code sets, merge state kept local.
@@ -587,16 +665,15 @@ class BorderQueue(_Queue):
             self.dirty.clear()
             return
         k, post, heap, frequent = self.k, self.s.post, self.int_heap, self.frequent
-        shift, pair = 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS)
+        shift, pair, push = 2 * _ID_BITS + 1, 1 << (2 * _ID_BITS), heapq.heappush
         for x, changed in self.dirty.items():
             mine = post[x]
             source = mine if changed is None else changed
-            for y in [y for y in frequent if post[y] & source]:
-                if y != x:
-                    both = (mine & post[y]).bit_count()
-                    if both < k:
-                        low, high = (x, y) if x < y else (y, x)
-                        heapq.heappush(heap, (k - both) << shift | pair | low << _ID_BITS | high)
+            # x itself is frequent (support ≥ k), so "both < k" leaves it out
+            for y, both in [(y, both) for y in frequent if post[y] & source
+                            and (both := (mine & post[y]).bit_count()) < k]:
+                push(heap, (k - both) << shift | pair
+                     | (x << _ID_BITS | y if x < y else y << _ID_BITS | x))
         self.dirty.clear()
 
     def suppressed(self, e: int) -> None:
