@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
+from ehr_release.algorithms.lda import kernels
 from ehr_release.algorithms.lda.align import (
     Alignment,
     Batch,
@@ -39,7 +40,6 @@ from ehr_release.algorithms.lda.align import (
     ags_costs,
     baseline_align,
     baseline_costs,
-    scan_costs,
 )
 from ehr_release.algorithms.lda.model import LossModel, Traj
 from ehr_release.errors import ParameterError
@@ -48,7 +48,6 @@ METHODS = ("ags", "baseline")
 _TOL = 1e-9  # slack for bounds summed in a different order than the exact costs
 _FIRST_BATCH = 8  # candidates aligned exactly before the bounds are tightened
 _NEXT_BATCH = 64
-_TIGHT_CHUNK = 256  # candidates whose tight bounds are computed at once (then doubling)
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,8 @@ class _Pool:
         starts = np.concatenate([[0], np.cumsum(self.lens)[:-1]]).astype(np.int64)
         self.vals = np.full((int(self.lens.max(initial=0)), n), self.padding, dtype=np.int64)
         self.vals[np.arange(len(owner)) - starts[owner], owner] = inverse.reshape(-1)
+        # every trajectory's value ids, contiguous (the compiled search reads them)
+        self.flat_all, self.starts_all = inverse.reshape(-1).astype(np.int64), starts
         self.icd_codes, code_index = np.unique(self.value_icd, return_inverse=True)
         self.age_nodes, age_index = np.unique(self.value_age, return_inverse=True)
         self.value_code_index = np.append(code_index.reshape(-1), 0)  # + padding
@@ -206,9 +207,9 @@ class _Search:
         self.exact_evaluations += len(ids)
         if self.method != "ags":
             return baseline_costs(self.model, x, self.pool.batch(ids))
-        cols = self.pool.columns(ids)
-        return scan_costs(np.take(cv.gen, cols, axis=1), cv.sup_x, np.take(self.pool.sup_v, cols),
-                          self.pool.lens[ids], shifted=True)
+        pool = self.pool
+        return kernels.exact_costs(cv.gen, cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all,
+                                   pool.lens, np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ nearest
     def nearest(self, rep: Traj) -> int:
@@ -226,27 +227,17 @@ class _Search:
         open_ = bound <= best[0] + _TOL
         open_[first] = False
         ids, quick = alive[open_], bound[open_]
-        # Tight bounds cost O(pairs) per candidate, so they are computed chunk by chunk in
-        # increasing quick-bound order: once the best exact cost falls below the next quick
-        # bound, the rest of the candidates cannot win (or tie) and are never touched. Each
-        # chunk is the `size` smallest quick bounds left (a partition, not a full sort: the
-        # loop usually stops after a few chunks); the order inside a chunk and among equal
-        # bounds does not matter, since _pruned_min returns the least (cost, id) of all.
-        size = _TIGHT_CHUNK
-        while len(ids) and quick.min() <= best[0] + _TOL:
-            if len(ids) > size:
-                part = np.argpartition(quick, size - 1)
-                take, rest = part[:size], part[size:]
-            else:
-                take, rest = np.arange(len(ids)), np.empty(0, dtype=np.int64)
-            sel = take[quick[take] <= best[0] + _TOL]
-            # neither bound dominates the other: the larger of two lower bounds is one too
-            tight = np.maximum(self._tight_bounds(rep, cv, ids[sel]), quick[sel])
-            best = _pruned_min(ids[sel], tight, lambda d: self.exact(rep, d, cv), best)
-            keep = rest[quick[rest] <= best[0] + _TOL]
-            ids, quick = ids[keep], quick[keep]
-            size *= 2
-        return best[1]
+        # the rest in increasing quick-bound order, one candidate at a time in compiled code:
+        # a tight bound, then the exact cost if the tight bound does not exceed the best; it
+        # stops at the first quick bound above the best. The order among equal bounds does
+        # not matter: the answer is the least (cost, id) of all that could win or tie.
+        order = np.argsort(quick, kind="stable")
+        pool = self.pool
+        cost, best_id, evaluated = kernels.pruned_nearest(
+            ids[order], quick[order], best[0], best[1], _TOL, cv.gen, cv.x_side, cv.y_min,
+            cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all, pool.lens)
+        self.exact_evaluations += evaluated
+        return int(best_id)
 
     def _quick_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """For the distinct trajectories ``ids``: each pair costs at least its cheapest fate
@@ -271,49 +262,12 @@ class _Search:
         cheapest own-side generalization, and ≥ n − m of them are suppressed instead (add
         the smallest differences). Representative side: each pair costs ≥ the cheaper of
         suppression and its cheapest generalization with one of the candidate's pairs, and
-        ≥ m − n of them are suppressed.
+        ≥ m − n of them are suppressed. (The nearest search computes it candidate by
+        candidate inside :func:`kernels.pruned_nearest`.)
         """
         pool = self.pool
-        m, count = len(rep[0]), len(ids)
-        lens = pool.lens[ids]
-        seg = np.cumsum(lens) - lens
-        flat = np.repeat(pool.starts[ids] - seg, lens) + np.arange(int(lens.sum()))
-        values = np.take(pool.flat_value, flat)
-        local_owner = np.repeat(np.arange(count), lens)
-        y_min = np.take(cv.y_min, values)
-        y_part = np.bincount(local_owner, weights=y_min, minlength=count)
-        need = lens - m  # > 0: the candidate must drop that many pairs; < 0: the rep must
-        longer = np.flatnonzero(need > 0)
-        if len(longer):  # the smallest extras of the longer candidates only
-            # one padded row per candidate (padding +inf), sorted: the cumulative sum adds
-            # the smallest extras in increasing order, as a sum over a sorted list would
-            width = int(lens[longer].max())
-            cols = np.take(pool.vals[:width], ids[longer], axis=1).T
-            extra = np.take(pool.sup_v, cols) - np.take(cv.y_min, cols)
-            extra[np.arange(width)[None, :] >= lens[longer][:, None]] = np.inf
-            extra.sort(axis=1)
-            np.cumsum(extra, axis=1, out=extra)
-            y_part[longer] += extra[np.arange(len(longer)), need[longer] - 1]
-        if not m:
-            return y_part
-        # best_x[c, h]: x_h's cheapest side against candidate c's pairs, or suppression
-        has = lens > 0
-        if has.all():
-            best_x = np.minimum.reduceat(np.take(cv.x_side, values, axis=0), seg, axis=0)
-        else:
-            best_x = np.full((count, m), np.inf)
-            if has.any():
-                best_x[has] = np.minimum.reduceat(np.take(cv.x_side, values, axis=0),
-                                                  seg[has], axis=0)
-        np.minimum(best_x, cv.sup_x[None, :], out=best_x)
-        bound = y_part + best_x.T.sum(axis=0)
-        shorter = np.flatnonzero(need < 0)
-        if len(shorter):  # the rep drops its cheapest surplus against a shorter candidate
-            gap = cv.sup_x[None, :] - best_x[shorter]
-            gap.sort(axis=1)
-            np.cumsum(gap, axis=1, out=gap)
-            bound[shorter] += gap[np.arange(len(shorter)), -need[shorter] - 1]
-        return bound
+        return kernels.tight_bounds(cv.x_side, cv.y_min, cv.sup_x, pool.sup_v, pool.flat_all,
+                                    pool.starts_all, pool.lens, np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ farthest
     def farthest(self, f: int) -> int:
@@ -345,28 +299,6 @@ class _Search:
             start += size
             size *= 2
         return best_id
-
-
-def _pruned_min(ids: np.ndarray, bound: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
-                best: tuple[float, int] = (np.inf, -1)) -> tuple[float, int]:
-    """(cost, id) of the argmin of exact costs over ``ids`` and ``best`` (ties: smallest id),
-    evaluating few of them.
-
-    ``bound`` must not exceed the exact cost; ``best`` is a (cost, id) already known.
-    """
-    order = np.lexsort((ids, bound))
-    best_cost, best_id = best
-    start, size = 0, _NEXT_BATCH
-    while start < len(order) and bound[order[start]] <= best_cost + _TOL:
-        pick = order[start:start + size]
-        pick = pick[bound[pick] <= best_cost + _TOL]
-        costs = exact(ids[pick])
-        for d, c in zip(ids[pick].tolist(), costs.tolist(), strict=True):
-            if c < best_cost or (c == best_cost and d < best_id):
-                best_cost, best_id = c, d
-        start += size
-        size *= 2
-    return best_cost, best_id
 
 
 def cluster_trajectories(trajs: Sequence[Traj], k: int, model: LossModel,
