@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 
 from ehr_release.algorithms.lda import kernels
 from ehr_release.algorithms.lda.align import (
@@ -101,29 +100,7 @@ class _Pool:
             *model.suppression(self.value_icd, self.value_age)), dtype=float), 0.0)
         self.sup = np.bincount(owner, weights=self.sup_v[inverse.reshape(-1)], minlength=n)
         self.far_order = np.lexsort((np.arange(n), -self.sup))
-        self._all = (inverse.reshape(-1), owner)
         self._alive = np.arange(n)
-        self._live_pairs = int(self.lens.sum())
-        self._compact()
-
-    def _compact(self) -> None:
-        """Pairs of the remaining distinct trajectories, as (owner, value) arrays.
-
-        Rebuilt when half of the indexed pairs belong to exhausted trajectories, so the
-        per-step bound computations shrink with the pool.
-        """
-        value, owner = self._all
-        keep = self.left[owner] > 0
-        self.flat_value, self.flat_owner = value[keep], owner[keep]
-        bounds = np.searchsorted(self.flat_owner, np.arange(len(self.trajs) + 1))
-        self.starts = bounds[:-1]
-        self._indexed = len(self.flat_owner)
-        # the same pairs as a (trajectories × values) count matrix: a per-value table summed
-        # over every trajectory's pairs is one sparse product, one pass in C (take + bincount
-        # took 2.5× as long at 100,000 trajectories)
-        self.pair_counts = sparse.csr_matrix(
-            (np.ones(len(self.flat_value)), self.flat_value, bounds),
-            shape=(len(self.trajs), self.padding + 1))
 
     def alive(self) -> np.ndarray:
         return self._alive
@@ -135,9 +112,6 @@ class _Pool:
         self.left[d] -= 1
         if not self.left[d]:
             self._alive = self._alive[self._alive != d]
-            self._live_pairs -= int(self.lens[d])
-            if 2 * self._live_pairs < self._indexed:
-                self._compact()
         return rec
 
     def columns(self, ids: np.ndarray) -> np.ndarray:
@@ -181,8 +155,8 @@ class _Search:
         model, pool = self.model, self.pool
         sup_x = np.asarray(model.objective(*model.suppression(*x)), dtype=float)
         if not len(x[0]):
-            empty = np.zeros((0, len(pool.sup_v)))
-            return _ValueCosts(empty, empty.T, pool.sup_v, sup_x, pool.sup_v)
+            return _ValueCosts(np.zeros((0, len(pool.sup_v))), np.zeros((len(pool.sup_v), 0)),
+                               pool.sup_v, sup_x, pool.sup_v)
         codes, ages = pool.icd_codes, pool.age_nodes
         li = model.icd.lca(x[0][:, None], codes[None, :])
         lci = model.icd_lc[li]
@@ -191,16 +165,11 @@ class _Search:
         la = model.age_lc(model.age.lca(x[1][:, None], ages[None, :]))
         age_y = model.beta * (la - model.age_lc(ages)[None, :])
         age_x = model.beta * (la - model.age_lc(x[1])[:, None])
-        ui, ai = pool.value_code_index, pool.value_age_index
-        # np.take along an axis: the same values as fancy indexing, in about half the time
-        own_y = np.take(icd_y, ui, axis=1) + np.take(age_y, ai, axis=1)
-        # x's side built directly as one row per value (no transposed copy)
-        x_side = np.take(icd_x.T, ui, axis=0) + np.take(age_x.T, ai, axis=0)
-        x_side[-1] = own_y[:, -1] = 0.0  # padding
-        gen = np.add(x_side.T, own_y, out=np.empty_like(own_y))  # C order for np.take
-        gen -= pool.sup_v[None, :]
-        y_best = pool.sup_v + np.minimum(gen.min(axis=0), 0.0)
-        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x, y_best)
+        # one pass over (values × m) in compiled code, the same sums as
+        # (icd_x + age_x) + (icd_y + age_y) − suppression gathered per value
+        gen, x_side, y_min, y_best = kernels.value_tables(
+            icd_x, age_x, icd_y, age_y, pool.value_code_index, pool.value_age_index, pool.sup_v)
+        return _ValueCosts(gen, x_side, y_min, sup_x, y_best)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
@@ -217,27 +186,23 @@ class _Search:
         if self.method != "ags":
             return int(alive[np.argmin(self.exact(rep, alive, None))])
         cv = self.value_costs(rep)
-        bound = self._quick_bounds(rep, cv, alive)
-        if len(alive) > _FIRST_BATCH:
-            first = np.argpartition(bound, _FIRST_BATCH)[:_FIRST_BATCH]
-        else:
-            first = np.arange(len(alive))
-        costs = self.exact(rep, alive[first], cv)
-        best = min(zip(costs.tolist(), alive[first].tolist(), strict=True))
-        open_ = bound <= best[0] + _TOL
-        open_[first] = False
-        ids, quick = alive[open_], bound[open_]
-        # the rest in increasing quick-bound order, one candidate at a time in compiled code:
-        # a tight bound, then the exact cost if the tight bound does not exceed the best; it
-        # stops at the first quick bound above the best. The order among equal bounds does
-        # not matter: the answer is the least (cost, id) of all that could win or tie.
-        order = np.argsort(quick, kind="stable")
         pool = self.pool
-        cost, best_id, evaluated = kernels.pruned_nearest(
-            ids[order], quick[order], best[0], best[1], _TOL, cv.gen, cv.x_side, cv.y_min,
-            cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all, pool.lens)
+        # in compiled code: quick bounds of all, exact costs of the _FIRST_BATCH lowest, then
+        # the others whose quick bound does not exceed the best cost, one at a time in
+        # increasing bound order — a tight bound, then the exact cost if the tight bound does
+        # not exceed the best either; it stops at the first quick bound above the best. The
+        # order among equal bounds does not matter: the answer is the least (cost, id) of
+        # all that could win or tie.
+        best_id, evaluated = kernels.nearest(
+            alive, _FIRST_BATCH, _TOL, cv.y_best, self._surplus(cv), cv.gen, cv.x_side,
+            cv.y_min, cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all, pool.lens)
         self.exact_evaluations += evaluated
         return int(best_id)
+
+    @staticmethod
+    def _surplus(cv: _ValueCosts) -> np.ndarray:
+        """[i]: the representative's i cheapest suppressions summed."""
+        return np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
 
     def _quick_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """For the distinct trajectories ``ids``: each pair costs at least its cheapest fate
@@ -251,9 +216,8 @@ class _Search:
         trajectory, so far fewer candidates reach tight bounds and exact costs.
         """
         pool = self.pool
-        bound = (pool.pair_counts @ cv.y_best)[ids]
-        cum = np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
-        return bound + cum[np.maximum(len(rep[0]) - pool.lens[ids], 0)]
+        return kernels.quick_bounds(cv.y_best, self._surplus(cv), len(rep[0]), pool.flat_all,
+                                    pool.starts_all, pool.lens, np.asarray(ids, dtype=np.int64))
 
     def _tight_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """A tighter bound for a few candidates, counting both sides of every match.

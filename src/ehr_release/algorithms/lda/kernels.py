@@ -173,3 +173,116 @@ def tight_bounds(x_side: np.ndarray, y_min: np.ndarray, sup_x: np.ndarray, sup_v
         out[c] = tight_bound(x_side, y_min, sup_x, sup_v, flat[starts[d]:starts[d] + lens[d]],
                              best_x, extra)
     return out
+
+
+@njit(cache=True, nogil=True)
+def value_tables(icd_x: np.ndarray, age_x: np.ndarray, icd_y: np.ndarray, age_y: np.ndarray,
+                 code_of: np.ndarray, age_of: np.ndarray, sup_v: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The representative's costs against every pair value (the last value is padding).
+
+    ``icd_x[h, c]``/``age_x[h, a]``: x_h's side of generalizing with code c / age a;
+    ``icd_y``/``age_y``: the value's side. Returns ``gen[h, v]`` = (x side + value side) −
+    the value's suppression, ``x_side[v, h]``, ``y_min[v]`` (cheapest value side) and
+    ``y_best[v]`` (cheapest fate: suppression, or generalization counting both sides).
+    """
+    m, count = icd_x.shape[0], len(code_of)
+    gen = np.empty((m, count))
+    x_side = np.zeros((count, m))
+    y_min = np.zeros(count)
+    y_best = np.empty(count)
+    for v in range(count - 1):
+        c, a, sv = code_of[v], age_of[v], sup_v[v]
+        lowest_y, lowest_gen = np.inf, 0.0
+        for h in range(m):
+            xs = icd_x[h, c] + age_x[h, a]
+            oy = icd_y[h, c] + age_y[h, a]
+            g = xs + oy
+            g = g - sv
+            x_side[v, h] = xs
+            gen[h, v] = g
+            lowest_y = oy if oy < lowest_y else lowest_y
+            lowest_gen = g if g < lowest_gen else lowest_gen
+        y_min[v] = lowest_y
+        y_best[v] = sv + lowest_gen
+    last = count - 1  # padding: costs nothing
+    for h in range(m):
+        gen[h, last] = 0.0 - sup_v[last]
+    y_best[last] = sup_v[last]
+    return gen, x_side, y_min, y_best
+
+
+@njit(cache=True, nogil=True)
+def quick_bound(y_best: np.ndarray, surplus: np.ndarray, m: int, vals: np.ndarray) -> float:
+    """Each candidate pair's cheapest fate, plus the representative's cheapest surplus."""
+    total = 0.0
+    for j in range(len(vals)):
+        total += y_best[vals[j]]
+    if m > len(vals):
+        total += surplus[m - len(vals)]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def quick_bounds(y_best: np.ndarray, surplus: np.ndarray, m: int, flat: np.ndarray,
+                 starts: np.ndarray, lens: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """:func:`quick_bound` for the distinct trajectories ``ids``."""
+    out = np.empty(len(ids))
+    for c in range(len(ids)):
+        d = ids[c]
+        out[c] = quick_bound(y_best, surplus, m, flat[starts[d]:starts[d] + lens[d]])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def nearest(alive: np.ndarray, first: int, tol: float, y_best: np.ndarray,
+            surplus: np.ndarray, gen: np.ndarray, x_side: np.ndarray, y_min: np.ndarray,
+            sup_x: np.ndarray, sup_v: np.ndarray, flat: np.ndarray, starts: np.ndarray,
+            lens: np.ndarray) -> tuple[int, int]:
+    """The distinct trajectory of ``alive`` cheapest to align with the representative
+    (ties: smallest id) and how many exact costs that took.
+
+    Quick bounds for all; exact costs of the ``first`` lowest; then, in increasing quick
+    bound order, the others whose bound does not exceed the best cost (see
+    :func:`pruned_nearest`).
+    """
+    m = len(sup_x)
+    quick = quick_bounds(y_best, surplus, m, flat, starts, lens, alive)
+    # the `first` lowest quick bounds (insertion into a short sorted list)
+    k = min(first, len(alive))
+    low_b = np.full(k, np.inf)
+    low_i = np.full(k, -1, dtype=np.int64)
+    for i in range(len(alive)):
+        b = quick[i]
+        if k and b < low_b[k - 1]:
+            p = k - 1
+            while p > 0 and low_b[p - 1] > b:
+                low_b[p], low_i[p] = low_b[p - 1], low_i[p - 1]
+                p -= 1
+            low_b[p], low_i[p] = b, i
+    best_cost, best_id = np.inf, -1
+    width = int(lens.max()) if len(lens) else 0
+    row = np.empty(width + 1)
+    for p in range(k):
+        d = alive[low_i[p]]
+        cost = exact_cost(gen, sup_x, sup_v, flat[starts[d]:starts[d] + lens[d]], row)
+        if cost < best_cost or (cost == best_cost and d < best_id):
+            best_cost, best_id = cost, d
+        quick[low_i[p]] = np.inf  # done
+    limit = best_cost + tol
+    count = 0
+    for i in range(len(alive)):
+        if quick[i] <= limit:
+            count += 1
+    ids = np.empty(count, dtype=np.int64)
+    bounds = np.empty(count)
+    count = 0
+    for i in range(len(alive)):
+        if quick[i] <= limit:
+            ids[count], bounds[count] = alive[i], quick[i]
+            count += 1
+    order = np.argsort(bounds)
+    best_cost, best_id, evaluated = pruned_nearest(
+        ids[order], bounds[order], best_cost, best_id, tol, gen, x_side, y_min, sup_x, sup_v,
+        flat, starts, lens)
+    return best_id, evaluated + k
