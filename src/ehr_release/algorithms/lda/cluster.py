@@ -91,7 +91,7 @@ class _Pool:
         self.vals = np.full((int(self.lens.max(initial=0)), n), self.padding, dtype=np.int64)
         self.vals[np.arange(len(owner)) - starts[owner], owner] = inverse.reshape(-1)
         # every trajectory's value ids, contiguous (the compiled search reads them)
-        self.flat_all, self.starts_all = inverse.reshape(-1).astype(np.int64), starts
+        self.flat_all, self.starts_all = inverse.reshape(-1).astype(np.int32), starts
         self.icd_codes, code_index = np.unique(self.value_icd, return_inverse=True)
         self.age_nodes, age_index = np.unique(self.value_age, return_inverse=True)
         self.value_code_index = np.append(code_index.reshape(-1), 0)  # + padding
@@ -127,14 +127,19 @@ class _Pool:
 
 @dataclass(frozen=True)
 class _ValueCosts:
-    """Costs of one representative x against every pair value of the pool."""
+    """Costs of one representative x against the pool's codes, ages and pair values.
 
-    gen: np.ndarray  # (m, values + 1): generalizing x_h with the value, both sides, minus
-    #                  the value's suppression cost (the shifted table of scan_costs)
-    x_side: np.ndarray  # (values + 1, m): x_h's side of that, one row per value (the tight
-    #                     bounds gather a candidate's values as contiguous rows)
-    y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
+    Generalizing x_h with a value (code c, age a) costs x's side icd_x[h, c] + age_x[h, a]
+    and the value's side icd_y[h, c] + age_y[h, a]; the compiled search reads these small
+    tables (m × codes, m × ages) rather than an (m × values) one.
+    """
+
+    icd_x: np.ndarray
+    age_x: np.ndarray
+    icd_y: np.ndarray
+    age_y: np.ndarray
     sup_x: np.ndarray  # (m,)
+    y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
     y_best: np.ndarray  # (values + 1,): the value's cheapest fate, both sides counted:
     #                     suppressed, or generalized with some x_h (≥ y_min)
 
@@ -148,28 +153,54 @@ class _Search:
         self._far_of: int | None = None
         self._far_memo = np.empty(0)
         self._far_costs: _ValueCosts | None = None
+        self._icd_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._age_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def value_costs(self, x: Traj) -> _ValueCosts:
-        """Costs of ``x``'s pairs against every pair value, built from per-code and per-age
-        tables (the data has far fewer codes and ages than (code, age) values)."""
+        """Costs of ``x``'s pairs against the pool's codes and ages (one row per pair,
+        remembered per tree node: representatives reuse few nodes), and per pair value the
+        cheapest fates the bounds need."""
         model, pool = self.model, self.pool
         sup_x = np.asarray(model.objective(*model.suppression(*x)), dtype=float)
-        if not len(x[0]):
-            return _ValueCosts(np.zeros((0, len(pool.sup_v))), np.zeros((len(pool.sup_v), 0)),
-                               pool.sup_v, sup_x, pool.sup_v)
-        codes, ages = pool.icd_codes, pool.age_nodes
-        li = model.icd.lca(x[0][:, None], codes[None, :])
-        lci = model.icd_lc[li]
-        icd_y = model.alpha * (lci - model.icd_lc[codes][None, :])
-        icd_x = model.alpha * (lci - model.icd_lc[x[0]][:, None])
-        la = model.age_lc(model.age.lca(x[1][:, None], ages[None, :]))
-        age_y = model.beta * (la - model.age_lc(ages)[None, :])
-        age_x = model.beta * (la - model.age_lc(x[1])[:, None])
-        # one pass over (values × m) in compiled code, the same sums as
-        # (icd_x + age_x) + (icd_y + age_y) − suppression gathered per value
-        gen, x_side, y_min, y_best = kernels.value_tables(
-            icd_x, age_x, icd_y, age_y, pool.value_code_index, pool.value_age_index, pool.sup_v)
-        return _ValueCosts(gen, x_side, y_min, sup_x, y_best)
+        m = len(x[0])
+        icd_x, icd_y = self._rows(self._icd_rows, x[0], self._icd_row, pool.icd_codes, m)
+        age_x, age_y = self._rows(self._age_rows, x[1], self._age_row, pool.age_nodes, m)
+        y_min, y_best = kernels.value_bounds(icd_x, age_x, icd_y, age_y, pool.value_code_index,
+                                             pool.value_age_index, pool.sup_v)
+        return _ValueCosts(icd_x, age_x, icd_y, age_y, sup_x, y_min, y_best)
+
+    @staticmethod
+    def _rows(memo: dict[int, tuple[np.ndarray, np.ndarray]], nodes: np.ndarray,
+              make: Callable[[int], tuple[np.ndarray, np.ndarray]], domain: np.ndarray,
+              m: int) -> tuple[np.ndarray, np.ndarray]:
+        if not m:
+            return np.zeros((0, len(domain))), np.zeros((0, len(domain)))
+        rows = []
+        for node in nodes.tolist():
+            if node not in memo:
+                memo[node] = make(node)
+            rows.append(memo[node])
+        return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+    def _icd_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """x's side and each code's side of generalizing ICD node ``node`` with the code."""
+        model, codes = self.model, self.pool.icd_codes
+        lci = model.icd_lc[model.icd.lca(np.array([node]), codes)]
+        return (model.alpha * (lci - model.icd_lc[node]),
+                model.alpha * (lci - model.icd_lc[codes]))
+
+    def _age_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """x's side and each age's side of generalizing age node ``node`` with the age."""
+        model, ages = self.model, self.pool.age_nodes
+        la = model.age_lc(model.age.lca(np.array([node]), ages))
+        return (model.beta * (la - model.age_lc(np.array([node]))),
+                model.beta * (la - model.age_lc(ages)))
+
+    def _tables(self, cv: _ValueCosts) -> tuple[np.ndarray, ...]:
+        """The representative's and the pool's arrays every compiled cost reads."""
+        pool = self.pool
+        return (cv.icd_x, cv.age_x, cv.icd_y, cv.age_y, cv.sup_x, pool.value_code_index,
+                pool.value_age_index, pool.sup_v)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
@@ -177,8 +208,8 @@ class _Search:
         if self.method != "ags":
             return baseline_costs(self.model, x, self.pool.batch(ids))
         pool = self.pool
-        return kernels.exact_costs(cv.gen, cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all,
-                                   pool.lens, np.asarray(ids, dtype=np.int64))
+        return kernels.exact_costs(*self._tables(cv), pool.flat_all, pool.starts_all, pool.lens,
+                                   np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ nearest
     def nearest(self, rep: Traj) -> int:
@@ -194,8 +225,8 @@ class _Search:
         # order among equal bounds does not matter: the answer is the least (cost, id) of
         # all that could win or tie.
         best_id, evaluated = kernels.nearest(
-            alive, _FIRST_BATCH, _TOL, cv.y_best, self._surplus(cv), cv.gen, cv.x_side,
-            cv.y_min, cv.sup_x, pool.sup_v, pool.flat_all, pool.starts_all, pool.lens)
+            alive, _FIRST_BATCH, _TOL, cv.y_best, self._surplus(cv), cv.y_min,
+            *self._tables(cv), pool.flat_all, pool.starts_all, pool.lens)
         self.exact_evaluations += evaluated
         return int(best_id)
 
@@ -230,8 +261,10 @@ class _Search:
         candidate inside :func:`kernels.pruned_nearest`.)
         """
         pool = self.pool
-        return kernels.tight_bounds(cv.x_side, cv.y_min, cv.sup_x, pool.sup_v, pool.flat_all,
-                                    pool.starts_all, pool.lens, np.asarray(ids, dtype=np.int64))
+        return kernels.tight_bounds(cv.icd_x, cv.age_x, cv.y_min, cv.sup_x,
+                                    pool.value_code_index, pool.value_age_index, pool.sup_v,
+                                    pool.flat_all, pool.starts_all, pool.lens,
+                                    np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ farthest
     def farthest(self, f: int) -> int:
