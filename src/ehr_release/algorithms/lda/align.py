@@ -8,10 +8,12 @@ thesis orders its argmin. The anonymized trajectory is read back from (m, n).
 Two implementations of the same recurrence (tested to agree):
 
 * :func:`ags_align` — one pair of trajectories, exact integer loss numerators and the
-  traceback (builds representatives);
+  traceback (builds representatives; the table is filled by compiled code,
+  :func:`~ehr_release.algorithms.lda.kernels.ags_table`);
 * :func:`ags_costs` — one trajectory against a batch of candidates, weighted cost only,
-  vectorized over the candidates and along each row of the table, which is what makes
-  clustering tens of thousands of trajectories feasible without a compiler.
+  vectorized over the candidates and along each row of the table (the leftovers' cluster
+  choice; the clustering's search uses the compiled
+  :func:`~ehr_release.algorithms.lda.kernels.exact_cost`, tested to give the same bits).
 
 Costs returned are what the alignment *adds* (both sides, integer numerators per attribute);
 the thesis also carries ILM(X), ALM(X) of an already-anonymized X, a constant per X.

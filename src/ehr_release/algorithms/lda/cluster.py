@@ -14,9 +14,11 @@ Searching all remaining trajectories at every step is ~10⁸ alignments for the 
 * nearest: a lower bound per candidate — each of its pairs costs at least its cheapest
   fate against the representative (suppression, or generalization with some representative
   pair counting both sides), and a representative longer than the candidate must drop its
-  cheapest surplus pairs — computed for all candidates at once; then, for the few whose
-  bound is below the best cost found, a tighter bound; exact A-GS costs are computed, in
-  batches, in increasing bound order until the next bound exceeds the best exact cost;
+  cheapest surplus pairs — computed for all candidates; then, in increasing bound order,
+  for those whose bound is not above the best cost found, a tighter bound and, if that is
+  not above it either, the exact A-GS cost, until the next bound exceeds the best cost.
+  This loop runs in compiled code (:mod:`~ehr_release.algorithms.lda.kernels`, numba): in
+  NumPy its hundreds of small array operations per search were per-call overhead;
 * farthest: suppressing everything is one possible alignment, so its cost bounds the A-GS
   cost from above; candidates are tried in decreasing bound order, and exact costs to f are
   remembered while f stays the most frequent trajectory.
