@@ -53,6 +53,32 @@ candidates no longer buys proportionally less time (a further bound pricing the
 representative's pairs cut tight bounds by another 38 % at 10,000 and saved no measurable
 CPU, so it is not kept). Both cores: not tried — the machine's load average stayed 3–11 with
 other work, so a second worker could not show a gain here.
+
+Fourth pass (numba, a new dependency: the nearest search — quick bounds of all remaining
+trajectories, the first batch, then tight bound and exact A-GS cost one candidate at a time
+in increasing bound order — is one compiled call; the one-pair A-GS table too; costs come
+from per-code and per-age rows instead of (m × values) tables). The exact cost adds and
+compares the same floats in the same order (tests/test_lda_search.py checks the bits), so
+release SHA-256 are unchanged at 3,000, 10,000 and 27,639; main and branch run in turn at
+load average 5–8 on the 2 CPUs (so wall ≫ CPU):
+
+| n | CPU s (main → branch) | wall s (main → branch) | SHA-256 lda.json / trajectories.jsonl |
+|---|---|---|---|
+| 3,000 | 4.0 → 1.9 (not in turn) | 19.6 → 3.8 | 32b1aa680fa64723 / 10c55765ea0a7a68 both |
+| 10,000 | 19.7 → 9.2 (in turn) | 168.8 → 68.9 | 1f60771e7f34a7c2 / 59a47be4d75e92ab both |
+| 27,639 | 94.7 → 43.1 (in turn) | 522.9 → 211.2 | 6afc3b08a9d5dc15 / 6774bb7e3031cba9 both |
+| 50,000 | (286.2 last pass) → 118.7 | → 422.5 | 4bc14e695b1be336 / 85a239e0937e9983 (branch) |
+| 100,000 | (747.1 last pass) → 393.8 | → 1,648 | 5bebb9a1b9bce393 / 3075570516fb9287 (branch) |
+
+Calmer machine afterwards (load 1.7–3): the branch's 27,639 took 33.8 s CPU / 34.8 s wall,
+and 100,000 took 346.2 s CPU / 403.0 s wall (same SHA-256 as above) — goal 5 (100,000
+trajectories ≤ 10 min on 2 cores) is met, with one core. Growth n^1.6–1.8 (27,639 → 50,000 →
+100,000, loads differ): every nearest search sums a quick bound over every remaining
+trajectory's pairs, O(n) per search, the largest part of what is left (≈ 60 % at 27,639 by
+cProfile). A second thread for that sum (numba ``prange``) cost 4× the CPU per search at
+load 5 (threads waiting for a busy core) and is not kept. Exact alignments per run barely
+change (the same candidates are evaluated; only their batching went), e.g. 1,218,802 →
+1,206,916 at 10,000.
 """
 
 from __future__ import annotations

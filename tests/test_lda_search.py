@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ehr_release.algorithms.lda import make_model
-from ehr_release.algorithms.lda.align import Batch, ags_align, ags_costs
+from ehr_release.algorithms.lda.align import Batch, ags_align, ags_costs, scan_costs
 from ehr_release.algorithms.lda.anonymize import encode
 from ehr_release.algorithms.lda.cluster import _Pool, _Search
 from ehr_release.hierarchy import icd9_hierarchy
@@ -47,6 +47,32 @@ def test_batched_scan_equals_the_one_pair_programme(seed):
         slow = [model.objective(a.d_icd, a.d_age)
                 for a in (ags_align(model, x, y) for y in trajs)]
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_costs_are_the_bits_of_the_numpy_scan(seed):
+    """The search's compiled exact costs decide ties between candidates: they must be the
+    very floats of the vectorized scan over the same per-value table (same additions, same
+    order), not merely close."""
+    rng, model, trajs = _setup(200 + seed, 40, w_icd=[0.5, 0.2, 0.9][seed % 3])
+    pool = _Pool(trajs, model)
+    search = _Search(pool, model, "ags")
+    alive = pool.alive()
+    ui, ai = pool.value_code_index[:-1], pool.value_age_index[:-1]
+    reps = [trajs[int(i)] for i in rng.integers(0, len(trajs), 6)]
+    out = ags_align(model, reps[0], reps[1])
+    for rep in reps + [(out.icd, out.age)]:  # raw and generalized representatives
+        cv = search.value_costs(rep)
+        # gen[h, v] = (x side + value side) − the value's suppression; padding costs nothing
+        gen = np.zeros((len(rep[0]), pool.padding + 1))
+        gen[:, :-1] = ((cv.icd_x[:, ui] + cv.age_x[:, ai]) + (cv.icd_y[:, ui] + cv.age_y[:, ai])
+                       - pool.sup_v[:-1])
+        cols = pool.columns(alive)
+        scanned = scan_costs(gen[:, cols], cv.sup_x, pool.sup_v[cols], pool.lens[alive],
+                             shifted=True)
+        np.testing.assert_array_equal(search.exact(rep, alive, cv), scanned)
+        close = ags_costs(model, rep, Batch.of([pool.trajs[d] for d in alive], model))
+        np.testing.assert_allclose(scanned, close, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -8,10 +8,12 @@ thesis orders its argmin. The anonymized trajectory is read back from (m, n).
 Two implementations of the same recurrence (tested to agree):
 
 * :func:`ags_align` — one pair of trajectories, exact integer loss numerators and the
-  traceback (builds representatives);
+  traceback (builds representatives; the table is filled by compiled code,
+  :func:`~ehr_release.algorithms.lda.kernels.ags_table`);
 * :func:`ags_costs` — one trajectory against a batch of candidates, weighted cost only,
-  vectorized over the candidates and along each row of the table, which is what makes
-  clustering tens of thousands of trajectories feasible without a compiler.
+  vectorized over the candidates and along each row of the table (the leftovers' cluster
+  choice; the clustering's search uses the compiled
+  :func:`~ehr_release.algorithms.lda.kernels.exact_cost`, tested to give the same bits).
 
 Costs returned are what the alignment *adds* (both sides, integer numerators per attribute);
 the thesis also carries ILM(X), ALM(X) of an already-anonymized X, a constant per X.
@@ -23,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ehr_release.algorithms.lda import kernels
 from ehr_release.algorithms.lda.model import LossModel, Traj
 
-DIAG, LEFT, UP = 0, 1, 2  # generalize x_h with y_j, suppress y_j, suppress x_h
+DIAG, LEFT, UP = kernels.DIAG, kernels.LEFT, kernels.UP  # generalize, drop y_j, drop x_h
 
 
 @dataclass(frozen=True)
@@ -61,37 +64,15 @@ class Batch:
 # ---------------------------------------------------------------------- A-GS, one pair
 def ags_align(model: LossModel, x: Traj, y: Traj) -> Alignment:
     """A-GS of ``x`` and ``y`` with traceback (thesis Algorithm 3, weights in ``model``)."""
-    m, n = len(x[0]), len(y[0])
-    sxi, sxa = (v.tolist() for v in model.suppression(*x))
-    syi, sya = (v.tolist() for v in model.suppression(*y))
+    sxi, sxa = model.suppression(*x)
+    syi, sya = model.suppression(*y)
     li, la, gi, ga = model.generalization(x[0][:, None], x[1][:, None], y[0][None, :],
                                           y[1][None, :])
-    gi, ga = gi.tolist(), ga.tolist()
-    al, be = model.alpha, model.beta
-    ci = [[0] * (n + 1) for _ in range(m + 1)]
-    ca = [[0] * (n + 1) for _ in range(m + 1)]
-    way = [[LEFT] * (n + 1) for _ in range(m + 1)]
-    for h in range(1, m + 1):
-        ci[h][0], ca[h][0], way[h][0] = ci[h - 1][0] + sxi[h - 1], ca[h - 1][0] + sxa[h - 1], UP
-    for j in range(1, n + 1):
-        ci[0][j], ca[0][j] = ci[0][j - 1] + syi[j - 1], ca[0][j - 1] + sya[j - 1]
-    for h in range(1, m + 1):
-        row_i, row_a, up_i, up_a = ci[h], ca[h], ci[h - 1], ca[h - 1]
-        gih, gah, sx_i, sx_a = gi[h - 1], ga[h - 1], sxi[h - 1], sxa[h - 1]
-        for j in range(1, n + 1):
-            bi, ba = up_i[j - 1] + gih[j - 1], up_a[j - 1] + gah[j - 1]
-            best, choice = al * bi + be * ba, DIAG
-            ti, ta = row_i[j - 1] + syi[j - 1], row_a[j - 1] + sya[j - 1]
-            cost = al * ti + be * ta
-            if cost < best:
-                bi, ba, best, choice = ti, ta, cost, LEFT
-            ti, ta = up_i[j] + sx_i, up_a[j] + sx_a
-            if al * ti + be * ta < best:
-                bi, ba, choice = ti, ta, UP
-            row_i[j], row_a[j], way[h][j] = bi, ba, choice
+    d_icd, d_age, way = kernels.ags_table(sxi, sxa, syi, sya, gi, ga, model.alpha, model.beta)
+    way = way.tolist()
     out_i: list[int] = []
     out_a: list[int] = []
-    h, j = m, n
+    h, j = len(x[0]), len(y[0])
     while h > 0 or j > 0:
         step = way[h][j]
         if step == DIAG:
@@ -103,7 +84,7 @@ def ags_align(model: LossModel, x: Traj, y: Traj) -> Alignment:
         else:
             h -= 1
     return Alignment(np.array(out_i[::-1], dtype=np.int64), np.array(out_a[::-1], dtype=np.int64),
-                     ci[m][n], ca[m][n])
+                     int(d_icd), int(d_age))
 
 
 # ---------------------------------------------------------------------- A-GS, batch

@@ -14,9 +14,11 @@ Searching all remaining trajectories at every step is ~10⁸ alignments for the 
 * nearest: a lower bound per candidate — each of its pairs costs at least its cheapest
   fate against the representative (suppression, or generalization with some representative
   pair counting both sides), and a representative longer than the candidate must drop its
-  cheapest surplus pairs — computed for all candidates at once; then, for the few whose
-  bound is below the best cost found, a tighter bound; exact A-GS costs are computed, in
-  batches, in increasing bound order until the next bound exceeds the best exact cost;
+  cheapest surplus pairs — computed for all candidates; then, in increasing bound order,
+  for those whose bound is not above the best cost found, a tighter bound and, if that is
+  not above it either, the exact A-GS cost, until the next bound exceeds the best cost.
+  This loop runs in compiled code (:mod:`~ehr_release.algorithms.lda.kernels`, numba): in
+  NumPy its hundreds of small array operations per search were per-call overhead;
 * farthest: suppressing everything is one possible alignment, so its cost bounds the A-GS
   cost from above; candidates are tried in decreasing bound order, and exact costs to f are
   remembered while f stays the most frequent trajectory.
@@ -30,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 
+from ehr_release.algorithms.lda import kernels
 from ehr_release.algorithms.lda.align import (
     Alignment,
     Batch,
@@ -39,7 +41,6 @@ from ehr_release.algorithms.lda.align import (
     ags_costs,
     baseline_align,
     baseline_costs,
-    scan_costs,
 )
 from ehr_release.algorithms.lda.model import LossModel, Traj
 from ehr_release.errors import ParameterError
@@ -48,7 +49,6 @@ METHODS = ("ags", "baseline")
 _TOL = 1e-9  # slack for bounds summed in a different order than the exact costs
 _FIRST_BATCH = 8  # candidates aligned exactly before the bounds are tightened
 _NEXT_BATCH = 64
-_TIGHT_CHUNK = 256  # candidates whose tight bounds are computed at once (then doubling)
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ class _Pool:
         starts = np.concatenate([[0], np.cumsum(self.lens)[:-1]]).astype(np.int64)
         self.vals = np.full((int(self.lens.max(initial=0)), n), self.padding, dtype=np.int64)
         self.vals[np.arange(len(owner)) - starts[owner], owner] = inverse.reshape(-1)
+        # every trajectory's value ids, contiguous (the compiled search reads them)
+        self.flat_all, self.starts_all = inverse.reshape(-1).astype(np.int32), starts
         self.icd_codes, code_index = np.unique(self.value_icd, return_inverse=True)
         self.age_nodes, age_index = np.unique(self.value_age, return_inverse=True)
         self.value_code_index = np.append(code_index.reshape(-1), 0)  # + padding
@@ -100,29 +102,7 @@ class _Pool:
             *model.suppression(self.value_icd, self.value_age)), dtype=float), 0.0)
         self.sup = np.bincount(owner, weights=self.sup_v[inverse.reshape(-1)], minlength=n)
         self.far_order = np.lexsort((np.arange(n), -self.sup))
-        self._all = (inverse.reshape(-1), owner)
         self._alive = np.arange(n)
-        self._live_pairs = int(self.lens.sum())
-        self._compact()
-
-    def _compact(self) -> None:
-        """Pairs of the remaining distinct trajectories, as (owner, value) arrays.
-
-        Rebuilt when half of the indexed pairs belong to exhausted trajectories, so the
-        per-step bound computations shrink with the pool.
-        """
-        value, owner = self._all
-        keep = self.left[owner] > 0
-        self.flat_value, self.flat_owner = value[keep], owner[keep]
-        bounds = np.searchsorted(self.flat_owner, np.arange(len(self.trajs) + 1))
-        self.starts = bounds[:-1]
-        self._indexed = len(self.flat_owner)
-        # the same pairs as a (trajectories × values) count matrix: a per-value table summed
-        # over every trajectory's pairs is one sparse product, one pass in C (take + bincount
-        # took 2.5× as long at 100,000 trajectories)
-        self.pair_counts = sparse.csr_matrix(
-            (np.ones(len(self.flat_value)), self.flat_value, bounds),
-            shape=(len(self.trajs), self.padding + 1))
 
     def alive(self) -> np.ndarray:
         return self._alive
@@ -134,9 +114,6 @@ class _Pool:
         self.left[d] -= 1
         if not self.left[d]:
             self._alive = self._alive[self._alive != d]
-            self._live_pairs -= int(self.lens[d])
-            if 2 * self._live_pairs < self._indexed:
-                self._compact()
         return rec
 
     def columns(self, ids: np.ndarray) -> np.ndarray:
@@ -152,14 +129,19 @@ class _Pool:
 
 @dataclass(frozen=True)
 class _ValueCosts:
-    """Costs of one representative x against every pair value of the pool."""
+    """Costs of one representative x against the pool's codes, ages and pair values.
 
-    gen: np.ndarray  # (m, values + 1): generalizing x_h with the value, both sides, minus
-    #                  the value's suppression cost (the shifted table of scan_costs)
-    x_side: np.ndarray  # (values + 1, m): x_h's side of that, one row per value (the tight
-    #                     bounds gather a candidate's values as contiguous rows)
-    y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
+    Generalizing x_h with a value (code c, age a) costs x's side icd_x[h, c] + age_x[h, a]
+    and the value's side icd_y[h, c] + age_y[h, a]; the compiled search reads these small
+    tables (m × codes, m × ages) rather than an (m × values) one.
+    """
+
+    icd_x: np.ndarray
+    age_x: np.ndarray
+    icd_y: np.ndarray
+    age_y: np.ndarray
     sup_x: np.ndarray  # (m,)
+    y_min: np.ndarray  # (values + 1,): the value's cheapest own side against any x_h
     y_best: np.ndarray  # (values + 1,): the value's cheapest fate, both sides counted:
     #                     suppressed, or generalized with some x_h (≥ y_min)
 
@@ -173,42 +155,63 @@ class _Search:
         self._far_of: int | None = None
         self._far_memo = np.empty(0)
         self._far_costs: _ValueCosts | None = None
+        self._icd_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._age_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def value_costs(self, x: Traj) -> _ValueCosts:
-        """Costs of ``x``'s pairs against every pair value, built from per-code and per-age
-        tables (the data has far fewer codes and ages than (code, age) values)."""
+        """Costs of ``x``'s pairs against the pool's codes and ages (one row per pair,
+        remembered per tree node: representatives reuse few nodes), and per pair value the
+        cheapest fates the bounds need."""
         model, pool = self.model, self.pool
         sup_x = np.asarray(model.objective(*model.suppression(*x)), dtype=float)
-        if not len(x[0]):
-            empty = np.zeros((0, len(pool.sup_v)))
-            return _ValueCosts(empty, empty.T, pool.sup_v, sup_x, pool.sup_v)
-        codes, ages = pool.icd_codes, pool.age_nodes
-        li = model.icd.lca(x[0][:, None], codes[None, :])
-        lci = model.icd_lc[li]
-        icd_y = model.alpha * (lci - model.icd_lc[codes][None, :])
-        icd_x = model.alpha * (lci - model.icd_lc[x[0]][:, None])
-        la = model.age_lc(model.age.lca(x[1][:, None], ages[None, :]))
-        age_y = model.beta * (la - model.age_lc(ages)[None, :])
-        age_x = model.beta * (la - model.age_lc(x[1])[:, None])
-        ui, ai = pool.value_code_index, pool.value_age_index
-        # np.take along an axis: the same values as fancy indexing, in about half the time
-        own_y = np.take(icd_y, ui, axis=1) + np.take(age_y, ai, axis=1)
-        # x's side built directly as one row per value (no transposed copy)
-        x_side = np.take(icd_x.T, ui, axis=0) + np.take(age_x.T, ai, axis=0)
-        x_side[-1] = own_y[:, -1] = 0.0  # padding
-        gen = np.add(x_side.T, own_y, out=np.empty_like(own_y))  # C order for np.take
-        gen -= pool.sup_v[None, :]
-        y_best = pool.sup_v + np.minimum(gen.min(axis=0), 0.0)
-        return _ValueCosts(gen, x_side, own_y.min(axis=0), sup_x, y_best)
+        m = len(x[0])
+        icd_x, icd_y = self._rows(self._icd_rows, x[0], self._icd_row, pool.icd_codes, m)
+        age_x, age_y = self._rows(self._age_rows, x[1], self._age_row, pool.age_nodes, m)
+        y_min, y_best = kernels.value_bounds(icd_x, age_x, icd_y, age_y, pool.value_code_index,
+                                             pool.value_age_index, pool.sup_v)
+        return _ValueCosts(icd_x, age_x, icd_y, age_y, sup_x, y_min, y_best)
+
+    @staticmethod
+    def _rows(memo: dict[int, tuple[np.ndarray, np.ndarray]], nodes: np.ndarray,
+              make: Callable[[int], tuple[np.ndarray, np.ndarray]], domain: np.ndarray,
+              m: int) -> tuple[np.ndarray, np.ndarray]:
+        if not m:
+            return np.zeros((0, len(domain))), np.zeros((0, len(domain)))
+        rows = []
+        for node in nodes.tolist():
+            if node not in memo:
+                memo[node] = make(node)
+            rows.append(memo[node])
+        return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])
+
+    def _icd_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """x's side and each code's side of generalizing ICD node ``node`` with the code."""
+        model, codes = self.model, self.pool.icd_codes
+        lci = model.icd_lc[model.icd.lca(np.array([node]), codes)]
+        return (model.alpha * (lci - model.icd_lc[node]),
+                model.alpha * (lci - model.icd_lc[codes]))
+
+    def _age_row(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """x's side and each age's side of generalizing age node ``node`` with the age."""
+        model, ages = self.model, self.pool.age_nodes
+        la = model.age_lc(model.age.lca(np.array([node]), ages))
+        return (model.beta * (la - model.age_lc(np.array([node]))),
+                model.beta * (la - model.age_lc(ages)))
+
+    def _tables(self, cv: _ValueCosts) -> tuple[np.ndarray, ...]:
+        """The representative's and the pool's arrays every compiled cost reads."""
+        pool = self.pool
+        return (cv.icd_x, cv.age_x, cv.icd_y, cv.age_y, cv.sup_x, pool.value_code_index,
+                pool.value_age_index, pool.sup_v)
 
     def exact(self, x: Traj, ids: np.ndarray, cv: _ValueCosts | None) -> np.ndarray:
         """Exact alignment costs of ``x`` with the distinct trajectories ``ids``."""
         self.exact_evaluations += len(ids)
         if self.method != "ags":
             return baseline_costs(self.model, x, self.pool.batch(ids))
-        cols = self.pool.columns(ids)
-        return scan_costs(np.take(cv.gen, cols, axis=1), cv.sup_x, np.take(self.pool.sup_v, cols),
-                          self.pool.lens[ids], shifted=True)
+        pool = self.pool
+        return kernels.exact_costs(*self._tables(cv), pool.flat_all, pool.starts_all, pool.lens,
+                                   np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ nearest
     def nearest(self, rep: Traj) -> int:
@@ -216,37 +219,23 @@ class _Search:
         if self.method != "ags":
             return int(alive[np.argmin(self.exact(rep, alive, None))])
         cv = self.value_costs(rep)
-        bound = self._quick_bounds(rep, cv, alive)
-        if len(alive) > _FIRST_BATCH:
-            first = np.argpartition(bound, _FIRST_BATCH)[:_FIRST_BATCH]
-        else:
-            first = np.arange(len(alive))
-        costs = self.exact(rep, alive[first], cv)
-        best = min(zip(costs.tolist(), alive[first].tolist(), strict=True))
-        open_ = bound <= best[0] + _TOL
-        open_[first] = False
-        ids, quick = alive[open_], bound[open_]
-        # Tight bounds cost O(pairs) per candidate, so they are computed chunk by chunk in
-        # increasing quick-bound order: once the best exact cost falls below the next quick
-        # bound, the rest of the candidates cannot win (or tie) and are never touched. Each
-        # chunk is the `size` smallest quick bounds left (a partition, not a full sort: the
-        # loop usually stops after a few chunks); the order inside a chunk and among equal
-        # bounds does not matter, since _pruned_min returns the least (cost, id) of all.
-        size = _TIGHT_CHUNK
-        while len(ids) and quick.min() <= best[0] + _TOL:
-            if len(ids) > size:
-                part = np.argpartition(quick, size - 1)
-                take, rest = part[:size], part[size:]
-            else:
-                take, rest = np.arange(len(ids)), np.empty(0, dtype=np.int64)
-            sel = take[quick[take] <= best[0] + _TOL]
-            # neither bound dominates the other: the larger of two lower bounds is one too
-            tight = np.maximum(self._tight_bounds(rep, cv, ids[sel]), quick[sel])
-            best = _pruned_min(ids[sel], tight, lambda d: self.exact(rep, d, cv), best)
-            keep = rest[quick[rest] <= best[0] + _TOL]
-            ids, quick = ids[keep], quick[keep]
-            size *= 2
-        return best[1]
+        pool = self.pool
+        # in compiled code: quick bounds of all, exact costs of the _FIRST_BATCH lowest, then
+        # the others whose quick bound does not exceed the best cost, one at a time in
+        # increasing bound order — a tight bound, then the exact cost if the tight bound does
+        # not exceed the best either; it stops at the first quick bound above the best. The
+        # order among equal bounds does not matter: the answer is the least (cost, id) of
+        # all that could win or tie.
+        best_id, evaluated = kernels.nearest(
+            alive, _FIRST_BATCH, _TOL, cv.y_best, self._surplus(cv), cv.y_min,
+            *self._tables(cv), pool.flat_all, pool.starts_all, pool.lens)
+        self.exact_evaluations += evaluated
+        return int(best_id)
+
+    @staticmethod
+    def _surplus(cv: _ValueCosts) -> np.ndarray:
+        """[i]: the representative's i cheapest suppressions summed."""
+        return np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
 
     def _quick_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """For the distinct trajectories ``ids``: each pair costs at least its cheapest fate
@@ -260,9 +249,8 @@ class _Search:
         trajectory, so far fewer candidates reach tight bounds and exact costs.
         """
         pool = self.pool
-        bound = (pool.pair_counts @ cv.y_best)[ids]
-        cum = np.concatenate([[0.0], np.cumsum(np.sort(cv.sup_x))])
-        return bound + cum[np.maximum(len(rep[0]) - pool.lens[ids], 0)]
+        return kernels.quick_bounds(cv.y_best, self._surplus(cv), len(rep[0]), pool.flat_all,
+                                    pool.starts_all, pool.lens, np.asarray(ids, dtype=np.int64))
 
     def _tight_bounds(self, rep: Traj, cv: _ValueCosts, ids: np.ndarray) -> np.ndarray:
         """A tighter bound for a few candidates, counting both sides of every match.
@@ -271,49 +259,14 @@ class _Search:
         cheapest own-side generalization, and ≥ n − m of them are suppressed instead (add
         the smallest differences). Representative side: each pair costs ≥ the cheaper of
         suppression and its cheapest generalization with one of the candidate's pairs, and
-        ≥ m − n of them are suppressed.
+        ≥ m − n of them are suppressed. (The nearest search computes it candidate by
+        candidate inside :func:`kernels.pruned_nearest`.)
         """
         pool = self.pool
-        m, count = len(rep[0]), len(ids)
-        lens = pool.lens[ids]
-        seg = np.cumsum(lens) - lens
-        flat = np.repeat(pool.starts[ids] - seg, lens) + np.arange(int(lens.sum()))
-        values = np.take(pool.flat_value, flat)
-        local_owner = np.repeat(np.arange(count), lens)
-        y_min = np.take(cv.y_min, values)
-        y_part = np.bincount(local_owner, weights=y_min, minlength=count)
-        need = lens - m  # > 0: the candidate must drop that many pairs; < 0: the rep must
-        longer = np.flatnonzero(need > 0)
-        if len(longer):  # the smallest extras of the longer candidates only
-            # one padded row per candidate (padding +inf), sorted: the cumulative sum adds
-            # the smallest extras in increasing order, as a sum over a sorted list would
-            width = int(lens[longer].max())
-            cols = np.take(pool.vals[:width], ids[longer], axis=1).T
-            extra = np.take(pool.sup_v, cols) - np.take(cv.y_min, cols)
-            extra[np.arange(width)[None, :] >= lens[longer][:, None]] = np.inf
-            extra.sort(axis=1)
-            np.cumsum(extra, axis=1, out=extra)
-            y_part[longer] += extra[np.arange(len(longer)), need[longer] - 1]
-        if not m:
-            return y_part
-        # best_x[c, h]: x_h's cheapest side against candidate c's pairs, or suppression
-        has = lens > 0
-        if has.all():
-            best_x = np.minimum.reduceat(np.take(cv.x_side, values, axis=0), seg, axis=0)
-        else:
-            best_x = np.full((count, m), np.inf)
-            if has.any():
-                best_x[has] = np.minimum.reduceat(np.take(cv.x_side, values, axis=0),
-                                                  seg[has], axis=0)
-        np.minimum(best_x, cv.sup_x[None, :], out=best_x)
-        bound = y_part + best_x.T.sum(axis=0)
-        shorter = np.flatnonzero(need < 0)
-        if len(shorter):  # the rep drops its cheapest surplus against a shorter candidate
-            gap = cv.sup_x[None, :] - best_x[shorter]
-            gap.sort(axis=1)
-            np.cumsum(gap, axis=1, out=gap)
-            bound[shorter] += gap[np.arange(len(shorter)), -need[shorter] - 1]
-        return bound
+        return kernels.tight_bounds(cv.icd_x, cv.age_x, cv.y_min, cv.sup_x,
+                                    pool.value_code_index, pool.value_age_index, pool.sup_v,
+                                    pool.flat_all, pool.starts_all, pool.lens,
+                                    np.asarray(ids, dtype=np.int64))
 
     # ------------------------------------------------------------------ farthest
     def farthest(self, f: int) -> int:
@@ -345,28 +298,6 @@ class _Search:
             start += size
             size *= 2
         return best_id
-
-
-def _pruned_min(ids: np.ndarray, bound: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
-                best: tuple[float, int] = (np.inf, -1)) -> tuple[float, int]:
-    """(cost, id) of the argmin of exact costs over ``ids`` and ``best`` (ties: smallest id),
-    evaluating few of them.
-
-    ``bound`` must not exceed the exact cost; ``best`` is a (cost, id) already known.
-    """
-    order = np.lexsort((ids, bound))
-    best_cost, best_id = best
-    start, size = 0, _NEXT_BATCH
-    while start < len(order) and bound[order[start]] <= best_cost + _TOL:
-        pick = order[start:start + size]
-        pick = pick[bound[pick] <= best_cost + _TOL]
-        costs = exact(ids[pick])
-        for d, c in zip(ids[pick].tolist(), costs.tolist(), strict=True):
-            if c < best_cost or (c == best_cost and d < best_id):
-                best_cost, best_id = c, d
-        start += size
-        size *= 2
-    return best_cost, best_id
 
 
 def cluster_trajectories(trajs: Sequence[Traj], k: int, model: LossModel,
