@@ -345,16 +345,15 @@ def _check(files: Mapping[str, bytes], patient_ids: Sequence[str],
         last = {pid: i for i, pid in enumerate(pids) if pid in original}
         known = sum(pid in original for pid in pids)
     records = np.fromiter(last.values(), dtype=np.int64, count=len(last))
-    embeds, d_icd, d_age = _embeddings(trees, list(map(original.__getitem__, last)),
-                                       groups.trajs, groups.of_record[records])
+    judged = list(map(original.__getitem__, last))
+    embeds, d_icd, d_age = _embeddings(trees, judged, groups.trajs, groups.of_record[records])
     bad = list(compress(last, ~embeds))
     reqs.append(Requirement(
         "truthful generalization", "every published trajectory embeds in order into its "
         "original, each value an ancestor-or-self of the original value",
         f"{len(bad)} of {known} trajectories do not embed", not bad,
         {"patients": bad[:_SHOW]}))
-    lengths = np.fromiter((len(original[pid]) for pid in last), dtype=np.int64,
-                          count=len(last))
+    lengths = np.fromiter(map(len, judged), dtype=np.int64, count=len(judged))
     reqs.append(_declared(meta, trees, lengths, d_icd, d_age, bool(bad)))
     return VerificationReport(algorithm, reqs)
 
