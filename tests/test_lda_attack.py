@@ -258,6 +258,14 @@ def test_the_column_wise_reader_vouches_only_for_what_the_line_reader_finds_clea
     small = all(abs(a) < 2 ** 63 and abs(b) < 2 ** 63 for pairs, _ in rows for _, a, b in pairs)
     if each is not None and not each.side_channels and small:
         assert plain is not None
+    # the pattern reader (canonical_lines) reads a narrower set of files, the same way
+    patterned = attack_module._patterned(data)
+    if patterned is not None:
+        assert plain is not None
+        assert (patterned.pids, patterned.records) == (plain.pids, plain.records)
+    if plain is not None and data.isascii() and b"\\" not in data and all(
+            abs(a) < 10 ** 18 and abs(b) < 10 ** 18 for pairs, _ in rows for _, a, b in pairs):
+        assert patterned is not None
 
 
 def test_a_non_canonical_metadata_file_fails_the_audit():

@@ -446,8 +446,11 @@ def _check_file(schema: FileSchema, data: bytes,
         if schema.rendering is not None:
             _raise_if(document_problem(text, document, schema.root, schema.rendering))
         return
+    from ehr_release.privacy.canonical_lines import lines_match
     from ehr_release.privacy.json_columns import all_conform, loads_lines
 
+    if lines_match(data, schema.root, schema.rendering):  # in shape and canonical, unparsed
+        return
     objects = loads_lines(data)  # fast and never more lenient; else line by line, naming
     if objects is None or not all_conform(objects, schema.root):
         objects = []

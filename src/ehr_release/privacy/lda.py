@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress
@@ -29,6 +28,8 @@ import numpy as np
 import orjson
 
 from ehr_release.hierarchy import Hierarchy
+from ehr_release.privacy.canonical_lines import forget as forget_match
+from ehr_release.privacy.canonical_lines import lines_match
 from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
 from ehr_release.privacy.json_columns import all_conform, forget, loads_lines, paused_gc
 from ehr_release.privacy.json_lines import (
@@ -49,6 +50,8 @@ LOSS_TOLERANCE = 1e-9  # the algorithm sums floats; this side sums exact integer
 _SHOW = 10  # how many offending patients a requirement's evidence names
 
 Original = Sequence[tuple[str, int]]
+# a line canonical_lines.lines_match vouched for: its pseudonym and its trajectory's text
+_CUT = re.compile(r'^\{"patient_id": "([^"]*)", "trajectory": (.*)\}$', re.M)
 _LINE = Obj({"patient_id": "str", "trajectory": ListOf(TupleOf(("str", TupleOf(("int", "int")))))})
 
 
@@ -89,17 +92,64 @@ class _Trees:
         return self._lc[node]
 
 
-Records = tuple[list[str], list[list[Any]]]  # pseudonyms; trajectories of [node, [lo, hi]]
+@dataclass(frozen=True)
+class _Groups:
+    """The published trajectories as groups of identical ones: per record its group, per
+    group (in order of first appearance) the trajectory and its ``json.dumps`` text (made
+    on demand: only the small groups and the smallest are shown)."""
+
+    of_record: np.ndarray
+    trajs: list[list[Any]]
+    render: Callable[[int], str]
+
+    @staticmethod
+    def of(keys: list[Any], trajs: Callable[[list[Any]], list[list[Any]]],
+           render: Callable[[Any], str]) -> _Groups:
+        """Records grouped by ``keys`` (one per record, equal iff the trajectories are);
+        ``trajs`` parses the distinct keys, ``render`` renders one."""
+        ids = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+        of_record = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+        distinct = list(ids)
+        return _Groups(of_record, trajs(distinct), lambda g: render(distinct[g]))
+
+
+Records = tuple[list[str], _Groups]  # pseudonyms; the published trajectories, grouped
 
 
 def _parse(files: Mapping[str, bytes], trees: _Trees) -> tuple[Records, dict[str, Any]]:
-    """The records column-wise when every line is plainly in shape and every pair valid,
-    else line by line, which names the first departure (the verdict is the per-line
-    reader's either way: the fast pass only ever refuses more, and then defers)."""
-    fast = _columns(files, trees)
+    """The records from the bytes when every line is its canonical rendering in plain
+    text (:mod:`.canonical_lines`), else column-wise when every line is plainly in shape,
+    else line by line, which names the first departure; each faster reader also requires
+    every pair valid. The verdict is the per-line reader's either way: the fast passes
+    only ever refuse more, and then defer."""
+    fast = _canonical(files, trees)
+    if fast is None:
+        fast = _columns(files, trees)
     if fast is not None:
         return fast, release_meta(files, META_FILE)
     return _lines(files, trees)
+
+
+def _canonical(files: Mapping[str, bytes], trees: _Trees) -> Records | None:
+    """Pseudonyms and trajectory texts cut from lines proven canonical: each trajectory's
+    text is then its ``json.dumps`` (plain ASCII, default separators), equal texts are
+    equal trajectories, and only the distinct ones are parsed."""
+    if RECORDS_FILE not in files or META_FILE not in files:
+        return None
+    data = files[RECORDS_FILE]
+    matched = lines_match(data, _LINE)
+    forget_match()  # the closed world's match, kept for this reader
+    if not matched:
+        return None
+    rows = _CUT.findall(data.decode("ascii"))
+    groups = _Groups.of(list(map(itemgetter(1), rows)), _parsed, str)
+    if not _pairs_valid(groups.trajs, trees):
+        return None
+    return list(map(itemgetter(0), rows)), groups
+
+
+def _parsed(texts: list[Any]) -> list[list[Any]]:
+    return list(map(orjson.loads, texts))
 
 
 def _columns(files: Mapping[str, bytes], trees: _Trees) -> Records | None:
@@ -112,21 +162,31 @@ def _columns(files: Mapping[str, bytes], trees: _Trees) -> Records | None:
         return None
     pids = list(map(itemgetter("patient_id"), objects))
     trajs = list(map(itemgetter("trajectory"), objects))
+    if not _pairs_valid(trajs, trees):
+        return None
+    return pids, _grouped(trajs)
+
+
+def _grouped(trajs: list[list[Any]]) -> _Groups:
+    # identical trajectories have identical compact renderings (only text and integers)
+    return _Groups.of(list(map(orjson.dumps, trajs)), _parsed, _rendered)
+
+
+def _pairs_valid(trajs: list[list[Any]], trees: _Trees) -> bool:
+    """Whether every node is in the hierarchy and every age range a block of its domain."""
     flat = list(chain.from_iterable(trajs))
     if not all(node in trees.h for node in set(map(itemgetter(0), flat))):
-        return None
+        return False
     try:
         block = np.fromiter(chain.from_iterable(map(itemgetter(1), flat)), dtype=np.int64,
                             count=2 * len(flat)).reshape(-1, 2)
     except OverflowError:  # beyond 64 bits: no block, and the per-line reader says so
-        return None
+        return False
     lo, hi = block[:, 0], block[:, 1]
     if not ((trees.s.age_first <= lo) & (lo <= hi) & (hi <= trees.age_last)).all():
-        return None
+        return False
     width = hi - lo + 1  # in the domain now: no overflow
-    if not ((width & (width - 1) == 0) & ((lo - trees.s.age_first) % width == 0)).all():
-        return None
-    return pids, trajs
+    return bool(((width & (width - 1) == 0) & ((lo - trees.s.age_first) % width == 0)).all())
 
 
 def _lines(files: Mapping[str, bytes], trees: _Trees) -> tuple[Records, dict[str, Any]]:
@@ -139,7 +199,7 @@ def _lines(files: Mapping[str, bytes], trees: _Trees) -> tuple[Records, dict[str
             _check_pair(item, no, trees)
         pids.append(pid)
         trajs.append(traj)
-    return (pids, trajs), release_meta(files, META_FILE)
+    return (pids, _grouped(trajs)), release_meta(files, META_FILE)
 
 
 def _is_int(v: object) -> bool:
@@ -180,11 +240,21 @@ def embeddings(trees: _Trees, originals: Sequence[Original],
     one step per original position over all pairs at once. The property tests hold this
     equal to the minimum over every embedding (a one-pair table and brute force).
     """
+    return _embeddings(trees, originals, published,
+                       np.arange(len(published), dtype=np.int64))
+
+
+def _embeddings(trees: _Trees, originals: Sequence[Original],
+                groups: Sequence[Sequence[Sequence[Any]]], of_pair: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`embeddings` of each ``originals[i]`` and ``groups[of_pair[i]]``: the
+    published side flattened and its loss summed once per distinct trajectory."""
     root_i, root_a, leaf = trees.icd_l(trees.h.root), trees.age_size, trees.s.leaf_count
     n_len = np.fromiter(map(len, originals), dtype=np.int64, count=len(originals))
-    m_len = np.fromiter(map(len, published), dtype=np.int64, count=len(published))
+    g_len = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    m_len = g_len[of_pair]
     flat_o = list(chain.from_iterable(originals))
-    flat_p = list(chain.from_iterable(published))
+    flat_p = list(chain.from_iterable(groups))
     code_id = {c: i for i, c in enumerate(dict.fromkeys(map(itemgetter(0), flat_o)))}
     node_id = {v: i for i, v in enumerate(dict.fromkeys(map(itemgetter(0), flat_p)))}
     code = np.fromiter(map(code_id.__getitem__, map(itemgetter(0), flat_o)), dtype=np.int64,
@@ -201,7 +271,7 @@ def embeddings(trees: _Trees, originals: Sequence[Original],
             if v in node_id:
                 covers[i, node_id[v]] = True
     o_start = np.cumsum(n_len) - n_len
-    p_start = np.cumsum(m_len) - m_len
+    p_start = (np.cumsum(g_len) - g_len)[of_pair]
     j = np.zeros(len(originals), dtype=np.int64)  # published pairs matched so far
     for h in range(int(n_len.max(initial=0))):
         act = np.flatnonzero((n_len > h) & (j < m_len))
@@ -213,8 +283,8 @@ def embeddings(trees: _Trees, originals: Sequence[Original],
     l_node = np.array([trees.icd_l(v) for v in node_id] or [0], dtype=np.int64)
     l_block = np.where(hi == lo, leaf, hi - lo + 1)
     d_icd = (_row_sums(root_i - l_code[code], n_len)
-             - _row_sums(root_i - l_node[node], m_len))
-    d_age = n_len * (root_a - leaf) - _row_sums(root_a - l_block, m_len)
+             - _row_sums(root_i - l_node[node], g_len)[of_pair])
+    d_age = n_len * (root_a - leaf) - _row_sums(root_a - l_block, g_len)[of_pair]
     return embeds, d_icd, d_age
 
 
@@ -257,7 +327,7 @@ def _check(files: Mapping[str, bytes], patient_ids: Sequence[str],
     fmt = (f"{RECORDS_FILE} lines of patient_id and trajectory of [ICD node, age block]; "
            "values are nodes of the hierarchies")
     try:
-        (pids, trajs), meta = _parse(files, trees)
+        (pids, groups), meta = _parse(files, trees)
     except (MalformedRelease, UnicodeDecodeError) as exc:
         return VerificationReport(algorithm, [Requirement("release format", fmt, str(exc),
                                                           False)])
@@ -266,37 +336,40 @@ def _check(files: Mapping[str, bytes], patient_ids: Sequence[str],
     reqs.append(one_record_each(
         "one record per patient", f"each of the {len(original)} patients exactly once",
         original, pids, _SHOW))
-    reqs.append(_k_anonymity(trajs, settings.k))
+    reqs.append(_k_anonymity(groups, settings.k))
     # a patient listed twice is judged on its last record (and fails the check above)
-    last = {pid: i for i, pid in enumerate(pids) if pid in original}
-    known = sum(pid in original for pid in pids)
-    embeds, d_icd, d_age = embeddings(trees, [original[pid] for pid in last],
-                                      [trajs[i] for i in last.values()])
+    last = dict(zip(pids, range(len(pids)), strict=True))
+    if original.keys() >= last.keys():
+        known = len(pids)
+    else:
+        last = {pid: i for i, pid in enumerate(pids) if pid in original}
+        known = sum(pid in original for pid in pids)
+    records = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    judged = list(map(original.__getitem__, last))
+    embeds, d_icd, d_age = _embeddings(trees, judged, groups.trajs, groups.of_record[records])
     bad = list(compress(last, ~embeds))
     reqs.append(Requirement(
         "truthful generalization", "every published trajectory embeds in order into its "
         "original, each value an ancestor-or-self of the original value",
         f"{len(bad)} of {known} trajectories do not embed", not bad,
         {"patients": bad[:_SHOW]}))
-    lengths = np.fromiter((len(original[pid]) for pid in last), dtype=np.int64,
-                          count=len(last))
+    lengths = np.fromiter(map(len, judged), dtype=np.int64, count=len(judged))
     reqs.append(_declared(meta, trees, lengths, d_icd, d_age, bool(bad)))
     return VerificationReport(algorithm, reqs)
 
 
-def _k_anonymity(trajs: list[list[Any]], k: int) -> Requirement:
-    # identical trajectories have identical compact renderings (only text and integers)
-    by_pairs = Counter(map(orjson.dumps, trajs))
-    least = min(by_pairs.values(), default=0)
+def _k_anonymity(groups: _Groups, k: int) -> Requirement:
+    by_pairs = np.bincount(groups.of_record, minlength=len(groups.trajs)).tolist()
+    least = min(by_pairs, default=0)
     # rendered only where shown or ordered: the small groups and the smallest
-    groups = {_rendered(t): n for t, n in by_pairs.items() if n < k or n == least}
-    small = sorted((n, t) for t, n in groups.items() if n < k)
-    size, traj = min((n, t) for t, n in groups.items()) if groups else (0, "[]")
+    shown_groups = {groups.render(g): n for g, n in enumerate(by_pairs) if n < k or n == least}
+    small = sorted((n, t) for t, n in shown_groups.items() if n < k)
+    size, traj = min((n, t) for t, n in shown_groups.items()) if shown_groups else (0, "[]")
     shown = traj if len(traj) <= 200 else traj[:200] + "…"
     return Requirement(
         "k-anonymity", f"every published trajectory is shared by ≥ {k} records",
         f"smallest group {size} records, trajectory {shown}; {len(small)} groups below {k}",
-        bool(groups) and not small,
+        bool(shown_groups) and not small,
         {"groups": len(by_pairs), "small_groups": [{"size": n, "trajectory": t[:200]}
                                                  for n, t in small[:_SHOW]]})
 

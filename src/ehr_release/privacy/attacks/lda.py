@@ -22,9 +22,11 @@ Every other published field is read as an adversary would:
 * ``lda.json`` holds parameters and two release-wide averages; it must be canonical too.
 
 Nothing here comes from ``ehr_release.algorithms`` or from the LDA verifier: the bytes are
-parsed here, ICD ancestry is walked on the shared hierarchy's parent links, and the in-order
-test is a greedy scan (taking the earliest matching pair is optimal for embedding a sequence
-into another under a per-pair predicate), vectorized over the (trajectory, published
+parsed here (a plainly canonical file is matched against the canonical-rendering pattern of
+:mod:`ehr_release.privacy.canonical_lines`, which the closed world also uses, and cut), ICD
+ancestry is walked on the shared hierarchy's parent links, and the in-order test is a greedy
+scan (taking the earliest matching pair is optimal for embedding a sequence into another
+under a per-pair predicate), vectorized over the (trajectory, published
 trajectory) combinations that pass a necessary covering filter. Exact counts are computed in
 increasing order of a cheap lower bound and stop once no remaining patient can change the
 answer (:func:`_smallest`), so a correct release costs little more than reading it.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +49,9 @@ import numpy as np
 import orjson
 
 from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.privacy.canonical_lines import forget as forget_match
+from ehr_release.privacy.canonical_lines import lines_match
+from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
 from ehr_release.privacy.json_columns import paused_gc
 from ehr_release.reports import AttackReport
 
@@ -59,6 +65,9 @@ ATTACKER = ("knows a target's whole trajectory of (ICD code, age) pairs and read
             "published field and byte of the release")
 
 PubPair = tuple[str, int, int]  # (ICD node, first age, last age)
+_LINE = Obj({"patient_id": "str", "trajectory": ListOf(TupleOf(("str", TupleOf(("int", "int")))))})
+# a line that matches _LINE's canonical pattern: its pseudonym and its trajectory's text
+_CUT = re.compile(r'^\{"patient_id": "([^"]*)", "trajectory": (.*)\}$', re.M)
 _canonical = partial(json.dumps, ensure_ascii=False)
 
 
@@ -146,11 +155,37 @@ def _read(files: Mapping[str, bytes]) -> _Release:
     """The records as an adversary reads them, and the byte-level side channels found."""
     if RECORDS_FILE not in files:
         raise _Unreadable(f"{RECORDS_FILE} is missing")
-    plain = _plain(files[RECORDS_FILE])
+    plain = _patterned(files[RECORDS_FILE])
+    if plain is None:
+        plain = _plain(files[RECORDS_FILE])
     if plain is not None:
         plain.side_channels = _meta_channels(files)
         return plain
     return _each_line(files)
+
+
+def _patterned(data: bytes) -> _Release | None:
+    """The release read from its bytes when every line matches the pattern of its canonical
+    rendering in plain text (:mod:`ehr_release.privacy.canonical_lines`: a text pseudonym
+    and a list of [ICD node, [first, last]] pairs, nothing escaped) and the pseudonyms are
+    strictly increasing: what :func:`_plain` accepts, narrower. Pseudonym and trajectory are
+    cut from each line, and only the distinct trajectory texts are parsed (equal texts are
+    equal trajectories). None otherwise, and :func:`_plain` reads it."""
+    if not data:
+        return None
+    matched = lines_match(data, _LINE)
+    forget_match()  # hold no reference to the bytes
+    if not matched:
+        return None
+    rows = _CUT.findall(data.decode("ascii"))
+    pids = list(map(itemgetter(0), rows))
+    if not all(map(operator.lt, pids, pids[1:])):
+        return None
+    texts = list(map(itemgetter(1), rows))
+    distinct = {text: tuple((node, lo, hi) for node, (lo, hi) in orjson.loads(text))
+                for text in dict.fromkeys(texts)}
+    return _Release(pids=pids, records=list(map(distinct.__getitem__, texts)),
+                    extras=[()] * len(pids))
 
 
 def _plain(data: bytes) -> _Release | None:
