@@ -281,6 +281,17 @@ def test_unreadable_release_fails_without_values():
     assert not report.passed and report.smallest_candidate_set is None
 
 
+def test_an_age_beyond_64_bits_is_unreadable_not_a_crash():
+    trajs = [[("401.1", 34)], [("401.9", 35)]]
+    files = release(trajs, 2)
+    line = json.loads(files["trajectories.jsonl"].splitlines()[0])
+    line["trajectory"][0][1][1] = 1 << 70  # a last age no 64-bit integer holds
+    report = attack_trajectories({**files, "trajectories.jsonl": json.dumps(line).encode()
+                                  + b"\n"}, trajs, H, 2)
+    assert not report.passed and "64 bits" in report.measured
+    assert str(1 << 70) not in report.measured
+
+
 def test_an_empty_release_of_nobody_passes():
     report = attack_trajectories({"trajectories.jsonl": b"", "lda.json": b"{}\n"}, [], H, 2)
     assert report.passed

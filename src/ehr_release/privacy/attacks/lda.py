@@ -71,6 +71,9 @@ _CUT = re.compile(r'^\{"patient_id": "([^"]*)", "trajectory": (.*)\}$', re.M)
 _canonical = partial(json.dumps, ensure_ascii=False)
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 class _Unreadable(ValueError):
     """The release is not in the shape this attack reads (no value in the message)."""
 
@@ -320,6 +323,8 @@ def _trajectory(value: object) -> tuple[PubPair, ...]:
               and all(isinstance(a, int) and not isinstance(a, bool) for a in item[1]))
         if not ok:
             raise _Unreadable("a pair is not [ICD node, [first age, last age]]")
+        if not all(_INT64_MIN <= a <= _INT64_MAX for a in item[1]):  # no age is that big
+            raise _Unreadable("an age is beyond 64 bits")
         out.append((item[0], item[1][0], item[1][1]))
     return tuple(out)
 
