@@ -122,6 +122,8 @@ class FileSchema:
     ``codes_column`` names the column in which a table publishes the source's diagnosis
     codes in its own form (one code per row, generalized-code ids), so a certificate can say
     the codes are released although no column bears the source's name.
+    ``derived_columns`` is set on the copy checked against one release: the column names
+    ``columns_from`` read from that release, which are data a message must not repeat.
     """
 
     name: str
@@ -136,6 +138,7 @@ class FileSchema:
     codes_column: str | None = None
     rendering: Rendering | None = None
     review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
+    derived_columns: frozenset[str] = frozenset()
 
     def for_release(self, files: Mapping[str, bytes]) -> FileSchema:
         """This declaration with the columns ``columns_from`` derives for ``files``, each
@@ -354,17 +357,16 @@ def _nulls(column: Any) -> int:
     return int(found)
 
 
-def _column(schema: FileSchema, name: str, named: Collection[str] | None) -> str:
-    """'column 'code'' for a column the schema names itself (``named``; None: all of them),
-    'column 3' for one whose name ``columns_from`` read from the release: a derived name is
-    data the message must not repeat (the model verifier, not the closed world, vouches for
-    it)."""
-    if named is None or name in named:
+def _column(schema: FileSchema, name: str) -> str:
+    """'column 'code'' for a column the schema names itself, 'column 3' for one whose name
+    ``columns_from`` read from the release: a derived name is data the message must not
+    repeat (the model verifier, not the closed world, vouches for it)."""
+    if name not in schema.derived_columns:
         return f"column {name!r}"
     return f"column {list(schema.columns).index(name) + 1} (a derived column)"
 
 
-def _check_parquet(schema: FileSchema, data: bytes, named: Collection[str] | None) -> None:
+def _check_parquet(schema: FileSchema, data: bytes) -> None:
     import pyarrow.parquet as pq
 
     try:
@@ -379,7 +381,7 @@ def _check_parquet(schema: FileSchema, data: bytes, named: Collection[str] | Non
         raise ShapeError(_columns_message(names, list(schema.columns)))
     for name, kind in schema.columns.items():
         if not _parquet_kind_ok(arrow_schema.field(name).type, kind):
-            raise ShapeError(f"{_column(schema, name, named)} must be {describe(kind)}")
+            raise ShapeError(f"{_column(schema, name)} must be {describe(kind)}")
     if any(k not in schema.metadata for k in keys):
         raise ShapeError(undeclared("file metadata key", keys, schema.metadata))
     table = parquet.read()
@@ -388,7 +390,7 @@ def _check_parquet(schema: FileSchema, data: bytes, named: Collection[str] | Non
         # A Nullable column may hold nulls at the top level, never inside its lists.
         allowed = column.null_count if isinstance(kind, Nullable) else 0
         if _nulls(column) > allowed:
-            raise ShapeError(f"{_column(schema, name, named)} holds a null value")
+            raise ShapeError(f"{_column(schema, name)} holds a null value")
 
 
 def describe(spec: Spec) -> str:
@@ -412,10 +414,9 @@ def describe(spec: Spec) -> str:
     return "object"
 
 
-def _check_file(schema: FileSchema, data: bytes,
-                named: Collection[str] | None = None) -> None:
+def _check_file(schema: FileSchema, data: bytes) -> None:
     if schema.format == "parquet":
-        _check_parquet(schema, data, named)
+        _check_parquet(schema, data)
         return
     try:
         text = data.decode("utf-8")
@@ -432,7 +433,7 @@ def _check_file(schema: FileSchema, data: bytes,
                 raise ShapeError(f"row {no} has {len(row)} fields, declared {len(kinds)}")
             for name, kind, cell in zip(schema.columns, kinds, row, strict=True):
                 if not _csv_value_ok(cell, kind):
-                    raise ShapeError(f"row {no}, {_column(schema, name, named)} must be "
+                    raise ShapeError(f"row {no}, {_column(schema, name)} must be "
                                      f"{describe(kind)}")
         _raise_if(_csv_rendering_problem(text, rows))
         return
@@ -510,17 +511,16 @@ def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[st
             if not file_schema.optional:
                 yield f"declared file {name!r} is missing"
             continue
-        named = None
         if file_schema.columns_from is not None:
-            named = set(file_schema.columns)  # the static names; the rest are derived
             try:
                 columns = dict(file_schema.columns_from(files))
             except Exception:  # noqa: BLE001 - any underivable column list is a departure
                 yield f"{name}: its columns cannot be derived from the release"
                 continue
-            file_schema = replace(file_schema, columns=columns)
+            derived = frozenset(columns) - set(file_schema.columns)
+            file_schema = replace(file_schema, columns=columns, derived_columns=derived)
         try:
-            _check_file(file_schema, files[name], named)
+            _check_file(file_schema, files[name])
         except ShapeError as exc:
             yield f"{name}: {exc}"
 
