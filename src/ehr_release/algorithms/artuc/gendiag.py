@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ehr_release.algorithms.artuc import gendiag_kernel
 from ehr_release.algorithms.artuc.codes import CodeTable
 
 
@@ -93,15 +94,27 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
 
 
 def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
-            full_queue: bool = False) -> CodeGeneralization:
-    """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster."""
+            full_queue: bool = False, compiled: bool = True) -> CodeGeneralization:
+    """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster.
+
+    ``compiled=False`` runs the pure-Python loop: the reference the compiled one is tested
+    against (both return the same result, field by field).
+    """
     rec, code = table.gather(rows)
     uniq, local = _compact(code, len(table.code_set))
-    state = _Items(len(rows), rec, local, table.code_set[uniq])
-    queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
-    queue.run()
-    roots = _roots(np.array(state.parent, dtype=np.int64))
-    label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
+    if compiled and not full_queue and m <= 2 and k < _INT64_KEYS_BELOW_K \
+            and len(uniq) < 1 << _ID_BITS:
+        parent, suppressed, suppressed_codes = _run_compiled(len(rows), rec, local,
+                                                             table.code_set[uniq], k, m)
+    else:
+        state = _Items(len(rows), rec, local, table.code_set[uniq])
+        queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
+        queue.run()
+        parent = np.array(state.parent, dtype=np.int64)
+        suppressed = np.array(state.suppressed, dtype=bool)
+        suppressed_codes = state.suppressed_codes
+    roots = _roots(parent)
+    label = np.where(suppressed[roots], -1, roots)
     item = label[local]
     items = _items_by_label(label, uniq)
     size = np.bincount(label[label >= 0], minlength=len(uniq))
@@ -112,7 +125,20 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
             weight[lab] = float(table.weight[list(codes)].max())
     gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
-                              float(gen.sum()), float(sup.sum()), state.suppressed_codes)
+                              float(gen.sum()), float(sup.sum()), suppressed_codes)
+
+
+def _run_compiled(n: int, rec: np.ndarray, local: np.ndarray, code_set: np.ndarray, k: int,
+                  m: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """:class:`BorderQueue`'s loop in compiled code (:mod:`.gendiag_kernel`): the same Q
+    to start from, the same union-find parents, suppressed items and suppressed code count."""
+    sup = np.bincount(local, minlength=len(code_set))
+    _, sets = np.unique(code_set, return_inverse=True)
+    q = initial_q(k, m, sup, rec, local)
+    parent, suppressed, count = gendiag_kernel.border_run(
+        n, rec, local, sets.astype(np.int64), int(sets.max()) + 1 if len(sets) else 0, sup,
+        k, m, np.asarray(q, dtype=np.int64))
+    return parent, suppressed, int(count)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -343,6 +369,59 @@ _PURGE_WHEN_ALIVE = 0.6
 _PURGE_EVERY = 1024
 
 
+def initial_q(k: int, m: int, sup: np.ndarray, rec: np.ndarray,
+              local: np.ndarray) -> list[int]:
+    """BorderQueue's Q at the start, as int keys (unordered): the infrequent items and, for
+    m ≥ 2, the infrequent co-occurring pairs of frequent items."""
+    sup = np.asarray(sup, dtype=np.int64)
+    ids = np.flatnonzero(sup < k)
+    entries = _keys(k, sup[ids], ids, None)
+    if m >= 2:
+        entries.extend(_frequent_pairs(k, rec, local, sup >= k))
+    return entries
+
+
+def _keys(k: int, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
+    """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`BorderQueue.push`)."""
+    dtype = np.int64 if k < _INT64_KEYS_BELOW_K else object
+    key = ((k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype) << _ID_BITS)
+    if b is not None:
+        key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
+    return key.tolist()  # Python ints (int64 and object arrays alike)
+
+
+def _frequent_pairs(k: int, rec: np.ndarray, local: np.ndarray,
+                    frequent: np.ndarray) -> list[int]:
+    """BorderQueue's initial pair keys: co-occurring pairs of frequent items below k."""
+    keep = frequent[local]
+    r, c = rec[keep], local[keep]
+    step = np.diff(r)
+    # gather() lists records in order and each record's codes sorted: already lexsorted
+    if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
+        order = np.lexsort((c, r))
+        r, c = r[order], c[order]
+        step = np.diff(r)
+    starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
+    lens = np.diff(np.append(starts, len(r)))
+    firsts, seconds = [], []
+    for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
+        if length < 2:
+            continue
+        base = starts[lens == length]
+        a, b = _triu(int(length))
+        firsts.append((base[:, None] + a).ravel())
+        seconds.append((base[:, None] + b).ravel())
+    if not firsts:
+        return []
+    d = len(frequent)
+    keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
+    bounds = np.flatnonzero(np.diff(keys)) + 1
+    uniq = keys[np.concatenate(([0], bounds))]
+    counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
+    rare = counts < k
+    return _keys(k, counts[rare], uniq[rare] // d, uniq[rare] % d)
+
+
 class BorderQueue(_Queue):
     """Q restricted to infrequent items and infrequent pairs of frequent items (m ≤ 2).
 
@@ -358,23 +437,11 @@ class BorderQueue(_Queue):
         if len(state.sup) >= 1 << _ID_BITS:
             raise ValueError(f"GenDiag handles fewer than {1 << _ID_BITS} codes per cluster")
         sup = np.array(state.sup, dtype=np.int64)
-        ids = np.flatnonzero(sup < k)
-        entries = self._keys(sup[ids], ids, None)
         self.frequent: set[int] = set(np.flatnonzero(sup >= k).tolist())
         self.dirty: dict[int, int | None] = {}
-        if m >= 2:
-            entries.extend(self._frequent_pairs(rec, local, sup >= k))
+        entries = initial_q(k, m, sup, rec, local)
         heapq.heapify(entries)
         self.int_heap = entries
-
-    def _keys(self, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
-        """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`push`)."""
-        dtype = np.int64 if self.k < _INT64_KEYS_BELOW_K else object
-        key = ((self.k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype)
-                                                                         << _ID_BITS)
-        if b is not None:
-            key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
-        return key.tolist()  # Python ints (int64 and object arrays alike)
 
     def push(self, p: tuple[int, ...], support: int) -> None:
         """Q holds ints, not tuples (much cheaper heap operations): (k − support), then a
@@ -384,36 +451,6 @@ class BorderQueue(_Queue):
         if len(p) == 2:
             key |= 1 << (2 * _ID_BITS) | p[1]
         heapq.heappush(self.int_heap, key)
-
-    def _frequent_pairs(self, rec: np.ndarray, local: np.ndarray,
-                        frequent: np.ndarray) -> list[int]:
-        keep = frequent[local]
-        r, c = rec[keep], local[keep]
-        step = np.diff(r)
-        # gather() lists records in order and each record's codes sorted: already lexsorted
-        if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
-            order = np.lexsort((c, r))
-            r, c = r[order], c[order]
-            step = np.diff(r)
-        starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
-        lens = np.diff(np.append(starts, len(r)))
-        firsts, seconds = [], []
-        for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
-            if length < 2:
-                continue
-            base = starts[lens == length]
-            a, b = _triu(int(length))
-            firsts.append((base[:, None] + a).ravel())
-            seconds.append((base[:, None] + b).ravel())
-        if not firsts:
-            return []
-        d = len(frequent)
-        keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
-        bounds = np.flatnonzero(np.diff(keys)) + 1
-        uniq = keys[np.concatenate(([0], bounds))]
-        counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
-        rare = counts < self.k
-        return self._keys(counts[rare], uniq[rare] // d, uniq[rare] % d)
 
     def run(self) -> None:
         """The generic loop, specialized: an entry is live iff its items are alive and its
