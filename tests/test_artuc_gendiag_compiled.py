@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ehr_release.algorithms.artuc import gendiag as gendiag_module
+from ehr_release.algorithms.artuc import gendiag_kernel
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
 from tests import artuc_gendiag_reference as frozen
@@ -99,3 +101,18 @@ def test_m_above_2_and_full_queue_take_the_python_loop() -> None:
     assert_identical(gendiag(table, rows, 6, 3), frozen.gendiag(table, rows, k=6, m=3))
     assert_identical(gendiag(table, rows, 6, 2, full_queue=True),
                      frozen.gendiag(table, rows, k=6, m=2, full_queue=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(5, 200), st.sampled_from([1, 2, 3, 10]),
+       st.sampled_from([1, 2]))
+def test_initial_q_by_matrix_and_by_sort_equal_the_python_one(seed, n, k, m) -> None:
+    rng = np.random.default_rng(seed)
+    table = ehrd_shaped(rng, n, int(rng.integers(20, 400)), 3, float(rng.uniform(2, 12)))
+    rec, code = table.gather(rng.permutation(n))
+    _, local = gendiag_module._compact(code, len(table.code_set))
+    sup = np.bincount(local)
+    want = sorted(gendiag_module.initial_q(k, m, sup, rec, local))
+    for matrix_max in (0, 1 << 20):
+        got = gendiag_kernel.initial_q(n, rec, local, sup, k, m, matrix_max)
+        assert sorted(got.tolist()) == want

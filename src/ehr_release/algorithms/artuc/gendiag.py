@@ -38,6 +38,7 @@ import functools
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +62,7 @@ class CodeGeneralization:
     rec: np.ndarray
     code: np.ndarray
     item: np.ndarray
-    items: dict[int, tuple[int, ...]]
+    items: Mapping[int, tuple[int, ...]]
     ul_generalization: float
     ul_suppression: float
     suppressed: int
@@ -69,6 +70,37 @@ class CodeGeneralization:
     @property
     def ul(self) -> float:
         return self.ul_generalization + self.ul_suppression
+
+
+class ItemCodes(Mapping[int, tuple[int, ...]]):
+    """GenDiag's item id → sorted code ids, built on first use.
+
+    Why lazy: ArtUC's merge step runs GenDiag on every feasible partner and compares only
+    their UL; the mapping (a tuple per item) is read for the few results that are released.
+    """
+
+    __slots__ = ("_label", "_uniq", "_built")
+
+    def __init__(self, label: np.ndarray, uniq: np.ndarray) -> None:
+        self._label, self._uniq = label, uniq
+        self._built: dict[int, tuple[int, ...]] | None = None
+
+    def _mapping(self) -> dict[int, tuple[int, ...]]:
+        if self._built is None:
+            self._built = _items_by_label(self._label, self._uniq)
+        return self._built
+
+    def __getitem__(self, key: int) -> tuple[int, ...]:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+    def __repr__(self) -> str:
+        return repr(self._mapping())
 
 
 def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
@@ -102,8 +134,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     """
     rec, code = table.gather(rows)
     uniq, local = _compact(code, len(table.code_set))
-    if compiled and not full_queue and m <= 2 and k < _INT64_KEYS_BELOW_K \
-            and len(uniq) < 1 << _ID_BITS:
+    if compiled and _compiles(len(rows), len(uniq), k, m, full_queue):
         parent, suppressed, suppressed_codes = _run_compiled(len(rows), rec, local,
                                                              table.code_set[uniq], k, m)
     else:
@@ -116,7 +147,7 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     roots = _roots(parent)
     label = np.where(suppressed[roots], -1, roots)
     item = label[local]
-    items = _items_by_label(label, uniq)
+    items = ItemCodes(label, uniq)
     size = np.bincount(label[label >= 0], minlength=len(uniq))
     weight = None
     if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
@@ -134,11 +165,17 @@ def _run_compiled(n: int, rec: np.ndarray, local: np.ndarray, code_set: np.ndarr
     to start from, the same union-find parents, suppressed items and suppressed code count."""
     sup = np.bincount(local, minlength=len(code_set))
     _, sets = np.unique(code_set, return_inverse=True)
-    q = initial_q(k, m, sup, rec, local)
     parent, suppressed, count = gendiag_kernel.border_run(
         n, rec, local, sets.astype(np.int64), int(sets.max()) + 1 if len(sets) else 0, sup,
-        k, m, np.asarray(q, dtype=np.int64))
+        k, m)
     return parent, suppressed, int(count)
+
+
+def _compiles(n: int, d: int, k: int, m: int, full_queue: bool) -> bool:
+    """Whether the compiled loop takes this call: BorderQueue (m ≤ 2), int64 Q keys, and
+    partner keys (size, −support, mincode) that fit 62 bits."""
+    return (not full_queue and m <= 2 and k < _INT64_KEYS_BELOW_K and d < 1 << _ID_BITS
+            and 2 * max(1, d.bit_length()) + max(1, n.bit_length()) <= 62)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ _SHIFT = 2 * ID_BITS + 1
 _PAIR = 1 << (2 * ID_BITS)
 _PURGE_EVERY = 1024
 _PURGE_WHEN_ALIVE = 0.6
+_PAIR_MATRIX_MAX = 1024  # initial pairs counted in an n_freq² matrix up to this many items
 _DIRTY_MAX = 4  # a fix changes at most two frequent items (the two sides of a pair)
 
 
@@ -50,7 +51,7 @@ def _ctpop(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _and_count(post: np.ndarray, a: int, b: int) -> int:
     total = 0
     for w in range(post.shape[1]):
@@ -58,44 +59,36 @@ def _and_count(post: np.ndarray, a: int, b: int) -> int:
     return total
 
 
-# ----------------------------------------------------------------- partner heaps (4 columns)
-@njit(cache=True, nogil=True)
-def _ph_less(ph: np.ndarray, i: int, j: int) -> bool:
-    for c in range(4):
-        if ph[i, c] != ph[j, c]:
-            return ph[i, c] < ph[j, c]
-    return False
+# ----------------------------------------------------------------- partner heaps
+# One row per entry: (key, item). The key packs (size, −support, mincode) into one int64
+# (``_partner_key``), ordered as the tuple is; the item is only read to validate the entry.
+@njit(cache=True, nogil=True, inline="always")
+def _partner_key(u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray,
+                 enc: np.ndarray) -> int:
+    """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift, n)."""
+    return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
 
 
-@njit(cache=True, nogil=True)
-def _ph_swap(ph: np.ndarray, i: int, j: int) -> None:
-    for c in range(4):
-        t = ph[i, c]
-        ph[i, c] = ph[j, c]
-        ph[j, c] = t
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _ph_push(ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int,
-             e0: int, e1: int, e2: int, e3: int) -> None:
+             key: int, item: int) -> None:
     if plen[s] >= cap[s]:
         raise ValueError("GenDiag kernel: partner heap overflow")
     b0 = base[s]
     pos = b0 + plen[s]
     plen[s] += 1
-    ph[pos, 0] = e0
-    ph[pos, 1] = e1
-    ph[pos, 2] = e2
-    ph[pos, 3] = e3
     while pos > b0:
         up = b0 + (pos - b0 - 1) // 2
-        if not _ph_less(ph, pos, up):
+        if ph[up, 0] <= key:
             break
-        _ph_swap(ph, pos, up)
+        ph[pos, 0] = ph[up, 0]
+        ph[pos, 1] = ph[up, 1]
         pos = up
+    ph[pos, 0] = key
+    ph[pos, 1] = item
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
     """Drop the top entry of code set s's heap."""
     b0 = base[s]
@@ -103,24 +96,25 @@ def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
     end = b0 + plen[s]
     if end == b0:
         return
-    for c in range(4):
-        ph[b0, c] = ph[end, c]
+    key, item = ph[end, 0], ph[end, 1]
     pos = b0
     while True:
-        left = b0 + 2 * (pos - b0) + 1
-        if left >= end:
+        child = b0 + 2 * (pos - b0) + 1
+        if child >= end:
             break
-        child = left
-        if left + 1 < end and _ph_less(ph, left + 1, left):
-            child = left + 1
-        if not _ph_less(ph, child, pos):
+        if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
+            child += 1
+        if ph[child, 0] >= key:
             break
-        _ph_swap(ph, pos, child)
+        ph[pos, 0] = ph[child, 0]
+        ph[pos, 1] = ph[child, 1]
         pos = child
+    ph[pos, 0] = key
+    ph[pos, 1] = item
 
 
 # ----------------------------------------------------------------- Q (int64 keys)
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
     while True:
         left = 2 * pos + 1
@@ -137,7 +131,7 @@ def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
         pos = child
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _q_push(q: np.ndarray, qlen: int, key: int) -> np.ndarray:
     """Push ``key`` at position qlen (the caller counts); returns q, grown if it was full."""
     if qlen >= len(q):
@@ -172,38 +166,113 @@ def _q_purge(q: np.ndarray, qlen: int, alive: np.ndarray) -> int:
     return out
 
 
-# ----------------------------------------------------------------- the loop
 @njit(cache=True, nogil=True)
+def initial_q(n_records: int, rec: np.ndarray, local: np.ndarray, sup: np.ndarray, k: int,
+              m: int, matrix_max: int) -> np.ndarray:
+    """``gendiag.initial_q``: the infrequent items, and for m ≥ 2 the co-occurring pairs of
+    frequent items below k, as Q keys (unordered). Pairs are counted in a matrix when there
+    are at most ``matrix_max`` frequent items, else by sorting."""
+    d = len(sup)
+    singles = 0
+    for a in range(d):
+        singles += sup[a] < k
+    per_record = np.zeros(n_records + 1, dtype=np.int64)
+    if m >= 2:
+        for i in range(len(rec)):
+            if sup[local[i]] >= k:
+                per_record[rec[i] + 1] += 1
+    n_pairs = 0
+    for r in range(n_records):
+        n_pairs += per_record[r + 1] * (per_record[r + 1] - 1) // 2
+        per_record[r + 1] += per_record[r]
+    items = np.empty(per_record[n_records], dtype=np.int64)
+    fill = per_record[:n_records].copy()
+    if m >= 2:
+        for i in range(len(rec)):
+            if sup[local[i]] >= k:
+                items[fill[rec[i]]] = local[i]
+                fill[rec[i]] += 1
+    q = np.empty(singles + n_pairs, dtype=np.int64)
+    at = 0
+    for a in range(d):
+        if sup[a] < k:
+            q[at] = (k - sup[a]) << _SHIFT | a << ID_BITS
+            at += 1
+    frequent = np.flatnonzero(sup >= k) if m >= 2 else np.empty(0, dtype=np.int64)
+    n_freq = len(frequent)
+    if n_freq <= matrix_max:  # count in a matrix of frequent × frequent items
+        fid = np.full(d, -1, dtype=np.int64)
+        for i in range(n_freq):
+            fid[frequent[i]] = i
+        count = np.zeros((n_freq, n_freq), dtype=np.int64)
+        for r in range(n_records):
+            for i in range(per_record[r], per_record[r + 1]):
+                for j in range(i + 1, per_record[r + 1]):
+                    x, y = fid[items[i]], fid[items[j]]
+                    if x < y:
+                        count[x, y] += 1
+                    else:
+                        count[y, x] += 1
+        for x in range(n_freq):
+            for y in range(x + 1, n_freq):
+                both = count[x, y]
+                if 0 < both < k:
+                    q[at] = (k - both) << _SHIFT | _PAIR | frequent[x] << ID_BITS | frequent[y]
+                    at += 1
+        return q[:at]
+    pairs = np.empty(n_pairs, dtype=np.int64)  # many frequent items: sort the pairs
+    p = 0
+    for r in range(n_records):
+        for i in range(per_record[r], per_record[r + 1]):
+            for j in range(i + 1, per_record[r + 1]):
+                x, y = items[i], items[j]
+                pairs[p] = x * d + y if x < y else y * d + x
+                p += 1
+    pairs.sort()
+    start = 0
+    while start < n_pairs:
+        end = start + 1
+        while end < n_pairs and pairs[end] == pairs[start]:
+            end += 1
+        both = end - start
+        if both < k:
+            x, y = pairs[start] // d, pairs[start] % d
+            q[at] = (k - both) << _SHIFT | _PAIR | x << ID_BITS | y
+            at += 1
+        start = end
+    return q[:at]
+
+
+# ----------------------------------------------------------------- the loop
+@njit(cache=True, nogil=True, inline="always")
 def _best_partner(u: int, sets: np.ndarray, alive: np.ndarray, size: np.ndarray,
-                  sup: np.ndarray, ph: np.ndarray, base: np.ndarray, cap: np.ndarray,
-                  plen: np.ndarray) -> int:
+                  sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray, ph: np.ndarray,
+                  base: np.ndarray, cap: np.ndarray, plen: np.ndarray) -> int:
     """The least alive item of u's code set other than u by (size, −support, mincode); −1:
     none. Stale entries on top are dropped, as ``_Items.best_partner`` does."""
     s = sets[u]
     b0 = base[s]
-    saved = False
-    e0 = e1 = e2 = e3 = 0
+    saved = -1
     found = -1
     while plen[s] > 0:
-        v = ph[b0, 3]
-        if alive[v] and size[v] == ph[b0, 0] and sup[v] == -ph[b0, 1]:
+        v = ph[b0, 1]
+        if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
             if v != u:
                 found = v
                 break
-            if not saved:  # u's own entry: set it aside while looking below it
-                saved = True
-                e0, e1, e2, e3 = ph[b0, 0], ph[b0, 1], ph[b0, 2], ph[b0, 3]
+            if saved < 0:  # u's own entry: set it aside while looking below it
+                saved = ph[b0, 0]
         _ph_pop(ph, base, plen, s)
-    if saved:
-        _ph_push(ph, base, cap, plen, s, e0, e1, e2, e3)
+    if saved >= 0:
+        _ph_push(ph, base, cap, plen, s, saved, u)
     return found
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _merge(u: int, v: int, post: np.ndarray, delta: np.ndarray, sets: np.ndarray,
            alive: np.ndarray, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray,
-           parent: np.ndarray, ph: np.ndarray, base: np.ndarray, cap: np.ndarray,
-           plen: np.ndarray) -> tuple[int, int]:
+           parent: np.ndarray, enc: np.ndarray, ph: np.ndarray, base: np.ndarray,
+           cap: np.ndarray, plen: np.ndarray) -> tuple[int, int]:
     """``_Items.merge``: survivor is the better-supported (ties: smaller id); ``delta`` gets
     the records the survivor gained. Returns (survivor, absorbed)."""
     if sup[u] > sup[v] or (sup[u] == sup[v] and u < v):
@@ -224,11 +293,12 @@ def _merge(u: int, v: int, post: np.ndarray, delta: np.ndarray, sets: np.ndarray
         mincode[keep] = mincode[gone]
     alive[gone] = False
     parent[gone] = keep
-    _ph_push(ph, base, cap, plen, sets[keep], size[keep], -sup[keep], mincode[keep], keep)
+    _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc),
+             keep)
     return keep, gone
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _forget(x: int, fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
             dirty_full: np.ndarray, dirty_bits: np.ndarray, counts: np.ndarray) -> None:
     """x is no longer frequent nor dirty (it died or was suppressed)."""
@@ -249,7 +319,7 @@ def _forget(x: int, fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
             return
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _merged(keep: int, gone: int, k: int, delta: np.ndarray, sup: np.ndarray,
             fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray, dirty_full: np.ndarray,
             dirty_bits: np.ndarray, counts: np.ndarray) -> None:
@@ -287,7 +357,7 @@ def _merged(keep: int, gone: int, k: int, delta: np.ndarray, sup: np.ndarray,
             dirty_bits[at, w] = delta[w]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _flush(q: np.ndarray, counts: np.ndarray, k: int, m: int, post: np.ndarray,
            farr: np.ndarray, dirty_id: np.ndarray, dirty_full: np.ndarray,
            dirty_bits: np.ndarray) -> np.ndarray:
@@ -317,7 +387,7 @@ def _flush(q: np.ndarray, counts: np.ndarray, k: int, m: int, post: np.ndarray,
     return q
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _suppress(e: int, alive: np.ndarray, suppressed: np.ndarray, size: np.ndarray,
               fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
               dirty_full: np.ndarray, dirty_bits: np.ndarray, counts: np.ndarray) -> None:
@@ -330,13 +400,11 @@ def _suppress(e: int, alive: np.ndarray, suppressed: np.ndarray, size: np.ndarra
 
 @njit(cache=True, nogil=True)
 def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndarray,
-               n_sets: int, sup: np.ndarray, k: int, m: int,
-               q_init: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+               n_sets: int, sup: np.ndarray, k: int, m: int) -> tuple[np.ndarray, np.ndarray, int]:
     """GenDiag's loop on one cluster; returns (parent, suppressed, suppressed code count).
 
     ``rec``/``local``: each code occurrence's record and item (distinct pairs); ``sets``:
-    each item's code set, compacted to 0..n_sets−1; ``sup``: each item's support;
-    ``q_init``: Q's initial keys (``BorderQueue``'s, see ``initial_q``).
+    each item's code set, compacted to 0..n_sets−1; ``sup``: each item's support.
     """
     d = len(sets)
     words = (n_records + 63) // 64
@@ -359,9 +427,18 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
     for s in range(1, n_sets):
         base[s] = base[s - 1] + cap[s - 1]
     plen = np.zeros(n_sets, dtype=np.int64)
-    ph = np.empty((int(cap.sum()), 4), dtype=np.int64)
+    ph = np.empty((int(cap.sum()), 2), dtype=np.int64)
+    code_bits = 1
+    while 1 << code_bits <= d:
+        code_bits += 1
+    record_bits = 1
+    while 1 << record_bits <= n_records:
+        record_bits += 1
+    if 2 * code_bits + record_bits > 62:
+        raise ValueError("GenDiag kernel: cluster too large for int64 partner keys")
+    enc = np.array([code_bits, code_bits + record_bits, n_records], dtype=np.int64)
     for u in range(d):
-        _ph_push(ph, base, cap, plen, sets[u], 1, -sup[u], u, u)
+        _ph_push(ph, base, cap, plen, sets[u], _partner_key(u, size, sup, mincode, enc), u)
     # frequent items (alive, support ≥ k), dirty items of the current fix
     fpos = np.full(d, -1, dtype=np.int64)
     farr = np.empty(max(d, 1), dtype=np.int64)
@@ -377,6 +454,7 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
     dirty_full = np.zeros(_DIRTY_MAX, dtype=np.bool_)
     dirty_bits = np.zeros((_DIRTY_MAX, words), dtype=np.uint64)
     delta = np.zeros(words, dtype=np.uint64)
+    q_init = initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX)
     q = np.empty(2 * len(q_init) + 16, dtype=np.int64)
     q[:len(q_init)] = q_init
     counts[2] = len(q_init)
@@ -405,13 +483,14 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
             if not (alive[a] and sup[a] == need):
                 continue
             while sup[a] < k:  # fix([a])
-                v = _best_partner(a, sets, alive, size, sup, ph, base, cap, plen)
+                v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
+                                       plen)
                 if v < 0:
                     _suppress(a, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
                               dirty_bits, counts)
                     break
                 a, gone = _merge(a, v, post, delta, sets, alive, size, sup, mincode, parent,
-                                 ph, base, cap, plen)
+                                 enc, ph, base, cap, plen)
                 counts[4] -= 1
                 _merged(a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full,
                         dirty_bits, counts)
@@ -420,8 +499,10 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
             if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
                 continue
             while _and_count(post, a, b) < k:  # fix([a, b])
-                va = _best_partner(a, sets, alive, size, sup, ph, base, cap, plen)
-                vb = _best_partner(b, sets, alive, size, sup, ph, base, cap, plen)
+                va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
+                                       plen)
+                vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap,
+                                       plen)
                 if va < 0 and vb < 0:
                     e = a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b
                     _suppress(e, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
@@ -435,7 +516,7 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
                 else:
                     u, v, other = b, vb, a
                 keep, gone = _merge(u, v, post, delta, sets, alive, size, sup, mincode,
-                                    parent, ph, base, cap, plen)
+                                    parent, enc, ph, base, cap, plen)
                 counts[4] -= 1
                 _merged(keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full,
                         dirty_bits, counts)
