@@ -132,23 +132,20 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     ``compiled=False`` runs the pure-Python loop: the reference the compiled one is tested
     against (both return the same result, field by field).
     """
-    rec, code = table.gather(rows)
-    uniq, local = _compact(code, len(table.code_set))
-    if compiled and _compiles(len(rows), len(uniq), k, m, full_queue):
-        parent, suppressed, suppressed_codes = _run_compiled(len(rows), rec, local,
-                                                             table.code_set[uniq], k, m)
+    if compiled and _compiles(len(rows), len(table.code_set), k, m, full_queue):
+        rec, code, uniq, item, label, size, suppressed_codes = _run_compiled(table, rows, k, m)
     else:
+        rec, code = table.gather(rows)
+        uniq, local = _compact(code, len(table.code_set))
         state = _Items(len(rows), rec, local, table.code_set[uniq])
         queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
         queue.run()
-        parent = np.array(state.parent, dtype=np.int64)
-        suppressed = np.array(state.suppressed, dtype=bool)
+        roots = _roots(np.array(state.parent, dtype=np.int64))
+        label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
+        item = label[local]
+        size = np.bincount(label[label >= 0], minlength=len(uniq))
         suppressed_codes = state.suppressed_codes
-    roots = _roots(parent)
-    label = np.where(suppressed[roots], -1, roots)
-    item = label[local]
     items = ItemCodes(label, uniq)
-    size = np.bincount(label[label >= 0], minlength=len(uniq))
     weight = None
     if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
         weight = np.ones(len(uniq))
@@ -159,21 +156,23 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
                               float(gen.sum()), float(sup.sum()), suppressed_codes)
 
 
-def _run_compiled(n: int, rec: np.ndarray, local: np.ndarray, code_set: np.ndarray, k: int,
-                  m: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """:class:`BorderQueue`'s loop in compiled code (:mod:`.gendiag_kernel`): the same Q
-    to start from, the same union-find parents, suppressed items and suppressed code count."""
-    sup = np.bincount(local, minlength=len(code_set))
-    _, sets = np.unique(code_set, return_inverse=True)
-    parent, suppressed, count = gendiag_kernel.border_run(
-        n, rec, local, sets.astype(np.int64), int(sets.max()) + 1 if len(sets) else 0, sup,
-        k, m)
-    return parent, suppressed, int(count)
+def _run_compiled(table: CodeTable, rows: np.ndarray, k: int, m: int
+                  ) -> tuple[np.ndarray, ...]:
+    """The Python path's set-up, :class:`BorderQueue`'s loop and the labelling, in compiled
+    code (:mod:`.gendiag_kernel`): (rec, code, uniq, item, label, size, suppressed codes)."""
+    rec, code, uniq, local, sets, n_sets = gendiag_kernel.cluster_codes(
+        table.indptr, table.indices, table.code_set, np.asarray(rows, dtype=np.int64))
+    sup = np.bincount(local, minlength=len(uniq))
+    parent, suppressed, count = gendiag_kernel.border_run(len(rows), rec, local, sets, n_sets,
+                                                          sup, k, m)
+    label, item, size = gendiag_kernel.item_labels(parent, suppressed, local)
+    return rec, code.astype(table.indices.dtype, copy=False), uniq, item, label, size, int(count)
 
 
 def _compiles(n: int, d: int, k: int, m: int, full_queue: bool) -> bool:
     """Whether the compiled loop takes this call: BorderQueue (m ≤ 2), int64 Q keys, and
-    partner keys (size, −support, mincode) that fit 62 bits."""
+    partner keys (size, −support, mincode) that fit 62 bits (``d``: the table's codes, an
+    upper bound on the cluster's)."""
     return (not full_queue and m <= 2 and k < _INT64_KEYS_BELOW_K and d < 1 << _ID_BITS
             and 2 * max(1, d.bit_length()) + max(1, n.bit_length()) <= 62)
 

@@ -243,6 +243,73 @@ def initial_q(n_records: int, rec: np.ndarray, local: np.ndarray, sup: np.ndarra
     return q[:at]
 
 
+# ----------------------------------------------------------------- set-up and labels
+@njit(cache=True, nogil=True)
+def cluster_codes(indptr: np.ndarray, indices: np.ndarray, code_set: np.ndarray,
+                  rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                             np.ndarray, int]:
+    """``CodeTable.gather`` and ``gendiag._compact`` in one pass, plus the items' code sets
+    compacted to 0..n_sets−1: (rec, code, uniq, local, sets, n_sets)."""
+    n = len(rows)
+    total = 0
+    for i in range(n):
+        total += indptr[rows[i] + 1] - indptr[rows[i]]
+    rec = np.empty(total, dtype=np.int64)
+    code = np.empty(total, dtype=np.int64)
+    at = 0
+    for i in range(n):
+        for p in range(indptr[rows[i]], indptr[rows[i] + 1]):
+            rec[at] = i
+            code[at] = indices[p]
+            at += 1
+    rank = np.full(len(code_set), -1, dtype=np.int64)
+    for c in code:
+        rank[c] = 0
+    d = 0
+    for c in range(len(code_set)):
+        if rank[c] == 0:
+            rank[c] = d
+            d += 1
+    uniq = np.empty(d, dtype=np.int64)
+    for c in range(len(code_set)):
+        if rank[c] >= 0:
+            uniq[rank[c]] = c
+    local = np.empty(total, dtype=np.int64)
+    for i in range(total):
+        local[i] = rank[code[i]]
+    values = np.empty(d, dtype=np.int64)
+    for u in range(d):
+        values[u] = code_set[uniq[u]]
+    distinct = np.unique(values)
+    sets = np.searchsorted(distinct, values).astype(np.int64)
+    return rec, code, uniq, local, sets, len(distinct)
+
+
+@njit(cache=True, nogil=True)
+def item_labels(parent: np.ndarray, suppressed: np.ndarray,
+                local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each item's label (its union-find root, −1 if suppressed), each occurrence's label,
+    and each label's number of codes: what ``gendiag`` computes from the Python loop."""
+    d = len(parent)
+    root = parent.copy()
+    for u in range(d):
+        x = u
+        while root[x] != x:  # path halving: the roots are those of ``parent``
+            root[x] = root[root[x]]
+            x = root[x]
+        root[u] = x
+    label = np.empty(d, dtype=np.int64)
+    size = np.zeros(d, dtype=np.int64)
+    for u in range(d):
+        label[u] = -1 if suppressed[root[u]] else root[u]
+        if label[u] >= 0:
+            size[label[u]] += 1
+    item = np.empty(len(local), dtype=np.int64)
+    for i in range(len(local)):
+        item[i] = label[local[i]]
+    return label, item, size
+
+
 # ----------------------------------------------------------------- the loop
 @njit(cache=True, nogil=True, inline="always")
 def _best_partner(u: int, sets: np.ndarray, alive: np.ndarray, size: np.ndarray,
