@@ -98,7 +98,7 @@ def main() -> None:
 
 def replay(path: str) -> None:
     """Every saved call, compiled loop vs Python loop: all result fields must be equal."""
-    data = np.load(path)
+    data = dict(np.load(path))  # NpzFile would decompress an array at every access
     n_codes = len(data["code_set"])
     table = CodeTable([str(i) for i in range(n_codes)], data["indptr"], data["indices"],
                       data["code_set"], data.get("weight"))
