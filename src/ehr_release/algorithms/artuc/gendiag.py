@@ -30,6 +30,11 @@ unique is several times slower than a sort on a cluster's few thousand keys) and
 what :meth:`CodeTable.gather` already returns in order.
 ``tests/test_artuc_gendiag_equivalence.py`` checks the output is identical to a frozen copy
 of the step-by-step implementation.
+
+By default the same loop runs compiled (:mod:`.gendiag_kernel`, numba) for m ≤ 2 — with the
+set-up and the labelling, while UL stays the NumPy code below so its floats are unchanged;
+``compiled=False`` runs the Python loop, the reference that
+``tests/test_artuc_gendiag_compiled.py`` holds the compiled one to, field by field.
 """
 
 from __future__ import annotations
