@@ -551,7 +551,7 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
                 continue
             while sup[a] < k:  # fix([a])
                 v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                       plen)
+                                  plen)
                 if v < 0:
                     _suppress(a, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
                               dirty_bits, counts)
@@ -567,9 +567,9 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
                 continue
             while _and_count(post, a, b) < k:  # fix([a, b])
                 va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                       plen)
+                                   plen)
                 vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                       plen)
+                                   plen)
                 if va < 0 and vb < 0:
                     e = a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b
                     _suppress(e, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
