@@ -51,28 +51,49 @@ def run(case: tuple, config: Path) -> dict:
     data, n, k, delta, order, stop, relax = case
     dataset = generate_sample(n, seed=2014) if data == "sample" else make("realistic", n)
     cfg_path = ROOT / "examples/artuc-mimic/config.yaml" if data == "sample" else config
-    params = parse_params(registry.get("artuc").params, {
-        "k": str(k), "m": "2", "delta": str(delta), "epsilon": "6%", "config": str(cfg_path),
-        "merge_stop": stop, "merge_order": order})
+    params = parse_params(
+        registry.get("artuc").params,
+        {
+            "k": str(k),
+            "m": "2",
+            "delta": str(delta),
+            "epsilon": "6%",
+            "config": str(cfg_path),
+            "merge_stop": stop,
+            "merge_order": order,
+        },
+    )
     cfg = config_of(params)
     eps = epsilon_of(params, dataset)
     # ε ceiling unbounded: Algorithm 2 relaxes δ (up to ``relax``) while more than ε codes
     # are suppressed, and the run is kept even if ε stays missed
     relaxing = None if relax is None else Relaxing(relax, float("inf"))
     cpu = time.process_time()
-    anon = artuc(rt_data(dataset, cfg), cfg, k=params["k"], m=params["m"],
-                 delta=params["delta"], epsilon=eps if relaxing else float("inf"),
-                 rng=np.random.default_rng(0), stop=params["merge_stop"],
-                 order=params["merge_order"], relaxing=relaxing)
+    anon = artuc(
+        rt_data(dataset, cfg),
+        cfg,
+        k=params["k"],
+        m=params["m"],
+        delta=params["delta"],
+        epsilon=eps if relaxing else float("inf"),
+        rng=np.random.default_rng(0),
+        stop=params["merge_stop"],
+        order=params["merge_order"],
+        relaxing=relaxing,
+    )
     cpu = time.process_time() - cpu
     digest = hashlib.sha256()
     for name, blob in sorted(release_files(anon).items()):
         digest.update(name.encode())
         digest.update(hashlib.sha256(blob).digest())
-    return {"case": list(case), "clusters": len(anon.clusters),
-            "relaxations": [r.describe() for r in anon.relaxations],
-            "suppressed": anon.suppressed_codes, "cpu s": round(cpu, 1),
-            "release sha256": digest.hexdigest()}
+    return {
+        "case": list(case),
+        "clusters": len(anon.clusters),
+        "relaxations": [r.describe() for r in anon.relaxations],
+        "suppressed": anon.suppressed_codes,
+        "cpu s": round(cpu, 1),
+        "release sha256": digest.hexdigest(),
+    }
 
 
 def main() -> None:

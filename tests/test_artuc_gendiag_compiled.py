@@ -43,12 +43,14 @@ def small_clusters(draw: st.DrawFn) -> tuple[CodeTable, np.ndarray, int, int]:
     vocab = draw(st.integers(1, 14))
     code_set = draw(st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab))
     k = draw(st.integers(1, 7))
-    records = draw(st.lists(st.lists(st.integers(0, vocab - 1), max_size=7, unique=True),
-                            min_size=1, max_size=40))
+    records = draw(
+        st.lists(
+            st.lists(st.integers(0, vocab - 1), max_size=7, unique=True), min_size=1, max_size=40
+        )
+    )
     rows = draw(st.permutations(range(len(records))))
-    rows = rows[:draw(st.integers(1, len(rows)))]
-    return table_of(records, code_set), np.array(rows, dtype=np.int64), k, draw(
-        st.integers(1, 2))
+    rows = rows[: draw(st.integers(1, len(rows)))]
+    return table_of(records, code_set), np.array(rows, dtype=np.int64), k, draw(st.integers(1, 2))
 
 
 @settings(max_examples=500, deadline=None)
@@ -69,25 +71,39 @@ def test_records_without_codes_and_empty_clusters() -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(20, 300), st.sampled_from([2, 3, 5, 10, 25]),
-       st.sampled_from([1, 2]), st.booleans())
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(20, 300),
+    st.sampled_from([2, 3, 5, 10, 25]),
+    st.sampled_from([1, 2]),
+    st.booleans(),
+)
 def test_random_ehrd_shaped_clusters(seed, n, k, m, weighted) -> None:
     rng = np.random.default_rng(seed)
-    table = ehrd_shaped(rng, n, int(rng.integers(50, 2500)), int(rng.integers(1, 18)),
-                        float(rng.uniform(2, 18)))
+    table = ehrd_shaped(
+        rng, n, int(rng.integers(50, 2500)), int(rng.integers(1, 18)), float(rng.uniform(2, 18))
+    )
     if weighted:  # Def. 5's w(ũ): UL is computed after the loop, from the same items
-        table = CodeTable(table.names, table.indptr, table.indices, table.code_set,
-                          rng.choice([0.5, 1.0, 2.0, 3.0], len(table.names)))
+        table = CodeTable(
+            table.names,
+            table.indptr,
+            table.indices,
+            table.code_set,
+            rng.choice([0.5, 1.0, 2.0, 3.0], len(table.names)),
+        )
     rows = rng.permutation(n)[: int(rng.integers(1, n + 1))]
     assert_compiled_matches(table, rows, k, m)
 
 
-@pytest.mark.parametrize(("seed", "n", "vocab", "chapters", "mean", "k"), [
-    (11, 1500, 6000, 17, 16.0, 10),  # thousands of pops: Q is purged of dead entries
-    (12, 2500, 3000, 17, 16.0, 5),
-    (13, 1200, 400, 1, 10.0, 25),  # one code set: every partner in one heap
-    (14, 700, 5000, 17, 16.0, 2),
-])
+@pytest.mark.parametrize(
+    ("seed", "n", "vocab", "chapters", "mean", "k"),
+    [
+        (11, 1500, 6000, 17, 16.0, 10),  # thousands of pops: Q is purged of dead entries
+        (12, 2500, 3000, 17, 16.0, 5),
+        (13, 1200, 400, 1, 10.0, 25),  # one code set: every partner in one heap
+        (14, 700, 5000, 17, 16.0, 2),
+    ],
+)
 def test_large_clusters(seed, n, vocab, chapters, mean, k) -> None:
     rng = np.random.default_rng(seed)
     table = ehrd_shaped(rng, n, vocab, chapters, mean)
@@ -99,13 +115,19 @@ def test_m_above_2_and_full_queue_take_the_python_loop() -> None:
     table = ehrd_shaped(rng, 80, 400, 3, 8.0)
     rows = rng.permutation(80)
     assert_identical(gendiag(table, rows, 6, 3), frozen.gendiag(table, rows, k=6, m=3))
-    assert_identical(gendiag(table, rows, 6, 2, full_queue=True),
-                     frozen.gendiag(table, rows, k=6, m=2, full_queue=True))
+    assert_identical(
+        gendiag(table, rows, 6, 2, full_queue=True),
+        frozen.gendiag(table, rows, k=6, m=2, full_queue=True),
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(5, 200), st.sampled_from([1, 2, 3, 10]),
-       st.sampled_from([1, 2]))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(5, 200),
+    st.sampled_from([1, 2, 3, 10]),
+    st.sampled_from([1, 2]),
+)
 def test_initial_q_by_matrix_and_by_sort_equal_the_python_one(seed, n, k, m) -> None:
     rng = np.random.default_rng(seed)
     table = ehrd_shaped(rng, n, int(rng.integers(20, 400)), 3, float(rng.uniform(2, 12)))

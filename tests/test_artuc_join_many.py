@@ -25,17 +25,27 @@ _SPACE: list[DemographicSpace] = []
 
 def space() -> DemographicSpace:
     if not _SPACE:
-        params = parse_params(registry.get("artuc").params, {
-            "k": "5", "m": "2", "delta": "0.3", "epsilon": "6%",
-            "config": str(ROOT / "examples/artuc-mimic/config.yaml")})
+        params = parse_params(
+            registry.get("artuc").params,
+            {
+                "k": "5",
+                "m": "2",
+                "delta": "0.3",
+                "epsilon": "6%",
+                "config": str(ROOT / "examples/artuc-mimic/config.yaml"),
+            },
+        )
         cfg = config_of(params)
         _SPACE.append(DemographicSpace(cfg, rt_data(generate_sample(300, seed=3), cfg)))
     return _SPACE[0]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 299), min_size=1, max_size=12, unique=True),
-                min_size=1, max_size=15))
+@given(
+    st.lists(
+        st.lists(st.integers(0, 299), min_size=1, max_size=12, unique=True), min_size=1, max_size=15
+    )
+)
 def test_join_many_equals_join_one_at_a_time(groups: list[list[int]]) -> None:
     s = space()
     boxes = [s.box_of(np.array(g)) for g in groups]

@@ -63,15 +63,17 @@ def _and_count(post: np.ndarray, a: int, b: int) -> int:
 # One row per entry: (key, item). The key packs (size, −support, mincode) into one int64
 # (``_partner_key``), ordered as the tuple is; the item is only read to validate the entry.
 @njit(cache=True, nogil=True, inline="always")
-def _partner_key(u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray,
-                 enc: np.ndarray) -> int:
+def _partner_key(
+    u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray
+) -> int:
     """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift, n)."""
     return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _ph_push(ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int,
-             key: int, item: int) -> None:
+def _ph_push(
+    ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int, key: int, item: int
+) -> None:
     if plen[s] >= cap[s]:
         raise ValueError("GenDiag kernel: partner heap overflow")
     b0 = base[s]
@@ -167,8 +169,15 @@ def _q_purge(q: np.ndarray, qlen: int, alive: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def initial_q(n_records: int, rec: np.ndarray, local: np.ndarray, sup: np.ndarray, k: int,
-              m: int, matrix_max: int) -> np.ndarray:
+def initial_q(
+    n_records: int,
+    rec: np.ndarray,
+    local: np.ndarray,
+    sup: np.ndarray,
+    k: int,
+    m: int,
+    matrix_max: int,
+) -> np.ndarray:
     """``gendiag.initial_q``: the infrequent items, and for m ≥ 2 the co-occurring pairs of
     frequent items below k, as Q keys (unordered). Pairs are counted in a matrix when there
     are at most ``matrix_max`` frequent items, else by sorting."""
@@ -245,9 +254,9 @@ def initial_q(n_records: int, rec: np.ndarray, local: np.ndarray, sup: np.ndarra
 
 # ----------------------------------------------------------------- set-up and labels
 @njit(cache=True, nogil=True)
-def cluster_codes(indptr: np.ndarray, indices: np.ndarray, code_set: np.ndarray,
-                  rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                             np.ndarray, int]:
+def cluster_codes(
+    indptr: np.ndarray, indices: np.ndarray, code_set: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """``CodeTable.gather`` and ``gendiag._compact`` in one pass, plus the items' code sets
     compacted to 0..n_sets−1: (rec, code, uniq, local, sets, n_sets)."""
     n = len(rows)
@@ -286,8 +295,9 @@ def cluster_codes(indptr: np.ndarray, indices: np.ndarray, code_set: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
-def item_labels(parent: np.ndarray, suppressed: np.ndarray,
-                local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def item_labels(
+    parent: np.ndarray, suppressed: np.ndarray, local: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each item's label (its union-find root, −1 if suppressed), each occurrence's label,
     and each label's number of codes: what ``gendiag`` computes from the Python loop."""
     d = len(parent)
@@ -312,9 +322,19 @@ def item_labels(parent: np.ndarray, suppressed: np.ndarray,
 
 # ----------------------------------------------------------------- the loop
 @njit(cache=True, nogil=True, inline="always")
-def _best_partner(u: int, sets: np.ndarray, alive: np.ndarray, size: np.ndarray,
-                  sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray, ph: np.ndarray,
-                  base: np.ndarray, cap: np.ndarray, plen: np.ndarray) -> int:
+def _best_partner(
+    u: int,
+    sets: np.ndarray,
+    alive: np.ndarray,
+    size: np.ndarray,
+    sup: np.ndarray,
+    mincode: np.ndarray,
+    enc: np.ndarray,
+    ph: np.ndarray,
+    base: np.ndarray,
+    cap: np.ndarray,
+    plen: np.ndarray,
+) -> int:
     """The least alive item of u's code set other than u by (size, −support, mincode); −1:
     none. Stale entries on top are dropped, as ``_Items.best_partner`` does."""
     s = sets[u]
@@ -336,10 +356,23 @@ def _best_partner(u: int, sets: np.ndarray, alive: np.ndarray, size: np.ndarray,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge(u: int, v: int, post: np.ndarray, delta: np.ndarray, sets: np.ndarray,
-           alive: np.ndarray, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray,
-           parent: np.ndarray, enc: np.ndarray, ph: np.ndarray, base: np.ndarray,
-           cap: np.ndarray, plen: np.ndarray) -> tuple[int, int]:
+def _merge(
+    u: int,
+    v: int,
+    post: np.ndarray,
+    delta: np.ndarray,
+    sets: np.ndarray,
+    alive: np.ndarray,
+    size: np.ndarray,
+    sup: np.ndarray,
+    mincode: np.ndarray,
+    parent: np.ndarray,
+    enc: np.ndarray,
+    ph: np.ndarray,
+    base: np.ndarray,
+    cap: np.ndarray,
+    plen: np.ndarray,
+) -> tuple[int, int]:
     """``_Items.merge``: survivor is the better-supported (ties: smaller id); ``delta`` gets
     the records the survivor gained. Returns (survivor, absorbed)."""
     if sup[u] > sup[v] or (sup[u] == sup[v] and u < v):
@@ -360,14 +393,20 @@ def _merge(u: int, v: int, post: np.ndarray, delta: np.ndarray, sets: np.ndarray
         mincode[keep] = mincode[gone]
     alive[gone] = False
     parent[gone] = keep
-    _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc),
-             keep)
+    _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
     return keep, gone
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _forget(x: int, fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
-            dirty_full: np.ndarray, dirty_bits: np.ndarray, counts: np.ndarray) -> None:
+def _forget(
+    x: int,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
     """x is no longer frequent nor dirty (it died or was suppressed)."""
     at = fpos[x]
     if at >= 0:
@@ -387,9 +426,19 @@ def _forget(x: int, fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merged(keep: int, gone: int, k: int, delta: np.ndarray, sup: np.ndarray,
-            fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray, dirty_full: np.ndarray,
-            dirty_bits: np.ndarray, counts: np.ndarray) -> None:
+def _merged(
+    keep: int,
+    gone: int,
+    k: int,
+    delta: np.ndarray,
+    sup: np.ndarray,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
     """``BorderQueue.merged``: note which pairs of ``keep`` changed (pushed at the flush).
 
     A survivor still below k needs no Q entry: it is the item being fixed, merged again at
@@ -425,9 +474,17 @@ def _merged(keep: int, gone: int, k: int, delta: np.ndarray, sup: np.ndarray,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _flush(q: np.ndarray, counts: np.ndarray, k: int, m: int, post: np.ndarray,
-           farr: np.ndarray, dirty_id: np.ndarray, dirty_full: np.ndarray,
-           dirty_bits: np.ndarray) -> np.ndarray:
+def _flush(
+    q: np.ndarray,
+    counts: np.ndarray,
+    k: int,
+    m: int,
+    post: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+) -> np.ndarray:
     """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed."""
     if m >= 2:
         words = post.shape[1]
@@ -455,9 +512,18 @@ def _flush(q: np.ndarray, counts: np.ndarray, k: int, m: int, post: np.ndarray,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _suppress(e: int, alive: np.ndarray, suppressed: np.ndarray, size: np.ndarray,
-              fpos: np.ndarray, farr: np.ndarray, dirty_id: np.ndarray,
-              dirty_full: np.ndarray, dirty_bits: np.ndarray, counts: np.ndarray) -> None:
+def _suppress(
+    e: int,
+    alive: np.ndarray,
+    suppressed: np.ndarray,
+    size: np.ndarray,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
     _forget(e, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
     alive[e] = False
     suppressed[e] = True
@@ -466,8 +532,16 @@ def _suppress(e: int, alive: np.ndarray, suppressed: np.ndarray, size: np.ndarra
 
 
 @njit(cache=True, nogil=True)
-def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndarray,
-               n_sets: int, sup: np.ndarray, k: int, m: int) -> tuple[np.ndarray, np.ndarray, int]:
+def border_run(
+    n_records: int,
+    rec: np.ndarray,
+    local: np.ndarray,
+    sets: np.ndarray,
+    n_sets: int,
+    sup: np.ndarray,
+    k: int,
+    m: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """GenDiag's loop on one cluster; returns (parent, suppressed, suppressed code count).
 
     ``rec``/``local``: each code occurrence's record and item (distinct pairs); ``sets``:
@@ -523,7 +597,7 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
     delta = np.zeros(words, dtype=np.uint64)
     q_init = initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX)
     q = np.empty(2 * len(q_init) + 16, dtype=np.int64)
-    q[:len(q_init)] = q_init
+    q[: len(q_init)] = q_init
     counts[2] = len(q_init)
     for pos in range(counts[2] // 2 - 1, -1, -1):
         _q_sift_down(q, pos, counts[2])
@@ -550,43 +624,96 @@ def border_run(n_records: int, rec: np.ndarray, local: np.ndarray, sets: np.ndar
             if not (alive[a] and sup[a] == need):
                 continue
             while sup[a] < k:  # fix([a])
-                v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                  plen)
+                v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
                 if v < 0:
-                    _suppress(a, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
-                              dirty_bits, counts)
+                    _suppress(
+                        a,
+                        alive,
+                        suppressed,
+                        size,
+                        fpos,
+                        farr,
+                        dirty_id,
+                        dirty_full,
+                        dirty_bits,
+                        counts,
+                    )
                     break
-                a, gone = _merge(a, v, post, delta, sets, alive, size, sup, mincode, parent,
-                                 enc, ph, base, cap, plen)
+                a, gone = _merge(
+                    a,
+                    v,
+                    post,
+                    delta,
+                    sets,
+                    alive,
+                    size,
+                    sup,
+                    mincode,
+                    parent,
+                    enc,
+                    ph,
+                    base,
+                    cap,
+                    plen,
+                )
                 counts[4] -= 1
-                _merged(a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full,
-                        dirty_bits, counts)
+                _merged(
+                    a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
+                )
         else:
             b = key & _MASK
             if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
                 continue
             while _and_count(post, a, b) < k:  # fix([a, b])
-                va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                   plen)
-                vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap,
-                                   plen)
+                va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
                 if va < 0 and vb < 0:
                     e = a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b
-                    _suppress(e, alive, suppressed, size, fpos, farr, dirty_id, dirty_full,
-                              dirty_bits, counts)
+                    _suppress(
+                        e,
+                        alive,
+                        suppressed,
+                        size,
+                        fpos,
+                        farr,
+                        dirty_id,
+                        dirty_full,
+                        dirty_bits,
+                        counts,
+                    )
                     break
-                take_a = vb < 0 or (va >= 0 and (
-                    (size[a] + size[va], -sup[va], mincode[va], mincode[a])
-                    < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])))
+                take_a = vb < 0 or (
+                    va >= 0
+                    and (
+                        (size[a] + size[va], -sup[va], mincode[va], mincode[a])
+                        < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+                    )
+                )
                 if take_a:
                     u, v, other = a, va, b
                 else:
                     u, v, other = b, vb, a
-                keep, gone = _merge(u, v, post, delta, sets, alive, size, sup, mincode,
-                                    parent, enc, ph, base, cap, plen)
+                keep, gone = _merge(
+                    u,
+                    v,
+                    post,
+                    delta,
+                    sets,
+                    alive,
+                    size,
+                    sup,
+                    mincode,
+                    parent,
+                    enc,
+                    ph,
+                    base,
+                    cap,
+                    plen,
+                )
                 counts[4] -= 1
-                _merged(keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full,
-                        dirty_bits, counts)
+                _merged(
+                    keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
+                )
                 if v == other:
                     break
                 a, b = keep, other
