@@ -8,7 +8,12 @@ CPU seconds, wall seconds, how many GenDiag calls ran, and the SHA-256 of the re
 
     PYTHONPATH=src .venv/bin/python bench/artuc_merge.py [--n 1500] [--seed 2014] [--k 10]
         [--delta 0.3] [--order paper] [--stop exhaust]
-        [--config examples/artuc-mimic/config.yaml]
+        [--config examples/artuc-mimic/config.yaml] [--capture calls.npz]
+    PYTHONPATH=src .venv/bin/python bench/artuc_merge.py --replay calls.npz
+
+``--capture`` also saves every GenDiag call of the run (the code table, k, m and each call's
+rows); ``--replay`` runs each saved call with the compiled loop and with the Python loop
+(``compiled=False``) and counts the calls whose results differ in any field.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import numpy as np
 
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc
+from ehr_release.algorithms.artuc.codes import CodeTable
+from ehr_release.algorithms.artuc.gendiag import gendiag as gendiag_fn
 from ehr_release.algorithms.artuc.release import release_files
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.params import parse_params
@@ -42,7 +49,12 @@ def main() -> None:
     ap.add_argument("--order", default="paper")
     ap.add_argument("--stop", default="exhaust")
     ap.add_argument("--config", default=str(ROOT / "examples/artuc-mimic/config.yaml"))
+    ap.add_argument("--capture", help="save every GenDiag call to this .npz")
+    ap.add_argument("--replay", help="compare compiled and Python GenDiag on saved calls")
     args = ap.parse_args()
+    if args.replay:
+        replay(args.replay)
+        return
     dataset = generate_sample(args.n, seed=args.seed)
     params = parse_params(registry.get("artuc").params, {
         "k": args.k, "m": "2", "delta": args.delta, "epsilon": "6%", "config": args.config,
@@ -51,10 +63,15 @@ def main() -> None:
     rt = rt_data(dataset, cfg)
     module = importlib.import_module("ehr_release.algorithms.artuc.artuc")
     calls, gendiag = [0], module.gendiag
+    captured: list[np.ndarray] = []
+    tables: list[CodeTable] = []
 
-    def counted(*a, **kw):  # in_process looks GenDiag up in its module at each call
+    def counted(table, rows, **kw):  # in_process looks GenDiag up in its module at each call
         calls[0] += 1
-        return gendiag(*a, **kw)
+        if args.capture:
+            tables[:] = [table]
+            captured.append(np.asarray(rows, dtype=np.int64))
+        return gendiag(table, rows, **kw)
 
     module.gendiag = counted
     cpu, wall = time.process_time(), time.perf_counter()
@@ -70,6 +87,41 @@ def main() -> None:
                       "order": args.order, "stop": args.stop, "clusters": len(anon.clusters),
                       "gendiag calls": calls[0], "cpu s": round(cpu, 1),
                       "wall s": round(wall, 1), "release sha256": digest.hexdigest()}))
+    if args.capture and tables:
+        table = tables[0]
+        lens = np.array([len(r) for r in captured], dtype=np.int64)
+        extra = {} if table.weight is None else {"weight": table.weight}
+        np.savez_compressed(args.capture, indptr=table.indptr, indices=table.indices,
+                            code_set=table.code_set, k=params["k"], m=params["m"],
+                            rows=np.concatenate(captured), lens=lens, **extra)
+
+
+def replay(path: str) -> None:
+    """Every saved call, compiled loop vs Python loop: all result fields must be equal."""
+    data = dict(np.load(path))  # NpzFile would decompress an array at every access
+    n_codes = len(data["code_set"])
+    table = CodeTable([str(i) for i in range(n_codes)], data["indptr"], data["indices"],
+                      data["code_set"], data.get("weight"))
+    k, m = int(data["k"]), int(data["m"])
+    bounds = np.concatenate([[0], np.cumsum(data["lens"])])
+    differ, seconds = 0, {True: 0.0, False: 0.0}
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = data["rows"][a:b]
+        out = {}
+        for compiled in (True, False):
+            t = time.process_time()
+            out[compiled] = gendiag_fn(table, rows, k, m, compiled=compiled)
+            seconds[compiled] += time.process_time() - t
+        got, want = out[True], out[False]
+        same = all(np.array_equal(getattr(got, f), getattr(want, f))
+                   for f in ("rows", "rec", "code", "item"))
+        same = same and list(got.items.items()) == list(want.items.items()) and (
+            got.ul_generalization, got.ul_suppression, got.suppressed) == (
+            want.ul_generalization, want.ul_suppression, want.suppressed)
+        differ += not same
+    print(json.dumps({"calls": len(bounds) - 1, "k": k, "m": m, "differing": differ,
+                      "compiled cpu s": round(seconds[True], 2),
+                      "python cpu s": round(seconds[False], 2)}))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,11 @@ unique is several times slower than a sort on a cluster's few thousand keys) and
 what :meth:`CodeTable.gather` already returns in order.
 ``tests/test_artuc_gendiag_equivalence.py`` checks the output is identical to a frozen copy
 of the step-by-step implementation.
+
+By default the same loop runs compiled (:mod:`.gendiag_kernel`, numba) for m ≤ 2 — with the
+set-up and the labelling, while UL stays the NumPy code below so its floats are unchanged;
+``compiled=False`` runs the Python loop, the reference that
+``tests/test_artuc_gendiag_compiled.py`` holds the compiled one to, field by field.
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ import functools
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from ehr_release.algorithms.artuc import gendiag_kernel
 from ehr_release.algorithms.artuc.codes import CodeTable
 
 
@@ -60,7 +67,7 @@ class CodeGeneralization:
     rec: np.ndarray
     code: np.ndarray
     item: np.ndarray
-    items: dict[int, tuple[int, ...]]
+    items: Mapping[int, tuple[int, ...]]
     ul_generalization: float
     ul_suppression: float
     suppressed: int
@@ -68,6 +75,37 @@ class CodeGeneralization:
     @property
     def ul(self) -> float:
         return self.ul_generalization + self.ul_suppression
+
+
+class ItemCodes(Mapping[int, tuple[int, ...]]):
+    """GenDiag's item id → sorted code ids, built on first use.
+
+    Why lazy: ArtUC's merge step runs GenDiag on every feasible partner and compares only
+    their UL; the mapping (a tuple per item) is read for the few results that are released.
+    """
+
+    __slots__ = ("_label", "_uniq", "_built")
+
+    def __init__(self, label: np.ndarray, uniq: np.ndarray) -> None:
+        self._label, self._uniq = label, uniq
+        self._built: dict[int, tuple[int, ...]] | None = None
+
+    def _mapping(self) -> dict[int, tuple[int, ...]]:
+        if self._built is None:
+            self._built = _items_by_label(self._label, self._uniq)
+        return self._built
+
+    def __getitem__(self, key: int) -> tuple[int, ...]:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+    def __repr__(self) -> str:
+        return repr(self._mapping())
 
 
 def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
@@ -93,18 +131,26 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
 
 
 def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
-            full_queue: bool = False) -> CodeGeneralization:
-    """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster."""
-    rec, code = table.gather(rows)
-    uniq, local = _compact(code, len(table.code_set))
-    state = _Items(len(rows), rec, local, table.code_set[uniq])
-    queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
-    queue.run()
-    roots = _roots(np.array(state.parent, dtype=np.int64))
-    label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
-    item = label[local]
-    items = _items_by_label(label, uniq)
-    size = np.bincount(label[label >= 0], minlength=len(uniq))
+            full_queue: bool = False, compiled: bool = True) -> CodeGeneralization:
+    """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster.
+
+    ``compiled=False`` runs the pure-Python loop: the reference the compiled one is tested
+    against (both return the same result, field by field).
+    """
+    if compiled and _compiles(len(rows), len(table.code_set), k, m, full_queue):
+        rec, code, uniq, item, label, size, suppressed_codes = _run_compiled(table, rows, k, m)
+    else:
+        rec, code = table.gather(rows)
+        uniq, local = _compact(code, len(table.code_set))
+        state = _Items(len(rows), rec, local, table.code_set[uniq])
+        queue = (FullQueue if full_queue or m > 2 else BorderQueue)(state, k, m, rec, local)
+        queue.run()
+        roots = _roots(np.array(state.parent, dtype=np.int64))
+        label = np.where(np.array(state.suppressed, dtype=bool)[roots], -1, roots)
+        item = label[local]
+        size = np.bincount(label[label >= 0], minlength=len(uniq))
+        suppressed_codes = state.suppressed_codes
+    items = ItemCodes(label, uniq)
     weight = None
     if table.weight is not None:  # w(ũ): the largest weight of its codes (Def. 5)
         weight = np.ones(len(uniq))
@@ -112,7 +158,28 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
             weight[lab] = float(table.weight[list(codes)].max())
     gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
-                              float(gen.sum()), float(sup.sum()), state.suppressed_codes)
+                              float(gen.sum()), float(sup.sum()), suppressed_codes)
+
+
+def _run_compiled(table: CodeTable, rows: np.ndarray, k: int, m: int
+                  ) -> tuple[np.ndarray, ...]:
+    """The Python path's set-up, :class:`BorderQueue`'s loop and the labelling, in compiled
+    code (:mod:`.gendiag_kernel`): (rec, code, uniq, item, label, size, suppressed codes)."""
+    rec, code, uniq, local, sets, n_sets = gendiag_kernel.cluster_codes(
+        table.indptr, table.indices, table.code_set, np.asarray(rows, dtype=np.int64))
+    sup = np.bincount(local, minlength=len(uniq))
+    parent, suppressed, count = gendiag_kernel.border_run(len(rows), rec, local, sets, n_sets,
+                                                          sup, k, m)
+    label, item, size = gendiag_kernel.item_labels(parent, suppressed, local)
+    return rec, code.astype(table.indices.dtype, copy=False), uniq, item, label, size, int(count)
+
+
+def _compiles(n: int, d: int, k: int, m: int, full_queue: bool) -> bool:
+    """Whether the compiled loop takes this call: BorderQueue (m ≤ 2), int64 Q keys, and
+    partner keys (size, −support, mincode) that fit 62 bits (``d``: the table's codes, an
+    upper bound on the cluster's)."""
+    return (not full_queue and m <= 2 and k < _INT64_KEYS_BELOW_K and d < 1 << _ID_BITS
+            and 2 * max(1, d.bit_length()) + max(1, n.bit_length()) <= 62)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -343,6 +410,59 @@ _PURGE_WHEN_ALIVE = 0.6
 _PURGE_EVERY = 1024
 
 
+def initial_q(k: int, m: int, sup: np.ndarray, rec: np.ndarray,
+              local: np.ndarray) -> list[int]:
+    """BorderQueue's Q at the start, as int keys (unordered): the infrequent items and, for
+    m ≥ 2, the infrequent co-occurring pairs of frequent items."""
+    sup = np.asarray(sup, dtype=np.int64)
+    ids = np.flatnonzero(sup < k)
+    entries = _keys(k, sup[ids], ids, None)
+    if m >= 2:
+        entries.extend(_frequent_pairs(k, rec, local, sup >= k))
+    return entries
+
+
+def _keys(k: int, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
+    """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`BorderQueue.push`)."""
+    dtype = np.int64 if k < _INT64_KEYS_BELOW_K else object
+    key = ((k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype) << _ID_BITS)
+    if b is not None:
+        key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
+    return key.tolist()  # Python ints (int64 and object arrays alike)
+
+
+def _frequent_pairs(k: int, rec: np.ndarray, local: np.ndarray,
+                    frequent: np.ndarray) -> list[int]:
+    """BorderQueue's initial pair keys: co-occurring pairs of frequent items below k."""
+    keep = frequent[local]
+    r, c = rec[keep], local[keep]
+    step = np.diff(r)
+    # gather() lists records in order and each record's codes sorted: already lexsorted
+    if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
+        order = np.lexsort((c, r))
+        r, c = r[order], c[order]
+        step = np.diff(r)
+    starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
+    lens = np.diff(np.append(starts, len(r)))
+    firsts, seconds = [], []
+    for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
+        if length < 2:
+            continue
+        base = starts[lens == length]
+        a, b = _triu(int(length))
+        firsts.append((base[:, None] + a).ravel())
+        seconds.append((base[:, None] + b).ravel())
+    if not firsts:
+        return []
+    d = len(frequent)
+    keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
+    bounds = np.flatnonzero(np.diff(keys)) + 1
+    uniq = keys[np.concatenate(([0], bounds))]
+    counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
+    rare = counts < k
+    return _keys(k, counts[rare], uniq[rare] // d, uniq[rare] % d)
+
+
 class BorderQueue(_Queue):
     """Q restricted to infrequent items and infrequent pairs of frequent items (m ≤ 2).
 
@@ -358,23 +478,11 @@ class BorderQueue(_Queue):
         if len(state.sup) >= 1 << _ID_BITS:
             raise ValueError(f"GenDiag handles fewer than {1 << _ID_BITS} codes per cluster")
         sup = np.array(state.sup, dtype=np.int64)
-        ids = np.flatnonzero(sup < k)
-        entries = self._keys(sup[ids], ids, None)
         self.frequent: set[int] = set(np.flatnonzero(sup >= k).tolist())
         self.dirty: dict[int, int | None] = {}
-        if m >= 2:
-            entries.extend(self._frequent_pairs(rec, local, sup >= k))
+        entries = initial_q(k, m, sup, rec, local)
         heapq.heapify(entries)
         self.int_heap = entries
-
-    def _keys(self, support: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> list[int]:
-        """Q entries as ints ordered like ``(−support, len(p), p)`` (see :meth:`push`)."""
-        dtype = np.int64 if self.k < _INT64_KEYS_BELOW_K else object
-        key = ((self.k - support.astype(dtype)) << (2 * _ID_BITS + 1)) | (a.astype(dtype)
-                                                                         << _ID_BITS)
-        if b is not None:
-            key = key | (1 << (2 * _ID_BITS)) | b.astype(dtype)
-        return key.tolist()  # Python ints (int64 and object arrays alike)
 
     def push(self, p: tuple[int, ...], support: int) -> None:
         """Q holds ints, not tuples (much cheaper heap operations): (k − support), then a
@@ -384,36 +492,6 @@ class BorderQueue(_Queue):
         if len(p) == 2:
             key |= 1 << (2 * _ID_BITS) | p[1]
         heapq.heappush(self.int_heap, key)
-
-    def _frequent_pairs(self, rec: np.ndarray, local: np.ndarray,
-                        frequent: np.ndarray) -> list[int]:
-        keep = frequent[local]
-        r, c = rec[keep], local[keep]
-        step = np.diff(r)
-        # gather() lists records in order and each record's codes sorted: already lexsorted
-        if (step < 0).any() or ((step == 0) & (np.diff(c) <= 0)).any():
-            order = np.lexsort((c, r))
-            r, c = r[order], c[order]
-            step = np.diff(r)
-        starts = np.concatenate(([0], np.flatnonzero(step) + 1)) if len(r) else step
-        lens = np.diff(np.append(starts, len(r)))
-        firsts, seconds = [], []
-        for length in np.flatnonzero(np.bincount(lens)) if len(lens) else ():
-            if length < 2:
-                continue
-            base = starts[lens == length]
-            a, b = _triu(int(length))
-            firsts.append((base[:, None] + a).ravel())
-            seconds.append((base[:, None] + b).ravel())
-        if not firsts:
-            return []
-        d = len(frequent)
-        keys = np.sort(c[np.concatenate(firsts)] * d + c[np.concatenate(seconds)])
-        bounds = np.flatnonzero(np.diff(keys)) + 1
-        uniq = keys[np.concatenate(([0], bounds))]
-        counts = np.diff(np.concatenate(([0], bounds, [len(keys)])))
-        rare = counts < self.k
-        return self._keys(counts[rare], uniq[rare] // d, uniq[rare] % d)
 
     def run(self) -> None:
         """The generic loop, specialized: an entry is live iff its items are alive and its

@@ -142,9 +142,10 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
                 continue
             c = alive[i]
             feasible: list[tuple[int, Cluster]] = []
-            for j in sorted(members[c.group] - {i}):
+            partners = sorted(members[c.group] - {i})
+            boxes = space.join_many(c.box, [alive[j].box for j in partners])
+            for j, box in zip(partners, boxes, strict=True):
                 other = alive[j]
-                box = space.join(c.box, other.box)
                 merged_ncp = (c.size + other.size) * space.ncp(box)
                 if total - ncp[i] - ncp[j] + merged_ncp <= budget:
                     feasible.append((j, Cluster(np.concatenate([c.rows, other.rows]), box,

@@ -1,0 +1,721 @@
+"""GenDiag's main loop (BorderQueue, m ≤ 2) compiled with numba: same choices, same output.
+
+Why: ArtUC's merge step runs GenDiag on C ∪ C′ for every feasible partner — thousands of
+calls — and the pure-Python loop (:class:`~ehr_release.algorithms.artuc.gendiag.BorderQueue`)
+spends its time in interpreter overhead on small ints (heap entries, bitset ANDs, popcounts).
+This is the same loop on arrays: postings are rows of 64-bit words, Q is an int64 heap with
+the same keys, and each code set's partner heap is a slice of one table.
+
+Same output: the loop only compares integers (no float is touched here; UL is computed
+afterwards by the NumPy code, unchanged). Every choice is a minimum over a total order, so the
+heap implementations may differ from Python's ``heapq``:
+
+* Q: the live entries (every alive infrequent item, every infrequent co-occurring pair of
+  alive frequent items, at its current support) are a function of the state; equal keys are
+  equal ints, so which copy is popped cannot matter. Pushes are those of ``BorderQueue``
+  (a fix's changed pairs, once per fix); stale entries are skipped as there.
+* Partners: the valid entries of a code set are its alive items, ordered by
+  (size, −support, mincode) — mincodes of alive items differ, so there are no ties.
+* Each fix is GenDiag's generic loop (:meth:`~ehr_release.algorithms.artuc.gendiag._Queue.fix`):
+  keys ``(|u|+|v|, −sup v, mincode v, mincode u)`` never tie either (the mincodes differ).
+
+``tests/test_artuc_gendiag_compiled.py`` holds every result field equal to the Python loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+ID_BITS = 24  # as gendiag._ID_BITS: Q keys are (k − support) | pair bit | a | b
+_MASK = (1 << ID_BITS) - 1
+_SHIFT = 2 * ID_BITS + 1
+_PAIR = 1 << (2 * ID_BITS)
+_PURGE_EVERY = 1024
+_PURGE_WHEN_ALIVE = 0.6
+_PAIR_MATRIX_MAX = 1024  # initial pairs counted in an n_freq² matrix up to this many items
+_DIRTY_MAX = 4  # a fix changes at most two frequent items (the two sides of a pair)
+
+
+@intrinsic
+def _ctpop(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
+    """Population count of a uint64, as an int64 (LLVM's ctpop: one instruction on x86-64)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # noqa: ARG001
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, [args[0]])
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _and_count(post: np.ndarray, a: int, b: int) -> int:
+    total = 0
+    for w in range(post.shape[1]):
+        total += _ctpop(post[a, w] & post[b, w])
+    return total
+
+
+# ----------------------------------------------------------------- partner heaps
+# One row per entry: (key, item). The key packs (size, −support, mincode) into one int64
+# (``_partner_key``), ordered as the tuple is; the item is only read to validate the entry.
+@njit(cache=True, nogil=True, inline="always")
+def _partner_key(
+    u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray
+) -> int:
+    """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift, n)."""
+    return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ph_push(
+    ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int, key: int, item: int
+) -> None:
+    if plen[s] >= cap[s]:
+        raise ValueError("GenDiag kernel: partner heap overflow")
+    b0 = base[s]
+    pos = b0 + plen[s]
+    plen[s] += 1
+    while pos > b0:
+        up = b0 + (pos - b0 - 1) // 2
+        if ph[up, 0] <= key:
+            break
+        ph[pos, 0] = ph[up, 0]
+        ph[pos, 1] = ph[up, 1]
+        pos = up
+    ph[pos, 0] = key
+    ph[pos, 1] = item
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
+    """Drop the top entry of code set s's heap."""
+    b0 = base[s]
+    plen[s] -= 1
+    end = b0 + plen[s]
+    if end == b0:
+        return
+    key, item = ph[end, 0], ph[end, 1]
+    pos = b0
+    while True:
+        child = b0 + 2 * (pos - b0) + 1
+        if child >= end:
+            break
+        if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
+            child += 1
+        if ph[child, 0] >= key:
+            break
+        ph[pos, 0] = ph[child, 0]
+        ph[pos, 1] = ph[child, 1]
+        pos = child
+    ph[pos, 0] = key
+    ph[pos, 1] = item
+
+
+# ----------------------------------------------------------------- Q (int64 keys)
+@njit(cache=True, nogil=True, inline="always")
+def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
+    while True:
+        left = 2 * pos + 1
+        if left >= end:
+            return
+        child = left
+        if left + 1 < end and q[left + 1] < q[left]:
+            child = left + 1
+        if q[child] >= q[pos]:
+            return
+        t = q[pos]
+        q[pos] = q[child]
+        q[child] = t
+        pos = child
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _q_push(q: np.ndarray, qlen: int, key: int) -> np.ndarray:
+    """Push ``key`` at position qlen (the caller counts); returns q, grown if it was full."""
+    if qlen >= len(q):
+        grown = np.empty(2 * len(q) + 16, dtype=np.int64)
+        grown[:qlen] = q[:qlen]
+        q = grown
+    pos = qlen
+    q[pos] = key
+    while pos > 0:
+        up = (pos - 1) // 2
+        if q[up] <= q[pos]:
+            break
+        t = q[up]
+        q[up] = q[pos]
+        q[pos] = t
+        pos = up
+    return q
+
+
+@njit(cache=True, nogil=True)
+def _q_purge(q: np.ndarray, qlen: int, alive: np.ndarray) -> int:
+    """Drop the entries of dead items (they never come back to life); returns the new length."""
+    out = 0
+    for i in range(qlen):
+        key = q[i]
+        a = (key >> ID_BITS) & _MASK
+        if alive[a] and (not key & _PAIR or alive[key & _MASK]):
+            q[out] = key
+            out += 1
+    for pos in range(out // 2 - 1, -1, -1):
+        _q_sift_down(q, pos, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def initial_q(
+    n_records: int,
+    rec: np.ndarray,
+    local: np.ndarray,
+    sup: np.ndarray,
+    k: int,
+    m: int,
+    matrix_max: int,
+) -> np.ndarray:
+    """``gendiag.initial_q``: the infrequent items, and for m ≥ 2 the co-occurring pairs of
+    frequent items below k, as Q keys (unordered). Pairs are counted in a matrix when there
+    are at most ``matrix_max`` frequent items, else by sorting."""
+    d = len(sup)
+    singles = 0
+    for a in range(d):
+        singles += sup[a] < k
+    per_record = np.zeros(n_records + 1, dtype=np.int64)
+    if m >= 2:
+        for i in range(len(rec)):
+            if sup[local[i]] >= k:
+                per_record[rec[i] + 1] += 1
+    n_pairs = 0
+    for r in range(n_records):
+        n_pairs += per_record[r + 1] * (per_record[r + 1] - 1) // 2
+        per_record[r + 1] += per_record[r]
+    items = np.empty(per_record[n_records], dtype=np.int64)
+    fill = per_record[:n_records].copy()
+    if m >= 2:
+        for i in range(len(rec)):
+            if sup[local[i]] >= k:
+                items[fill[rec[i]]] = local[i]
+                fill[rec[i]] += 1
+    q = np.empty(singles + n_pairs, dtype=np.int64)
+    at = 0
+    for a in range(d):
+        if sup[a] < k:
+            q[at] = (k - sup[a]) << _SHIFT | a << ID_BITS
+            at += 1
+    frequent = np.flatnonzero(sup >= k) if m >= 2 else np.empty(0, dtype=np.int64)
+    n_freq = len(frequent)
+    if n_freq <= matrix_max:  # count in a matrix of frequent × frequent items
+        fid = np.full(d, -1, dtype=np.int64)
+        for i in range(n_freq):
+            fid[frequent[i]] = i
+        count = np.zeros((n_freq, n_freq), dtype=np.int64)
+        for r in range(n_records):
+            for i in range(per_record[r], per_record[r + 1]):
+                for j in range(i + 1, per_record[r + 1]):
+                    x, y = fid[items[i]], fid[items[j]]
+                    if x < y:
+                        count[x, y] += 1
+                    else:
+                        count[y, x] += 1
+        for x in range(n_freq):
+            for y in range(x + 1, n_freq):
+                both = count[x, y]
+                if 0 < both < k:
+                    q[at] = (k - both) << _SHIFT | _PAIR | frequent[x] << ID_BITS | frequent[y]
+                    at += 1
+        return q[:at]
+    pairs = np.empty(n_pairs, dtype=np.int64)  # many frequent items: sort the pairs
+    p = 0
+    for r in range(n_records):
+        for i in range(per_record[r], per_record[r + 1]):
+            for j in range(i + 1, per_record[r + 1]):
+                x, y = items[i], items[j]
+                pairs[p] = x * d + y if x < y else y * d + x
+                p += 1
+    pairs.sort()
+    start = 0
+    while start < n_pairs:
+        end = start + 1
+        while end < n_pairs and pairs[end] == pairs[start]:
+            end += 1
+        both = end - start
+        if both < k:
+            x, y = pairs[start] // d, pairs[start] % d
+            q[at] = (k - both) << _SHIFT | _PAIR | x << ID_BITS | y
+            at += 1
+        start = end
+    return q[:at]
+
+
+# ----------------------------------------------------------------- set-up and labels
+@njit(cache=True, nogil=True)
+def cluster_codes(
+    indptr: np.ndarray, indices: np.ndarray, code_set: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """``CodeTable.gather`` and ``gendiag._compact`` in one pass, plus the items' code sets
+    compacted to 0..n_sets−1: (rec, code, uniq, local, sets, n_sets)."""
+    n = len(rows)
+    total = 0
+    for i in range(n):
+        total += indptr[rows[i] + 1] - indptr[rows[i]]
+    rec = np.empty(total, dtype=np.int64)
+    code = np.empty(total, dtype=np.int64)
+    at = 0
+    for i in range(n):
+        for p in range(indptr[rows[i]], indptr[rows[i] + 1]):
+            rec[at] = i
+            code[at] = indices[p]
+            at += 1
+    rank = np.full(len(code_set), -1, dtype=np.int64)
+    for c in code:
+        rank[c] = 0
+    d = 0
+    for c in range(len(code_set)):
+        if rank[c] == 0:
+            rank[c] = d
+            d += 1
+    uniq = np.empty(d, dtype=np.int64)
+    for c in range(len(code_set)):
+        if rank[c] >= 0:
+            uniq[rank[c]] = c
+    local = np.empty(total, dtype=np.int64)
+    for i in range(total):
+        local[i] = rank[code[i]]
+    values = np.empty(d, dtype=np.int64)
+    for u in range(d):
+        values[u] = code_set[uniq[u]]
+    distinct = np.unique(values)
+    sets = np.searchsorted(distinct, values).astype(np.int64)
+    return rec, code, uniq, local, sets, len(distinct)
+
+
+@njit(cache=True, nogil=True)
+def item_labels(
+    parent: np.ndarray, suppressed: np.ndarray, local: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each item's label (its union-find root, −1 if suppressed), each occurrence's label,
+    and each label's number of codes: what ``gendiag`` computes from the Python loop."""
+    d = len(parent)
+    root = parent.copy()
+    for u in range(d):
+        x = u
+        while root[x] != x:  # path halving: the roots are those of ``parent``
+            root[x] = root[root[x]]
+            x = root[x]
+        root[u] = x
+    label = np.empty(d, dtype=np.int64)
+    size = np.zeros(d, dtype=np.int64)
+    for u in range(d):
+        label[u] = -1 if suppressed[root[u]] else root[u]
+        if label[u] >= 0:
+            size[label[u]] += 1
+    item = np.empty(len(local), dtype=np.int64)
+    for i in range(len(local)):
+        item[i] = label[local[i]]
+    return label, item, size
+
+
+# ----------------------------------------------------------------- the loop
+@njit(cache=True, nogil=True, inline="always")
+def _best_partner(
+    u: int,
+    sets: np.ndarray,
+    alive: np.ndarray,
+    size: np.ndarray,
+    sup: np.ndarray,
+    mincode: np.ndarray,
+    enc: np.ndarray,
+    ph: np.ndarray,
+    base: np.ndarray,
+    cap: np.ndarray,
+    plen: np.ndarray,
+) -> int:
+    """The least alive item of u's code set other than u by (size, −support, mincode); −1:
+    none. Stale entries on top are dropped, as ``_Items.best_partner`` does."""
+    s = sets[u]
+    b0 = base[s]
+    saved = -1
+    found = -1
+    while plen[s] > 0:
+        v = ph[b0, 1]
+        if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
+            if v != u:
+                found = v
+                break
+            if saved < 0:  # u's own entry: set it aside while looking below it
+                saved = ph[b0, 0]
+        _ph_pop(ph, base, plen, s)
+    if saved >= 0:
+        _ph_push(ph, base, cap, plen, s, saved, u)
+    return found
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge(
+    u: int,
+    v: int,
+    post: np.ndarray,
+    delta: np.ndarray,
+    sets: np.ndarray,
+    alive: np.ndarray,
+    size: np.ndarray,
+    sup: np.ndarray,
+    mincode: np.ndarray,
+    parent: np.ndarray,
+    enc: np.ndarray,
+    ph: np.ndarray,
+    base: np.ndarray,
+    cap: np.ndarray,
+    plen: np.ndarray,
+) -> tuple[int, int]:
+    """``_Items.merge``: survivor is the better-supported (ties: smaller id); ``delta`` gets
+    the records the survivor gained. Returns (survivor, absorbed)."""
+    if sup[u] > sup[v] or (sup[u] == sup[v] and u < v):
+        keep, gone = u, v
+    else:
+        keep, gone = v, u
+    count = 0
+    for w in range(post.shape[1]):
+        mine = post[keep, w]
+        other = post[gone, w]
+        delta[w] = other & ~mine
+        both = mine | other
+        post[keep, w] = both
+        count += _ctpop(both)
+    sup[keep] = count
+    size[keep] += size[gone]
+    if mincode[gone] < mincode[keep]:
+        mincode[keep] = mincode[gone]
+    alive[gone] = False
+    parent[gone] = keep
+    _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
+    return keep, gone
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _forget(
+    x: int,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """x is no longer frequent nor dirty (it died or was suppressed)."""
+    at = fpos[x]
+    if at >= 0:
+        last = farr[counts[0] - 1]
+        farr[at] = last
+        fpos[last] = at
+        fpos[x] = -1
+        counts[0] -= 1
+    for i in range(counts[1]):
+        if dirty_id[i] == x:
+            counts[1] -= 1
+            last = counts[1]
+            dirty_id[i] = dirty_id[last]
+            dirty_full[i] = dirty_full[last]
+            dirty_bits[i, :] = dirty_bits[last, :]
+            return
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merged(
+    keep: int,
+    gone: int,
+    k: int,
+    delta: np.ndarray,
+    sup: np.ndarray,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """``BorderQueue.merged``: note which pairs of ``keep`` changed (pushed at the flush).
+
+    A survivor still below k needs no Q entry: it is the item being fixed, merged again at
+    once, and ends frequent or suppressed (``BorderQueue._grow`` skips it the same way).
+    """
+    _forget(gone, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
+    if sup[keep] < k:
+        return
+    if fpos[keep] < 0:  # new frequent item: all its pairs are new
+        fpos[keep] = counts[0]
+        farr[counts[0]] = keep
+        counts[0] += 1
+        at, full = -1, True
+    else:
+        at, full = -1, False
+        for i in range(counts[1]):
+            if dirty_id[i] == keep:
+                at = i
+        if at >= 0:
+            if not dirty_full[at]:
+                for w in range(len(delta)):
+                    dirty_bits[at, w] |= delta[w]
+            return
+    if counts[1] >= _DIRTY_MAX:
+        raise ValueError("GenDiag kernel: too many changed items in one fix")
+    at = counts[1]
+    counts[1] += 1
+    dirty_id[at] = keep
+    dirty_full[at] = full
+    if not full:
+        for w in range(len(delta)):
+            dirty_bits[at, w] = delta[w]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flush(
+    q: np.ndarray,
+    counts: np.ndarray,
+    k: int,
+    m: int,
+    post: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+) -> np.ndarray:
+    """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed."""
+    if m >= 2:
+        words = post.shape[1]
+        for i in range(counts[1]):
+            x = dirty_id[i]
+            full = dirty_full[i]
+            for j in range(counts[0]):
+                y = farr[j]
+                hit = full
+                if not full:
+                    for w in range(words):
+                        if post[y, w] & dirty_bits[i, w]:
+                            hit = True
+                            break
+                if not hit:
+                    continue
+                both = _and_count(post, x, y)
+                if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
+                    continue
+                lo, hi = (x, y) if x < y else (y, x)
+                q = _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
+                counts[2] += 1
+    counts[1] = 0
+    return q
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _suppress(
+    e: int,
+    alive: np.ndarray,
+    suppressed: np.ndarray,
+    size: np.ndarray,
+    fpos: np.ndarray,
+    farr: np.ndarray,
+    dirty_id: np.ndarray,
+    dirty_full: np.ndarray,
+    dirty_bits: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    _forget(e, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
+    alive[e] = False
+    suppressed[e] = True
+    counts[3] += size[e]
+    counts[4] -= 1
+
+
+@njit(cache=True, nogil=True)
+def border_run(
+    n_records: int,
+    rec: np.ndarray,
+    local: np.ndarray,
+    sets: np.ndarray,
+    n_sets: int,
+    sup: np.ndarray,
+    k: int,
+    m: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """GenDiag's loop on one cluster; returns (parent, suppressed, suppressed code count).
+
+    ``rec``/``local``: each code occurrence's record and item (distinct pairs); ``sets``:
+    each item's code set, compacted to 0..n_sets−1; ``sup``: each item's support.
+    """
+    d = len(sets)
+    words = (n_records + 63) // 64
+    post = np.zeros((d, words), dtype=np.uint64)
+    for i in range(len(rec)):
+        r = rec[i]
+        post[local[i], r >> 6] |= np.uint64(1) << np.uint64(r & 63)
+    sup = sup.astype(np.int64).copy()
+    size = np.ones(d, dtype=np.int64)
+    mincode = np.arange(d, dtype=np.int64)
+    parent = np.arange(d, dtype=np.int64)
+    alive = np.ones(d, dtype=np.bool_)
+    suppressed = np.zeros(d, dtype=np.bool_)
+    # partner heaps: each code set's slice holds its items and one entry per merge at most
+    per_set = np.zeros(n_sets, dtype=np.int64)
+    for u in range(d):
+        per_set[sets[u]] += 1
+    cap = 2 * per_set + 2
+    base = np.zeros(n_sets, dtype=np.int64)
+    for s in range(1, n_sets):
+        base[s] = base[s - 1] + cap[s - 1]
+    plen = np.zeros(n_sets, dtype=np.int64)
+    ph = np.empty((int(cap.sum()), 2), dtype=np.int64)
+    code_bits = 1
+    while 1 << code_bits <= d:
+        code_bits += 1
+    record_bits = 1
+    while 1 << record_bits <= n_records:
+        record_bits += 1
+    if 2 * code_bits + record_bits > 62:
+        raise ValueError("GenDiag kernel: cluster too large for int64 partner keys")
+    enc = np.array([code_bits, code_bits + record_bits, n_records], dtype=np.int64)
+    for u in range(d):
+        _ph_push(ph, base, cap, plen, sets[u], _partner_key(u, size, sup, mincode, enc), u)
+    # frequent items (alive, support ≥ k), dirty items of the current fix
+    fpos = np.full(d, -1, dtype=np.int64)
+    farr = np.empty(max(d, 1), dtype=np.int64)
+    # counts: frequent, dirty, Q length, suppressed codes, alive items
+    counts = np.zeros(5, dtype=np.int64)
+    counts[4] = d
+    for u in range(d):
+        if sup[u] >= k:
+            fpos[u] = counts[0]
+            farr[counts[0]] = u
+            counts[0] += 1
+    dirty_id = np.empty(_DIRTY_MAX, dtype=np.int64)
+    dirty_full = np.zeros(_DIRTY_MAX, dtype=np.bool_)
+    dirty_bits = np.zeros((_DIRTY_MAX, words), dtype=np.uint64)
+    delta = np.zeros(words, dtype=np.uint64)
+    q_init = initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX)
+    q = np.empty(2 * len(q_init) + 16, dtype=np.int64)
+    q[: len(q_init)] = q_init
+    counts[2] = len(q_init)
+    for pos in range(counts[2] // 2 - 1, -1, -1):
+        _q_sift_down(q, pos, counts[2])
+
+    alive_at_purge = d
+    pops = 0
+    check_at = _PURGE_EVERY
+    while counts[2] > 0:
+        pops += 1
+        if pops == check_at:
+            check_at += _PURGE_EVERY
+            if counts[4] <= _PURGE_WHEN_ALIVE * alive_at_purge:
+                counts[2] = _q_purge(q, counts[2], alive)
+                alive_at_purge = counts[4]
+                if counts[2] == 0:
+                    break
+        key = q[0]
+        counts[2] -= 1
+        q[0] = q[counts[2]]
+        _q_sift_down(q, 0, counts[2])
+        a = (key >> ID_BITS) & _MASK
+        need = k - (key >> _SHIFT)
+        if not key & _PAIR:
+            if not (alive[a] and sup[a] == need):
+                continue
+            while sup[a] < k:  # fix([a])
+                v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                if v < 0:
+                    _suppress(
+                        a,
+                        alive,
+                        suppressed,
+                        size,
+                        fpos,
+                        farr,
+                        dirty_id,
+                        dirty_full,
+                        dirty_bits,
+                        counts,
+                    )
+                    break
+                a, gone = _merge(
+                    a,
+                    v,
+                    post,
+                    delta,
+                    sets,
+                    alive,
+                    size,
+                    sup,
+                    mincode,
+                    parent,
+                    enc,
+                    ph,
+                    base,
+                    cap,
+                    plen,
+                )
+                counts[4] -= 1
+                _merged(
+                    a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
+                )
+        else:
+            b = key & _MASK
+            if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
+                continue
+            while _and_count(post, a, b) < k:  # fix([a, b])
+                va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                if va < 0 and vb < 0:
+                    e = a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b
+                    _suppress(
+                        e,
+                        alive,
+                        suppressed,
+                        size,
+                        fpos,
+                        farr,
+                        dirty_id,
+                        dirty_full,
+                        dirty_bits,
+                        counts,
+                    )
+                    break
+                take_a = vb < 0 or (
+                    va >= 0
+                    and (
+                        (size[a] + size[va], -sup[va], mincode[va], mincode[a])
+                        < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+                    )
+                )
+                if take_a:
+                    u, v, other = a, va, b
+                else:
+                    u, v, other = b, vb, a
+                keep, gone = _merge(
+                    u,
+                    v,
+                    post,
+                    delta,
+                    sets,
+                    alive,
+                    size,
+                    sup,
+                    mincode,
+                    parent,
+                    enc,
+                    ph,
+                    base,
+                    cap,
+                    plen,
+                )
+                counts[4] -= 1
+                _merged(
+                    keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
+                )
+                if v == other:
+                    break
+                a, b = keep, other
+        q = _flush(q, counts, k, m, post, farr, dirty_id, dirty_full, dirty_bits)
+    return parent, suppressed, counts[3]
