@@ -14,7 +14,14 @@ needs anyway, so it does not wait for it after ``go`` (issue 18 goal 1):
   changed between this read and the CLI's fails the run, as a change between the two
   reads always did (the fingerprints differ);
 * it imports the modules the stages load on first use — the algorithm's verifier, attack
-  and evaluation, matplotlib, WeasyPrint, Prefect's engines — about 1.5 CPU seconds.
+  and evaluation, Prefect's engines and, unless the evaluation runs aside, matplotlib and
+  WeasyPrint;
+* on a machine with a second CPU it spawns the process that evaluates the candidate while
+  the flow verifies it, and renders the certificate while the flow renders the datasheet
+  (:mod:`ehr_release.tasks.aside`); that process imports what it needs meanwhile. The
+  flow's own certificate modules (matplotlib, WeasyPrint: 0.7 CPU s) then load later,
+  while it waits for that evaluation (:func:`load_certificate_modules`), not here, where
+  the flow process is what the run waits for once the CLI has read the input.
 
 Nothing here writes anything or talks to the database; a failure of any of it (a bad file,
 a missing request) is left for the flow to meet and report as before, so it is silenced.
@@ -29,11 +36,13 @@ from pathlib import Path
 
 from ehr_release.request import ReleaseRequest
 
-#: Modules every release loads in its stages, not at the flow's import: the certificate's
-#: renderer and chart library (charts are drawn with the Agg backend everywhere), and the
-#: Prefect engines the first flow and task call load.
-STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine", "matplotlib",
-                 "matplotlib.pyplot", "weasyprint", "ehr_release.tasks.certify")
+#: Modules every release loads in its stages, not at the flow's import: the Prefect engines
+#: the first flow and task call load.
+STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine")
+#: The certificate's renderer and chart library (charts are drawn with the Agg backend
+#: everywhere).
+CERTIFICATE_MODULES = ("matplotlib", "matplotlib.pyplot", "weasyprint",
+                       "ehr_release.tasks.certify")
 
 
 def head_start(request_path: Path) -> None:
@@ -42,23 +51,46 @@ def head_start(request_path: Path) -> None:
     request = None
     with suppress(Exception):
         request = ReleaseRequest.model_validate_json(request_path.read_text())
+    aside = False
     if request is not None:
         from ehr_release.plan import make_plan
         from ehr_release.tasks.ingest import offer_plan
 
         with suppress(Exception):
+            aside = evaluate_aside(request)
+        with suppress(Exception):
             offer_plan(make_plan(request))
-    load_stage_modules(request)
+    load_stage_modules(request, certificate=not aside)
 
 
-def load_stage_modules(request: ReleaseRequest | None) -> None:
-    """Import what the stages of ``request``'s algorithm import on first use."""
-    names = list(STAGE_MODULES)
+def evaluate_aside(request: ReleaseRequest) -> bool:
+    """Spawn the second process (:mod:`ehr_release.tasks.aside`) for ``request`` when its
+    flow runs its tasks on threads (a Dask runner spreads the stages over its workers)."""
+    from ehr_release.tasks.aside import start_worker
+
+    if request.task_runner.partition(":")[0] != "threads":
+        return False
+    return start_worker(request.algorithm)
+
+
+def load_stage_modules(request: ReleaseRequest | None, *, certificate: bool = True) -> None:
+    """Import what the stages of ``request``'s algorithm import on first use (the
+    certificate's modules too, unless ``certificate`` is false)."""
+    names = list(STAGE_MODULES) + (list(CERTIFICATE_MODULES) if certificate else [])
     if request is not None:
         from ehr_release.registry import get as get_algorithm
 
         with suppress(Exception):
             names += get_algorithm(request.algorithm).stage_modules()
+    _load(names)
+
+
+def load_certificate_modules() -> None:
+    """Import the certificate's modules (a no-op once they are loaded)."""
+    _load(CERTIFICATE_MODULES)
+
+
+def _load(names: list[str] | tuple[str, ...]) -> None:
     for name in names:
         with suppress(Exception):
             module = importlib.import_module(name)

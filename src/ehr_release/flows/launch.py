@@ -37,13 +37,10 @@ def main(argv: list[str]) -> int:
     from ehr_release.flows.server import configure_prefect_home
 
     configure_prefect_home()
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from ehr_release.flows.head_start import head_start
-    from ehr_release.flows.release import release_flow
-    from ehr_release.flows.runners import make_task_runner
+    from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import ensure_api
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.tasks.aside import stop_worker
 
     try:
         api_url = ensure_api()
@@ -54,6 +51,20 @@ def main(argv: list[str]) -> int:
     print(READY, flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     head_start(Path(argv[1]))  # never raises: whatever fails here, the flow meets again
+    try:
+        return _run(argv, api_url)
+    finally:
+        stop_worker()  # the second process, if the head start spawned one
+
+
+def _run(argv: list[str], api_url: str) -> int:
+    """Wait for ``go`` and run the request's flow (see the module doc)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release.flows.release import release_flow
+    from ehr_release.flows.runners import make_task_runner
+    from ehr_release.request import ReleaseRequest
+
     if sys.stdin.readline().strip() != GO:
         return 0  # the request was refused after this process started: nothing to run
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
