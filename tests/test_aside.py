@@ -41,19 +41,43 @@ def _report_json(report: UtilityReport) -> str:
 
 
 def _seeded_plan(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plan, and its request written where a worker can read it."""
     monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "1")
     request = request_for(data, tmp_path / "out", algorithm="disassociation")
     request = request.model_copy(update={"params": {"k": "3", "m": "2", "seed": "11"}})
-    return make_plan(request)
+    path = tmp_path / "request.json"
+    path.write_text(request.model_dump_json())
+    return make_plan(request), path
+
+
+def test_the_worker_reads_the_input_of_its_request_only(
+        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
+    assert aside.start_worker(path)
+    dataset, fingerprint = aside.take_input(plan.request)
+    assert fingerprint == plan.fingerprint == dataset.fingerprint()
+    assert make_plan(plan.request, dataset, fingerprint=fingerprint).fingerprint == \
+        plan.fingerprint
+    assert aside.take_input(plan.request) is None  # taken once
+    aside.stop_worker()
+    assert aside.start_worker(path)
+    other = plan.request.model_copy(update={"params": {"k": "4"}})
+    assert aside.take_input(other) is None  # it read another request: read it in place
+    aside.stop_worker()
+    path.write_text(plan.request.model_copy(update={"input_path": str(tmp_path / "none.csv")})
+                    .model_dump_json())
+    assert aside.start_worker(path)
+    assert aside.take_input(plan.request) is None  # a failed read: the head start meets it
+    assert aside._worker is not None  # and the worker still serves the jobs
 
 
 def test_the_report_evaluated_aside_is_the_one_evaluated_in_place(
         data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = _seeded_plan(data, tmp_path, monkeypatch)
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     entry = plan.entry
     files = entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
     here = entry.evaluate(files, plan.dataset, plan.stage_params(), plan.rng())
-    assert aside.start_worker("disassociation")
+    assert aside.start_worker(path)  # its input is not taken: the job's result is read all the same
     assert aside.begin_evaluation(plan, files)
     assert not aside.begin_evaluation(plan, files)  # one job out at a time
     assert aside.take_evaluation("rel-other") is None  # handed over for another run
@@ -64,7 +88,7 @@ def test_the_report_evaluated_aside_is_the_one_evaluated_in_place(
     assert aside.take_evaluation(plan.run_id) is None  # taken once
 
 
-def test_the_certificate_rendered_aside_has_the_same_bytes() -> None:
+def test_the_certificate_rendered_aside_has_the_same_bytes(tmp_path: Path) -> None:
     utility = UtilityReport("demo", {"ARE (W1)": 0.125, "records": 1000.0})
     ctx = CertificateContext(
         run_id="rel-" + "0" * 32, created_at=datetime(2026, 11, 22, 9, 30, tzinfo=UTC),
@@ -75,7 +99,7 @@ def test_the_certificate_rendered_aside_has_the_same_bytes() -> None:
         verification=VerificationReport("demo", [Requirement("k", "≥ 5", "7", True)]),
         manifest=[("release.json", "cd" * 32, 4321)], approval=None,
         audit_head="ef" * 32, audit_events=12, status="verified — awaiting reviewer decision")
-    assert aside.start_worker("disassociation")
+    assert aside.start_worker(tmp_path / "no-request.json")  # reads nothing, renders all the same
     assert aside.begin_certificate(ctx.run_id, ctx)
     assert aside.take_certificate(ctx.run_id) == render_certificate_pdf(ctx)
     # the worker serves the next job too (the same run's retried certificate, say)
@@ -86,9 +110,9 @@ def test_the_certificate_rendered_aside_has_the_same_bytes() -> None:
 
 def test_a_worker_that_is_gone_leaves_the_work_to_the_stage(
         data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = _seeded_plan(data, tmp_path, monkeypatch)
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
-    assert aside.start_worker("disassociation")
+    assert aside.start_worker(path)
     process = aside._worker.process
     assert aside.begin_evaluation(plan, files)
     process.kill()
@@ -99,8 +123,8 @@ def test_a_worker_that_is_gone_leaves_the_work_to_the_stage(
 
 def test_a_failed_job_leaves_the_work_to_the_stage(
         data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = _seeded_plan(data, tmp_path, monkeypatch)
-    assert aside.start_worker("disassociation")
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
+    assert aside.start_worker(path)
     assert aside.begin_evaluation(plan, {"not-the-release.json": b"{}"})
     assert aside.take_evaluation(plan.run_id) is None  # the stage meets the error itself
     assert aside._worker is None
@@ -108,9 +132,11 @@ def test_a_failed_job_leaves_the_work_to_the_stage(
 
 def test_a_failed_verification_stops_the_worker_without_its_report(env) -> None:
     data, out = env
-    assert aside.start_worker("disassociation")
-    process = aside._worker.process
     req = request_for(data, out, algorithm="leaky-code-counts")
+    path = out.parent / "request.json"
+    path.write_text(req.model_dump_json())
+    assert aside.start_worker(path)
+    process = aside._worker.process
     thread, box = start(req)
     thread.join(120)
     assert "verification failed" in str(box.get("error"))
@@ -131,8 +157,10 @@ def test_a_run_takes_its_evaluation_and_certificate_from_the_worker(
     real = entry.evaluate
     object.__setattr__(entry, "evaluate", not_here)  # this process's entry only (frozen)
     try:
-        assert aside.start_worker("disassociation")
         req = request_for(data, out, algorithm="disassociation")
+        path = out.parent / "request.json"
+        path.write_text(req.model_dump_json())
+        assert aside.start_worker(path)
         thread, box = start(req)
         assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
             Status.AWAITING_APPROVAL

@@ -12,7 +12,9 @@ then does it read one line from stdin: ``go`` once the CLI has checked the reque
 anything else (end of file: the CLI refused the request or died) and it exits without
 running anything. The request it runs is REQUEST.json as read after ``go``. The CLI
 watches the run's status in the database; the process ends when the run is parked for its
-reviewer.
+reviewer. First of all, before it loads Prefect, it spawns its second process
+(:mod:`ehr_release.tasks.aside`), which reads the input for the head start meanwhile and
+later evaluates and renders beside the flow.
 
 Resolving the API here, not in the CLI, spares the CLI Prefect's import: the API URL may
 come from the environment, a profile, ``.env`` or ``prefect.toml``, and only Prefect's own
@@ -34,6 +36,10 @@ READY = "ready"
 
 
 def main(argv: list[str]) -> int:
+    from ehr_release.tasks.aside import start_worker
+
+    # First of all: the second process reads the input while this one loads Prefect.
+    start_worker(Path(argv[1]))
     from ehr_release.flows.server import configure_prefect_home
 
     configure_prefect_home()
@@ -46,6 +52,7 @@ def main(argv: list[str]) -> int:
         api_url = ensure_api()
     except RuntimeError as exc:  # read back to the steward's terminal by the CLI
         print(f"no Prefect API: {exc}", file=sys.stderr)
+        stop_worker()
         return 1
     # Tell the CLI (stdout is a pipe to it only for this line; then it is the log too).
     print(READY, flush=True)

@@ -12,9 +12,11 @@ m=2, where the flow process alone was the run's critical path while the second C
   (0.3 s) from the same recorded facts (:func:`begin_certificate`, :func:`take_certificate`).
 
 The work is mostly interpreted Python: under the GIL a thread would only take turns with
-the flow, hence a process. The flow process of a CLI run spawns it while it waits for ``go``
-(:mod:`ehr_release.flows.head_start`), and it imports the evaluation's and the certificate's
-modules then, on the CPU the CLI leaves idle once it has read the input. Nothing is published
+the flow, hence a process. The flow process of a CLI run spawns it first thing
+(:mod:`ehr_release.flows.launch`): it reads and checks the request's input while the flow
+process loads Prefect, and hands the dataset to the head start (:func:`take_input`,
+:mod:`ehr_release.flows.head_start`); then it imports the evaluation's and the certificate's
+modules while the flow anonymizes. Nothing is published
 on the strength of it: the flow still fails on a verification or an attack that does not
 hold, and then ends the process (:func:`stop_worker`) without reading its report.
 
@@ -37,14 +39,17 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ehr_release.reports import UtilityReport
 
 if TYPE_CHECKING:
     from ehr_release.certificate import CertificateContext
+    from ehr_release.dataset import Dataset
     from ehr_release.plan import ReleasePlan
     from ehr_release.registry import ReleaseFiles
+    from ehr_release.request import ReleaseRequest
 
 EVALUATE = "evaluate"
 CERTIFICATE = "certificate"
@@ -56,15 +61,17 @@ class _Worker:
     conn: Connection
     job: tuple[str, str] | None = None  # (kind, run id) of the job handed over, if any
     sender: threading.Thread | None = None
+    input_unread: bool = True  # its first message, the input it read, is still in the pipe
 
 
 _worker: _Worker | None = None
 
 
-def start_worker(algorithm: str) -> bool:
-    """Spawn the worker for a run of ``algorithm``, unless there is one already or this
-    process has one CPU only or may not start children (a daemonic Dask worker). True if a
-    worker is running."""
+def start_worker(request_path: Path) -> bool:
+    """Spawn the worker for the request at ``request_path``, unless there is one already or
+    this process has one CPU only or may not start children (a daemonic Dask worker). True
+    if a worker is running. It first reads and checks the request's input, as the flow's
+    head start would (:func:`take_input`), then imports what its jobs need."""
     global _worker
     from ehr_release.workers import usable_cpus
 
@@ -75,12 +82,31 @@ def start_worker(algorithm: str) -> bool:
     context = multiprocessing.get_context("spawn")
     here, there = context.Pipe()
     process = context.Process(
-        target=_serve, args=(there, algorithm), daemon=True, name="release-aside"
+        target=_serve, args=(there, str(request_path)), daemon=True, name="release-aside"
     )
     process.start()
     there.close()
     _worker = _Worker(process, here)
     return True
+
+
+def take_input(request: ReleaseRequest) -> tuple[Dataset, str] | None:
+    """The dataset the worker read for ``request``, and its fingerprint; None if there is no
+    worker, if it read another request (the file changed) or its read failed: the caller
+    then reads the input itself, and meets the error if there is one."""
+    worker = _worker
+    if worker is None or not worker.input_unread:
+        return None
+    worker.input_unread = False
+    try:
+        status, result = worker.conn.recv()
+    except (EOFError, OSError):
+        stop_worker()
+        return None
+    if status != "ok":
+        return None
+    read, dataset, fingerprint = result
+    return (dataset, fingerprint) if read == request else None
 
 
 def begin_evaluation(plan: ReleasePlan, files: ReleaseFiles) -> bool:
@@ -144,6 +170,10 @@ def _take(kind: str, run_id: str) -> Any:
     if worker is None or worker.job != (kind, run_id):
         return None
     worker.job = None
+    if worker.input_unread:  # nobody took it: it is not this job's result
+        worker.input_unread = False
+        with suppress(EOFError, OSError):
+            worker.conn.recv()
     try:
         if worker.sender is not None:
             worker.sender.join()
@@ -180,9 +210,16 @@ def _certificate(ctx: CertificateContext) -> bytes:
 _JOBS: dict[str, Callable[..., Any]] = {EVALUATE: _evaluate, CERTIFICATE: _certificate}
 
 
-def _serve(conn: Connection, algorithm: str) -> None:
-    """Import what the jobs need, then do each job the flow sends until it hangs up."""
-    _preload(algorithm)
+def _serve(conn: Connection, request_path: str) -> None:
+    """Read the request's input, import what the jobs need, then do each job the flow
+    sends until it hangs up."""
+    read, algorithm = _read_input(request_path)
+    try:
+        conn.send(read)
+    except (EOFError, OSError):
+        return
+    if algorithm is not None:
+        _preload(algorithm)
     while True:
         try:
             kind, payload = conn.recv()
@@ -196,6 +233,24 @@ def _serve(conn: Connection, algorithm: str) -> None:
             conn.send(result)
         except (EOFError, OSError):
             return
+
+
+def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
+    """The request at ``request_path`` with its dataset and fingerprint (as
+    :func:`ehr_release.plan.make_plan` reads them), and the request's algorithm."""
+    from ehr_release.request import ReleaseRequest
+
+    try:
+        request = ReleaseRequest.model_validate_json(Path(request_path).read_text())
+    except Exception:  # noqa: BLE001 - the flow reads the request itself and reports it
+        return ("failed", None), None
+    try:
+        from ehr_release.intake import load_request_dataset
+
+        dataset = load_request_dataset(request)
+        return ("ok", (request, dataset, dataset.fingerprint())), request.algorithm
+    except Exception:  # noqa: BLE001 - the flow reads the input itself and reports it
+        return ("failed", None), request.algorithm
 
 
 def _preload(algorithm: str) -> None:
