@@ -88,6 +88,22 @@ def test_the_report_evaluated_aside_is_the_one_evaluated_in_place(
     assert aside.take_evaluation(plan.run_id) is None  # taken once
 
 
+def test_the_worker_evaluates_on_its_own_copy_of_the_data_it_read(
+        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
+    files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
+    here = plan.entry.evaluate(files, plan.dataset, plan.stage_params(), plan.rng())
+    assert aside.start_worker(path)
+    dataset, fingerprint = aside.take_input(plan.request)
+    lent = make_plan(plan.request, dataset, fingerprint=fingerprint)
+    sent: list[object] = []
+    monkeypatch.setattr(aside, "_send", lambda conn, job: sent.append(job) or conn.send(job))
+    assert aside.begin_evaluation(lent, files)
+    there = aside.take_evaluation(plan.run_id)
+    assert sent[0][1][3] is None  # the data did not go back to it
+    assert there is not None and _report_json(there) == _report_json(here)
+
+
 def test_the_certificate_rendered_aside_has_the_same_bytes(tmp_path: Path) -> None:
     utility = UtilityReport("demo", {"ARE (W1)": 0.125, "records": 1000.0})
     ctx = CertificateContext(

@@ -62,6 +62,7 @@ class _Worker:
     job: tuple[str, str] | None = None  # (kind, run id) of the job handed over, if any
     sender: threading.Thread | None = None
     input_unread: bool = True  # its first message, the input it read, is still in the pipe
+    read: Any = None  # the dataset it read and sent, which it keeps (not sent back to it)
 
 
 _worker: _Worker | None = None
@@ -106,15 +107,25 @@ def take_input(request: ReleaseRequest) -> tuple[Dataset, str] | None:
     if status != "ok":
         return None
     read, dataset, fingerprint = result
-    return (dataset, fingerprint) if read == request else None
+    if read != request:
+        return None
+    worker.read = dataset
+    return dataset, fingerprint
 
 
 def begin_evaluation(plan: ReleasePlan, files: ReleaseFiles) -> bool:
-    """Hand the worker (if any) the candidate to evaluate; the evaluate stage takes it."""
+    """Hand the worker (if any) the candidate to evaluate; the evaluate stage takes it.
+
+    The original data goes along unless the plan's dataset is the very object the worker
+    read and sent (:func:`take_input`): it evaluates on its own copy of it then.
+    """
+    worker = _worker
+    held = worker is not None and worker.read is not None and plan.dataset is worker.read
+    dataset = None if held else plan.dataset
     return _begin(
         EVALUATE,
         plan.run_id,
-        (plan.algorithm, plan.run_id, files, plan.dataset, plan.stage_params(), plan.rng()),
+        (plan.algorithm, plan.run_id, files, dataset, plan.stage_params(), plan.rng()),
     )
 
 
@@ -191,6 +202,10 @@ def _send(conn: Connection, job: tuple[str, tuple[Any, ...]]) -> None:
 
 
 # --------------------------------------------------------------------------- in the worker
+#: In the worker: the dataset it read (:func:`_read_input`), for the evaluation.
+_held: list[Any] = []
+
+
 def _evaluate(
     name: str, run_id: str, files: ReleaseFiles, dataset: Any, params: dict[str, Any], rng: Any
 ) -> UtilityReport:
@@ -198,6 +213,8 @@ def _evaluate(
     from ehr_release.verification import as_released
 
     entry = get_algorithm(name)
+    if dataset is None:  # the one this process read (begin_evaluation)
+        (dataset,) = _held
     return entry.evaluate(files, as_released(entry, dataset, run_id), params, rng)
 
 
@@ -248,6 +265,7 @@ def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
         from ehr_release.intake import load_request_dataset
 
         dataset = load_request_dataset(request)
+        _held[:] = [dataset]
         return ("ok", (request, dataset, dataset.fingerprint())), request.algorithm
     except Exception:  # noqa: BLE001 - the flow reads the input itself and reports it
         return ("failed", None), request.algorithm
