@@ -51,28 +51,30 @@ def _seeded_plan(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_the_worker_reads_the_input_of_its_request_only(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     assert aside.start_worker(path)
     dataset, fingerprint = aside.take_input(plan.request)
     assert fingerprint == plan.fingerprint == dataset.fingerprint()
-    assert make_plan(plan.request, dataset, fingerprint=fingerprint).fingerprint == \
-        plan.fingerprint
+    assert make_plan(plan.request, dataset, fingerprint=fingerprint).fingerprint == plan.fingerprint
     assert aside.take_input(plan.request) is None  # taken once
     aside.stop_worker()
     assert aside.start_worker(path)
     other = plan.request.model_copy(update={"params": {"k": "4"}})
     assert aside.take_input(other) is None  # it read another request: read it in place
     aside.stop_worker()
-    path.write_text(plan.request.model_copy(update={"input_path": str(tmp_path / "none.csv")})
-                    .model_dump_json())
+    path.write_text(
+        plan.request.model_copy(update={"input_path": str(tmp_path / "none.csv")}).model_dump_json()
+    )
     assert aside.start_worker(path)
     assert aside.take_input(plan.request) is None  # a failed read: the head start meets it
     assert aside._worker is not None  # and the worker still serves the jobs
 
 
 def test_the_report_evaluated_aside_is_the_one_evaluated_in_place(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     entry = plan.entry
     files = entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
@@ -89,7 +91,8 @@ def test_the_report_evaluated_aside_is_the_one_evaluated_in_place(
 
 
 def test_the_worker_evaluates_on_its_own_copy_of_the_data_it_read(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
     here = plan.entry.evaluate(files, plan.dataset, plan.stage_params(), plan.rng())
@@ -107,14 +110,25 @@ def test_the_worker_evaluates_on_its_own_copy_of_the_data_it_read(
 def test_the_certificate_rendered_aside_has_the_same_bytes(tmp_path: Path) -> None:
     utility = UtilityReport("demo", {"ARE (W1)": 0.125, "records": 1000.0})
     ctx = CertificateContext(
-        run_id="rel-" + "0" * 32, created_at=datetime(2026, 11, 22, 9, 30, tzinfo=UTC),
-        requester="steward-a", dataset_source="patients.csv", dataset_fingerprint="ab" * 32,
-        dataset_rows=1000, dataset_schema={"age": "Int64", "codes": "multiset[icd9]"},
-        algorithm="demo", algorithm_summary="a demo", privacy_model="k^m-anonymity",
-        parameters={"k": 5}, utility=utility,
+        run_id="rel-" + "0" * 32,
+        created_at=datetime(2026, 11, 22, 9, 30, tzinfo=UTC),
+        requester="steward-a",
+        dataset_source="patients.csv",
+        dataset_fingerprint="ab" * 32,
+        dataset_rows=1000,
+        dataset_schema={"age": "Int64", "codes": "multiset[icd9]"},
+        algorithm="demo",
+        algorithm_summary="a demo",
+        privacy_model="k^m-anonymity",
+        parameters={"k": 5},
+        utility=utility,
         verification=VerificationReport("demo", [Requirement("k", "≥ 5", "7", True)]),
-        manifest=[("release.json", "cd" * 32, 4321)], approval=None,
-        audit_head="ef" * 32, audit_events=12, status="verified — awaiting reviewer decision")
+        manifest=[("release.json", "cd" * 32, 4321)],
+        approval=None,
+        audit_head="ef" * 32,
+        audit_events=12,
+        status="verified — awaiting reviewer decision",
+    )
     assert aside.start_worker(tmp_path / "no-request.json")  # reads nothing, renders all the same
     assert aside.begin_certificate(ctx.run_id, ctx)
     assert aside.take_certificate(ctx.run_id) == render_certificate_pdf(ctx)
@@ -125,7 +139,8 @@ def test_the_certificate_rendered_aside_has_the_same_bytes(tmp_path: Path) -> No
 
 
 def test_a_worker_that_is_gone_leaves_the_work_to_the_stage(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
     assert aside.start_worker(path)
@@ -138,7 +153,8 @@ def test_a_worker_that_is_gone_leaves_the_work_to_the_stage(
 
 
 def test_a_failed_job_leaves_the_work_to_the_stage(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan, path = _seeded_plan(data, tmp_path, monkeypatch)
     assert aside.start_worker(path)
     assert aside.begin_evaluation(plan, {"not-the-release.json": b"{}"})
@@ -163,7 +179,8 @@ def test_a_failed_verification_stops_the_worker_without_its_report(env) -> None:
 
 
 def test_a_run_takes_its_evaluation_and_certificate_from_the_worker(
-        env, monkeypatch: pytest.MonkeyPatch) -> None:
+    env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data, out = env
     entry = get_algorithm("disassociation")
 
@@ -178,8 +195,10 @@ def test_a_run_takes_its_evaluation_and_certificate_from_the_worker(
         path.write_text(req.model_dump_json())
         assert aside.start_worker(path)
         thread, box = start(req)
-        assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
-            Status.AWAITING_APPROVAL
+        assert (
+            wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED})
+            == Status.AWAITING_APPROVAL
+        )
     finally:
         object.__setattr__(entry, "evaluate", real)
     assert runs.latest_utility(req.run_id) is not None
