@@ -8,9 +8,11 @@ for reference only.
 For one generated INFORMS-shaped file (``bench/disassociation.py``'s generator) the script runs
 the real CLI in a fresh home under a temporary folder: once cold (its first command starts the
 local Prefect server) and ``--warm`` times with that server already running. For each run it
-prints the wall time, the CPU seconds of the CLI, of the detached flow process and of the
-Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first), and the CLI's
-own stage lines. For the last warm run it splits the wall time into
+prints the wall time, the CPU seconds of the CLI, of the detached flow process, of that
+process's second process (``aside``: it reads the input, evaluates and renders the certificate
+beside the flow, :mod:`ehr_release.tasks.aside`; counted once the flow process has reaped it)
+and of the Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first),
+and the CLI's own stage lines. For the last warm run it splits the wall time into
 
 * ``cli → run registered``: CLI start-up plus its precheck (parameters, preflight, the full
   read of the file, the run's record); the flow process starts during it and loads Prefect
