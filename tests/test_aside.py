@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,3 +209,31 @@ def test_a_run_takes_its_evaluation_and_certificate_from_the_worker(
     decide(req.run_id, "reject")
     thread.join(120)
     assert box.get("result") == "rejected", box
+
+
+_HOLDS_STDOUT = """
+import os, sys
+from multiprocessing import resource_tracker
+from pathlib import Path
+from ehr_release.tasks import aside
+
+aside.start_worker(Path(sys.argv[1]))
+mine = os.readlink("/proc/self/fd/1")
+pids = [aside._worker.process.pid, resource_tracker._resource_tracker._pid]
+print(sum(os.readlink(f"/proc/{pid}/fd/1") == mine for pid in pids if pid))
+aside.stop_worker()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc")
+def test_no_child_holds_the_pipe_the_cli_reads_ready_from(tmp_path: Path) -> None:
+    """The CLI reads one line, or the end, of the flow process's stdout: a child holding it
+    would keep the CLI waiting when the flow process dies before ``ready``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HOLDS_STDOUT, str(tmp_path / "no-request.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.stdout.strip() == "0", done.stderr

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -85,10 +86,26 @@ def start_worker(request_path: Path) -> bool:
     process = context.Process(
         target=_serve, args=(there, str(request_path)), daemon=True, name="release-aside"
     )
-    process.start()
+    _start_off_stdout(process)
     there.close()
     _worker = _Worker(process, here)
     return True
+
+
+def _start_off_stdout(process: Any) -> None:
+    """Start ``process`` with stderr as its stdout.
+
+    Until the flow process writes ``ready``, its stdout is the CLI's pipe, and the CLI reads
+    one line from it, or its end if the flow process dies first: neither this child nor
+    the resource tracker multiprocessing starts with the first one may hold it open.
+    """
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        process.start()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def take_input(request: ReleaseRequest) -> tuple[Dataset, str] | None:
