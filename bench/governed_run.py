@@ -8,9 +8,11 @@ for reference only.
 For one generated INFORMS-shaped file (``bench/disassociation.py``'s generator) the script runs
 the real CLI in a fresh home under a temporary folder: once cold (its first command starts the
 local Prefect server) and ``--warm`` times with that server already running. For each run it
-prints the wall time, the CPU seconds of the CLI, of the detached flow process and of the
-Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first), and the CLI's
-own stage lines. For the last warm run it splits the wall time into
+prints the wall time, the CPU seconds of the CLI, of the detached flow process, of that
+process's second process (``aside``: it reads the input, evaluates and renders the certificate
+beside the flow, :mod:`ehr_release.tasks.aside`; counted once the flow process has reaped it)
+and of the Prefect server (each from ``/proc``; the CLI's own ``time`` only sees its first),
+and the CLI's own stage lines. For the last warm run it splits the wall time into
 
 * ``cli → run registered``: CLI start-up plus its precheck (parameters, preflight, the full
   read of the file, the run's record); the flow process starts during it and loads Prefect
@@ -60,13 +62,15 @@ _STEP_NAMES = {"ingest": "precheck", "Prefect server": "prefect", "anonymize": "
                "park for review": "certify+park"}
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of ``pid`` so far (None once it is gone)."""
+def _cpu_seconds(pid: int, *, children: bool = False) -> float | None:
+    """User + system CPU of ``pid`` so far (None once it is gone); with ``children``, that
+    of its children it has waited for instead (the flow process's evaluation aside)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    at = 13 if children else 11
+    return (int(fields[at]) + int(fields[at + 1])) / _TICKS
 
 
 def _find_flow_process(run_id: str) -> int | None:
@@ -108,7 +112,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
-    run_id, flow_pid, flow_cpu = None, None, 0.0
+    run_id, flow_pid, flow_cpu, aside_cpu = None, None, 0.0, 0.0
     while True:
         if run_id is None:
             found = [ln.split()[1] for ln in lines if ln.startswith("run rel-")]
@@ -118,6 +122,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
         if flow_pid is not None:
             cpu = _cpu_seconds(flow_pid)
             flow_cpu = cpu if cpu is not None else flow_cpu
+            aside_cpu = _cpu_seconds(flow_pid, children=True) or aside_cpu
         if cli.poll() is not None:
             break
         time.sleep(0.05)
@@ -128,6 +133,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
     # The flow process parks the run, then exits: count its last CPU seconds too.
     while flow_pid is not None and (cpu := _cpu_seconds(flow_pid)) is not None:
         flow_cpu = cpu
+        aside_cpu = _cpu_seconds(flow_pid, children=True) or aside_cpu
         time.sleep(0.05)
     server = _server_pid(home)
     if cli.returncode != 0 or run_id is None:
@@ -139,7 +145,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
     return {"run_id": run_id, "wall": wall, "started_at": started_at,
             "cli_cpu": (after.children_user - before.children_user
                         + after.children_system - before.children_system),
-            "flow_cpu": flow_cpu,
+            "flow_cpu": flow_cpu, "aside_cpu": aside_cpu,
             "server_cpu": (_cpu_seconds(server) or 0.0) - (server_cpu0 or 0.0)
             if server else float("nan"),
             "steps": steps}
@@ -238,13 +244,16 @@ def main() -> None:
         print(f"reference: C++ program {CPP_REFERENCE_S} s (issue 18; not run here), "
               f"issue's governed run {ISSUE_GOVERNED_S} s")
         labels = list(dict.fromkeys(_STEP_NAMES.values()))
-        head = f"{'run':<8}{'wall s':>8}{'× C++':>7}{'CLI cpu':>9}{'flow cpu':>9}{'server':>8}"
+        head = (f"{'run':<8}{'wall s':>8}{'× C++':>7}{'CLI cpu':>9}{'flow cpu':>9}"
+                f"{'aside':>7}{'server':>8}")
         print(head + "".join(f"{lb:>14}" for lb in labels))
         for name, r in results:
             print(f"{name:<8}{r['wall']:>8.1f}{r['wall'] / CPP_REFERENCE_S:>7.2f}"
-                  f"{r['cli_cpu']:>9.1f}{r['flow_cpu']:>9.1f}{r['server_cpu']:>8.1f}"
+                  f"{r['cli_cpu']:>9.1f}{r['flow_cpu']:>9.1f}{r['aside_cpu']:>7.1f}"
+                  f"{r['server_cpu']:>8.1f}"
                   + "".join(f"{r['steps'].get(lb, float('nan')):>14.1f}" for lb in labels))
-        print("(CPU: seconds of each process from /proc; stage columns: the CLI's own "
+        print("(CPU: seconds of each process from /proc, `aside` the flow process's "
+              "children (its evaluation process, once it has ended); stage columns: the CLI's own "
               "progress lines, wall seconds — its `anonymize` includes what is left of the "
               "flow process's start-up and its read of the file)")
         last = results[-1][1]

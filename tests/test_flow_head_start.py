@@ -4,6 +4,7 @@ is used only for the very request it was made from; the stages' modules are load
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,15 @@ import pytest
 from ehr_release.flows.head_start import head_start, load_stage_modules
 from ehr_release.plan import make_plan
 from ehr_release.registry import get as get_algorithm
-from ehr_release.tasks import ingest
+from ehr_release.tasks import aside, ingest
+from ehr_release.workers import usable_cpus
 from tests.flow_helpers import CSV, request_for
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left() -> Iterator[None]:
+    yield
+    aside.stop_worker()
 
 
 @pytest.fixture
@@ -45,6 +53,19 @@ def test_head_start_offers_the_plan_of_the_request_file(data: Path, tmp_path: Pa
     plan = ingest._made_plan(request)
     assert plan.request == request and plan.fingerprint == make_plan(request).fingerprint
     assert ingest._offered == []
+    # the second process, spawned for a thread runner on a machine with a second CPU
+    assert (aside._worker is not None) == (usable_cpus() > 1)
+
+
+def test_head_start_spawns_no_second_process_for_a_dask_runner(
+        data: Path, tmp_path: Path) -> None:
+    request = request_for(data, tmp_path / "out", algorithm="disassociation",
+                          task_runner="dask:2")
+    path = tmp_path / "request.json"
+    path.write_text(request.model_dump_json())
+    head_start(path)
+    assert aside._worker is None
+    assert ingest._made_plan(request).request == request
 
 
 def test_head_start_is_silent_about_a_bad_input_and_offers_nothing(tmp_path: Path) -> None:

@@ -93,15 +93,18 @@ def parse_request_params(request: ReleaseRequest) -> tuple[AlgorithmEntry, dict[
 
 
 def make_plan(request: ReleaseRequest, dataset: Dataset | None = None, *,
-              parsed: tuple[AlgorithmEntry, dict[str, Any]] | None = None) -> ReleasePlan:
+              parsed: tuple[AlgorithmEntry, dict[str, Any]] | None = None,
+              fingerprint: str | None = None) -> ReleasePlan:
     """Resolve ``request``: parse its parameters (unless ``parsed`` holds them), read its
-    input (unless ``dataset`` is the input already read), fingerprint everything. Raises
-    the first bad parameter or input."""
+    input (unless ``dataset`` is the input already read, and ``fingerprint`` its
+    fingerprint if the process that read it computed that too), fingerprint everything.
+    Raises the first bad parameter or input."""
     entry, params = parsed or parse_request_params(request)
     if dataset is None:
         from ehr_release.intake import load_request_dataset
 
-        dataset = load_request_dataset(request)
+        dataset, fingerprint = load_request_dataset(request), None
     return ReleasePlan(request=request, entry=entry, params=params, dataset=dataset,
-                       fingerprint=dataset.fingerprint(), inputs=input_files(params),
+                       fingerprint=fingerprint or dataset.fingerprint(),
+                       inputs=input_files(params),
                        prepared=entry.prepare(params) if entry.prepare else {})

@@ -6,15 +6,24 @@ loaded and its API found, the process would only wait while the CLI reads the in
 (seconds for 58,302 records); on a machine with a second CPU that wait can do work the flow
 needs anyway, so it does not wait for it after ``go`` (issue 18 goal 1):
 
-* it reads and checks the input itself (:func:`ehr_release.plan.make_plan`, as the ingest
-  stage does), while the CLI reads it too. The result is only *offered* to the ingest
+* it makes the run's plan (:func:`ehr_release.plan.make_plan`, as the ingest stage does)
+  while the CLI reads the input too. On a machine with a second CPU the input itself was
+  read and checked by the flow's second process (:mod:`ehr_release.tasks.aside`), which
+  the launcher spawns before it loads Prefect, so the read overlaps that import; this
+  process takes that dataset only if the request the second process read is this very
+  request, and reads the input itself otherwise. The plan is only *offered* to the ingest
   stage, which takes it when the request it is told to run after ``go`` is the very
   request this plan was made from, and otherwise reads the input again. The plan comes
-  from this process's own read and checks, so the stage still trusts no caller; a file
-  changed between this read and the CLI's fails the run, as a change between the two
+  from the flow's own processes, reads and checks, so the stage still trusts no caller; a
+  file changed between this read and the CLI's fails the run, as a change between the two
   reads always did (the fingerprints differ);
 * it imports the modules the stages load on first use — the algorithm's verifier, attack
-  and evaluation, matplotlib, WeasyPrint, Prefect's engines — about 1.5 CPU seconds.
+  and evaluation, Prefect's engines and, without a second process, matplotlib and
+  WeasyPrint. The second process evaluates the candidate while the flow verifies it, and
+  renders the certificate while the flow renders the datasheet; it imports what it needs
+  meanwhile. The flow's own certificate modules (WeasyPrint: 0.4 CPU s) then load later,
+  while it waits for that evaluation (:func:`load_certificate_modules`), not here, where
+  the flow process is what the run waits for once the CLI has read the input.
 
 Nothing here writes anything or talks to the database; a failure of any of it (a bad file,
 a missing request) is left for the flow to meet and report as before, so it is silenced.
@@ -29,11 +38,13 @@ from pathlib import Path
 
 from ehr_release.request import ReleaseRequest
 
-#: Modules every release loads in its stages, not at the flow's import: the certificate's
-#: renderer and chart library (charts are drawn with the Agg backend everywhere), and the
-#: Prefect engines the first flow and task call load.
-STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine", "matplotlib",
-                 "matplotlib.pyplot", "weasyprint", "ehr_release.tasks.certify")
+#: Modules every release loads in its stages, not at the flow's import: the Prefect engines
+#: the first flow and task call load.
+STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine")
+#: The certificate's renderer and chart library (charts are drawn with the Agg backend
+#: everywhere).
+CERTIFICATE_MODULES = ("matplotlib", "matplotlib.pyplot", "weasyprint",
+                       "ehr_release.tasks.certify")
 
 
 def head_start(request_path: Path) -> None:
@@ -42,23 +53,56 @@ def head_start(request_path: Path) -> None:
     request = None
     with suppress(Exception):
         request = ReleaseRequest.model_validate_json(request_path.read_text())
+    aside = False
     if request is not None:
         from ehr_release.plan import make_plan
+        from ehr_release.tasks.aside import take_input
         from ehr_release.tasks.ingest import offer_plan
 
         with suppress(Exception):
-            offer_plan(make_plan(request))
-    load_stage_modules(request)
+            aside = work_aside(request, request_path)
+        dataset, fingerprint = (take_input(request) if aside else None) or (None, None)
+        with suppress(Exception):
+            offer_plan(make_plan(request, dataset, fingerprint=fingerprint))
+    load_stage_modules(request, certificate=not aside)
 
 
-def load_stage_modules(request: ReleaseRequest | None) -> None:
-    """Import what the stages of ``request``'s algorithm import on first use."""
-    names = list(STAGE_MODULES)
+def work_aside(request: ReleaseRequest, request_path: Path) -> bool:
+    """Keep (or spawn) the second process (:mod:`ehr_release.tasks.aside`) when
+    ``request``'s flow runs its tasks on threads; a Dask runner spreads the stages over its
+    workers, and the process is stopped. True if it runs."""
+    from ehr_release.tasks.aside import start_worker, stop_worker
+
+    if request.task_runner.partition(":")[0] != "threads":
+        stop_worker()
+        return False
+    return start_worker(request_path)
+
+
+def load_stage_modules(request: ReleaseRequest | None, *, certificate: bool = True) -> None:
+    """Import what the stages of ``request``'s algorithm import on first use (the
+    certificate's modules too, unless ``certificate`` is false)."""
+    names = list(STAGE_MODULES) + (list(CERTIFICATE_MODULES) if certificate else [])
     if request is not None:
         from ehr_release.registry import get as get_algorithm
 
         with suppress(Exception):
             names += get_algorithm(request.algorithm).stage_modules()
+    _load(names)
+
+
+#: What the datasheet needs, rendered by the flow process beside the certificate.
+DATASHEET_MODULES = ("weasyprint", "ehr_release.tasks.certify")
+
+
+def load_certificate_modules() -> None:
+    """Import what the certify stage renders with in this process (a no-op once loaded):
+    the datasheet's renderer; the certificate's chart library only if it renders the
+    certificate here too, which it imports then."""
+    _load(DATASHEET_MODULES)
+
+
+def _load(names: list[str] | tuple[str, ...]) -> None:
     for name in names:
         with suppress(Exception):
             module = importlib.import_module(name)

@@ -12,7 +12,9 @@ then does it read one line from stdin: ``go`` once the CLI has checked the reque
 anything else (end of file: the CLI refused the request or died) and it exits without
 running anything. The request it runs is REQUEST.json as read after ``go``. The CLI
 watches the run's status in the database; the process ends when the run is parked for its
-reviewer.
+reviewer. First of all, before it loads Prefect, it spawns its second process
+(:mod:`ehr_release.tasks.aside`), which reads the input for the head start meanwhile and
+later evaluates and renders beside the flow.
 
 Resolving the API here, not in the CLI, spares the CLI Prefect's import: the API URL may
 come from the environment, a profile, ``.env`` or ``prefect.toml``, and only Prefect's own
@@ -34,26 +36,42 @@ READY = "ready"
 
 
 def main(argv: list[str]) -> int:
+    from ehr_release.tasks.aside import start_worker
+
+    # First of all: the second process reads the input while this one loads Prefect.
+    start_worker(Path(argv[1]))
     from ehr_release.flows.server import configure_prefect_home
 
     configure_prefect_home()
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from ehr_release.flows.head_start import head_start
-    from ehr_release.flows.release import release_flow
-    from ehr_release.flows.runners import make_task_runner
+    from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import ensure_api
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.tasks.aside import stop_worker
 
     try:
         api_url = ensure_api()
     except RuntimeError as exc:  # read back to the steward's terminal by the CLI
         print(f"no Prefect API: {exc}", file=sys.stderr)
+        stop_worker()
         return 1
     # Tell the CLI (stdout is a pipe to it only for this line; then it is the log too).
     print(READY, flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     head_start(Path(argv[1]))  # never raises: whatever fails here, the flow meets again
+    try:
+        return _run(argv, api_url)
+    finally:
+        stop_worker()  # the second process, if the head start spawned one
+
+
+def _run(argv: list[str], api_url: str) -> int:
+    """Wait for ``go`` and run the request's flow (see the module doc)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ehr_release.flows.release import release_flow
+    from ehr_release.flows.runners import make_task_runner
+    from ehr_release.request import ReleaseRequest
+
     if sys.stdin.readline().strip() != GO:
         return 0  # the request was refused after this process started: nothing to run
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())

@@ -1,5 +1,9 @@
 """``release_flow``: ingest → anonymize → verify → attack → evaluate → certify → park.
 
+The evaluation may run beside verify and attack, and the certificate beside the datasheet,
+on a second CPU (:mod:`ehr_release.tasks.aside`); the report is taken, and recorded, in
+this order all the same, and a run that fails before does not wait for it.
+
 The flow ends when the run awaits a reviewer: its publication bundle is persisted
 (:mod:`ehr_release.bundle`) and no process waits for the decision. The recorded decision
 starts :func:`~ehr_release.flows.publish.publish_flow`. The body only sequences tasks and
@@ -17,6 +21,7 @@ from prefect.runtime import flow_run
 
 from ehr_release import bundle
 from ehr_release.errors import EhrReleaseError, stored_error
+from ehr_release.flows.head_start import load_certificate_modules
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.reports import ReleaseOutcome, VerificationReport
 from ehr_release.request import ReleaseRequest
@@ -32,6 +37,7 @@ from ehr_release.tasks.algorithm_stages import (
     pin_candidate_task,
     verify_task,
 )
+from ehr_release.tasks.aside import begin_evaluation, stop_worker
 from ehr_release.tasks.caching import stage_cache
 from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.ingest import ingest_task
@@ -68,6 +74,7 @@ def _release(request: ReleaseRequest) -> str:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
         files = anonymize_task.with_options(result_storage=stage_cache(run_id))(plan)
         pin_candidate_task(run_id, files)
+        begin_evaluation(plan, files)  # on the second CPU, if the head start spawned one
         advance_task(run_id, Status.ANONYMIZED, {"files": sorted(files)})
         verification = verify_task(plan, files)
         _require(verification)
@@ -76,12 +83,14 @@ def _release(request: ReleaseRequest) -> str:
         records = count_records(plan.entry, files)
         waivers = empty_release_waivers(records, allow_empty=request.allow_empty)
         advance_task(run_id, Status.VERIFIED)
+        load_certificate_modules()  # while an evaluation begun aside is still running
         utility = evaluate_task(plan, files)
         waivers += low_utility_waivers(utility, allow_low_utility=request.allow_low_utility)
         advance_task(run_id, Status.EVALUATED)
         outcome = ReleaseOutcome(records=records, attack=attack, waivers=waivers)
         certify_task(plan, files, verification, utility, outcome)
         advance_task(run_id, Status.CERTIFIED)
+        stop_worker()  # the second process, if any, has nothing left to do
         park_task(run_id, files, verification, utility, outcome, request)
         advance_task(run_id, Status.AWAITING_APPROVAL)
         return Status.AWAITING_APPROVAL.value  # a decision may already have moved it on
@@ -89,6 +98,7 @@ def _release(request: ReleaseRequest) -> str:
         runs.fail_run(run_id, actor=FLOW_ACTOR,
                       error=stored_error(exc))
         bundle.discard(run_id)  # a failed run cannot be resumed: no candidate copy stays
+        stop_worker()  # work begun aside is not waited for
         raise
 
 

@@ -42,6 +42,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.engine import home
 from ehr_release.tasks.artifacts import stage_artifact
+from ehr_release.tasks.aside import begin_certificate, take_certificate
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
@@ -197,16 +198,21 @@ def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
 @redacted
 def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, outcome: ReleaseOutcome | None = None) -> str:
-    """Render the draft certificate and draft datasheet (approval pending); record both."""
+    """Render the draft certificate and draft datasheet (approval pending); record both.
+
+    The certificate may be rendered in the flow's second process while the datasheet is
+    rendered here (:mod:`ehr_release.tasks.aside`): the same context, the same bytes.
+    """
     run_id, data_use = plan.run_id, plan.request.data_use
     params = effective_parameters(dict(plan.params), files)
     ctx = build_context(run_id, files, verification, utility, params=params, outcome=outcome,
                         data_use=data_use, status="verified — awaiting reviewer decision")
-    pdf = render_certificate_pdf(ctx)
-    path = draft_path(run_id)
-    write_durably(path, pdf, private=True)
+    aside = begin_certificate(run_id, ctx)  # rendered on the second CPU, if there is one
     sheet = render_datasheet_pdf(build_datasheet(run_id, files, verification, outcome,
                                                  data_use, params=params))
+    pdf = (take_certificate(run_id) if aside else None) or render_certificate_pdf(ctx)
+    path = draft_path(run_id)
+    write_durably(path, pdf, private=True)
     sheet_path = draft_path(run_id, "datasheet-draft.pdf")
     write_durably(sheet_path, sheet, private=True)
     runs.record_artifacts(run_id, [

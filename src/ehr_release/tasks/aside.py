@@ -1,0 +1,307 @@
+"""Work of the release flow done on the second CPU, in a process of its own.
+
+Two stages need not wait for the work beside them (issue 18 goal 1: 58,302 records, k=5,
+m=2, where the flow process alone was the run's critical path while the second CPU idled):
+
+* the utility evaluation needs only the candidate release, not the verifier's and the
+  attack's verdicts (3 s beside their 0.7 s): :func:`begin_evaluation` hands it over right
+  after the anonymization, and the evaluate stage takes the report (:func:`take_evaluation`)
+  at the same point of the sequence as before, so the run's records, audit events and
+  certificate are written in the same order;
+* the certificate's PDF (0.6 s) is rendered there while the flow renders the datasheet
+  (0.3 s) from the same recorded facts (:func:`begin_certificate`, :func:`take_certificate`).
+
+The work is mostly interpreted Python: under the GIL a thread would only take turns with
+the flow, hence a process. The flow process of a CLI run spawns it first thing
+(:mod:`ehr_release.flows.launch`): it reads and checks the request's input while the flow
+process loads Prefect, and hands the dataset to the head start (:func:`take_input`,
+:mod:`ehr_release.flows.head_start`); then it imports the evaluation's and the certificate's
+modules while the flow anonymizes. Nothing is published
+on the strength of it: the flow still fails on a verification or an attack that does not
+hold, and then ends the process (:func:`stop_worker`) without reading its report.
+
+Each job is a pure function of what it is sent: the evaluation's random generator is made
+in the flow process and shipped with its state, so the report (chart bytes included) is the
+one the stage would compute in place, and the certificate is rendered from the context the
+certify stage built. The process is spawned, never forked (the flow process has Prefect's
+threads running; see :mod:`ehr_release.workers`), and daemonic: it ends with the flow
+process, and sees the end of its pipe if that is killed. Should it be gone, or a job fail
+there, the stage does the work in place as before (an error is then raised by the stage
+itself, with its own traceback). One job is out at a time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ehr_release.reports import UtilityReport
+
+if TYPE_CHECKING:
+    from ehr_release.certificate import CertificateContext
+    from ehr_release.dataset import Dataset
+    from ehr_release.plan import ReleasePlan
+    from ehr_release.registry import ReleaseFiles
+    from ehr_release.request import ReleaseRequest
+
+EVALUATE = "evaluate"
+CERTIFICATE = "certificate"
+
+
+@dataclass
+class _Worker:
+    process: Any  # a spawned multiprocessing.Process
+    conn: Connection
+    job: tuple[str, str] | None = None  # (kind, run id) of the job handed over, if any
+    sender: threading.Thread | None = None
+    input_unread: bool = True  # its first message, the input it read, is still in the pipe
+    read: Any = None  # the dataset it read and sent, which it keeps (not sent back to it)
+
+
+_worker: _Worker | None = None
+
+
+def start_worker(request_path: Path) -> bool:
+    """Spawn the worker for the request at ``request_path``, unless there is one already or
+    this process has one CPU only or may not start children (a daemonic Dask worker). True
+    if a worker is running. It first reads and checks the request's input, as the flow's
+    head start would (:func:`take_input`), then imports what its jobs need."""
+    global _worker
+    from ehr_release.workers import usable_cpus
+
+    if _worker is not None:
+        return True
+    if usable_cpus() < 2 or multiprocessing.current_process().daemon:
+        return False
+    context = multiprocessing.get_context("spawn")
+    here, there = context.Pipe()
+    process = context.Process(
+        target=_serve, args=(there, str(request_path)), daemon=True, name="release-aside"
+    )
+    _start_off_stdout(process)
+    there.close()
+    _worker = _Worker(process, here)
+    return True
+
+
+def _start_off_stdout(process: Any) -> None:
+    """Start ``process`` with stderr as its stdout.
+
+    Until the flow process writes ``ready``, its stdout is the CLI's pipe, and the CLI reads
+    one line from it, or its end if the flow process dies first: neither this child nor
+    the resource tracker multiprocessing starts with the first one may hold it open.
+    """
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        process.start()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def take_input(request: ReleaseRequest) -> tuple[Dataset, str] | None:
+    """The dataset the worker read for ``request``, and its fingerprint; None if there is no
+    worker, if it read another request (the file changed) or its read failed: the caller
+    then reads the input itself, and meets the error if there is one."""
+    worker = _worker
+    if worker is None or not worker.input_unread:
+        return None
+    worker.input_unread = False
+    try:
+        status, result = worker.conn.recv()
+    except (EOFError, OSError):
+        stop_worker()
+        return None
+    if status != "ok":
+        return None
+    read, dataset, fingerprint = result
+    if read != request:
+        return None
+    worker.read = dataset
+    return dataset, fingerprint
+
+
+def begin_evaluation(plan: ReleasePlan, files: ReleaseFiles) -> bool:
+    """Hand the worker (if any) the candidate to evaluate; the evaluate stage takes it.
+
+    The original data goes along unless the plan's dataset is the very object the worker
+    read and sent (:func:`take_input`): it evaluates on its own copy of it then.
+    """
+    worker = _worker
+    held = worker is not None and worker.read is not None and plan.dataset is worker.read
+    dataset = None if held else plan.dataset
+    return _begin(
+        EVALUATE,
+        plan.run_id,
+        (plan.algorithm, plan.run_id, files, dataset, plan.stage_params(), plan.rng()),
+    )
+
+
+def take_evaluation(run_id: str) -> UtilityReport | None:
+    """The report the worker computed for ``run_id``, or None: no worker was handed this
+    run, or it failed or died (the stage then evaluates in place)."""
+    report = _take(EVALUATE, run_id)
+    return report if isinstance(report, UtilityReport) else None
+
+
+def begin_certificate(run_id: str, ctx: CertificateContext) -> bool:
+    """Hand the worker (if any) the certificate to render; True if it took it."""
+    return _begin(CERTIFICATE, run_id, (ctx,))
+
+
+def take_certificate(run_id: str) -> bytes | None:
+    """The certificate PDF the worker rendered for ``run_id``, or None (render it here)."""
+    pdf = _take(CERTIFICATE, run_id)
+    return pdf if isinstance(pdf, bytes) else None
+
+
+def stop_worker() -> None:
+    """End the worker, whatever it is doing (a failed run does not wait for its report)."""
+    global _worker
+    worker, _worker = _worker, None
+    if worker is None:
+        return
+    with suppress(Exception):
+        worker.conn.close()
+    with suppress(Exception):
+        worker.process.terminate()
+        worker.process.join(timeout=5)
+
+
+def _begin(kind: str, run_id: str, payload: tuple[Any, ...]) -> bool:
+    """Send a job from a thread: the worker reads it only once it is free (its imports
+    done), and the flow goes on meanwhile."""
+    worker = _worker
+    if worker is None or worker.job is not None or not worker.process.is_alive():
+        return False
+    worker.job = (kind, run_id)
+    worker.sender = threading.Thread(
+        target=_send, args=(worker.conn, (kind, payload)), daemon=True, name="release-aside-send"
+    )
+    worker.sender.start()
+    return True
+
+
+def _take(kind: str, run_id: str) -> Any:
+    """The result of the job handed over, if it is this one and succeeded; else None. A
+    worker that failed a job or died is stopped."""
+    worker = _worker
+    if worker is None or worker.job != (kind, run_id):
+        return None
+    worker.job = None
+    if worker.input_unread:  # nobody took it: it is not this job's result
+        worker.input_unread = False
+        with suppress(EOFError, OSError):
+            worker.conn.recv()
+    try:
+        if worker.sender is not None:
+            worker.sender.join()
+        status, result = worker.conn.recv()
+    except (EOFError, OSError):
+        status, result = "lost", None
+    if status != "ok":
+        stop_worker()
+    return result if status == "ok" else None
+
+
+def _send(conn: Connection, job: tuple[str, tuple[Any, ...]]) -> None:
+    with suppress(Exception):  # a worker that died is met by _take
+        conn.send(job)
+
+
+# --------------------------------------------------------------------------- in the worker
+#: In the worker: the dataset it read (:func:`_read_input`), for the evaluation.
+_held: list[Any] = []
+
+
+def _evaluate(
+    name: str, run_id: str, files: ReleaseFiles, dataset: Any, params: dict[str, Any], rng: Any
+) -> UtilityReport:
+    from ehr_release.registry import get as get_algorithm
+    from ehr_release.verification import as_released
+
+    entry = get_algorithm(name)
+    if dataset is None:  # the one this process read (begin_evaluation)
+        (dataset,) = _held
+    return entry.evaluate(files, as_released(entry, dataset, run_id), params, rng)
+
+
+def _certificate(ctx: CertificateContext) -> bytes:
+    from ehr_release.certificate import render_certificate_pdf
+
+    return render_certificate_pdf(ctx)
+
+
+_JOBS: dict[str, Callable[..., Any]] = {EVALUATE: _evaluate, CERTIFICATE: _certificate}
+
+
+def _serve(conn: Connection, request_path: str) -> None:
+    """Read the request's input, import what the jobs need, then do each job the flow
+    sends until it hangs up."""
+    read, algorithm = _read_input(request_path)
+    try:
+        conn.send(read)
+    except (EOFError, OSError):
+        return
+    if algorithm is not None:
+        _preload(algorithm)
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the flow is done, or ended before handing anything over
+        try:
+            result: tuple[str, Any] = ("ok", _JOBS[kind](*payload))
+        except Exception:  # noqa: BLE001 - the stage does it in place and raises it there
+            result = ("failed", None)
+        try:
+            conn.send(result)
+        except (EOFError, OSError):
+            return
+
+
+def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
+    """The request at ``request_path`` with its dataset and fingerprint (as
+    :func:`ehr_release.plan.make_plan` reads them), and the request's algorithm."""
+    from ehr_release.request import ReleaseRequest
+
+    try:
+        request = ReleaseRequest.model_validate_json(Path(request_path).read_text())
+    except Exception:  # noqa: BLE001 - the flow reads the request itself and reports it
+        return ("failed", None), None
+    try:
+        from ehr_release.intake import load_request_dataset
+
+        dataset = load_request_dataset(request)
+        _held[:] = [dataset]
+        return ("ok", (request, dataset, dataset.fingerprint())), request.algorithm
+    except Exception:  # noqa: BLE001 - the flow reads the input itself and reports it
+        return ("failed", None), request.algorithm
+
+
+def _preload(algorithm: str) -> None:
+    """What the jobs import at their first call: the evaluation's module and the chart
+    library first (the evaluation comes first), then the certificate's renderer."""
+    with suppress(Exception):
+        import matplotlib
+
+        matplotlib.use("Agg")  # as every chart does before it imports pyplot
+        import matplotlib.pyplot  # noqa: F401
+    with suppress(Exception):
+        from ehr_release.registry import get as get_algorithm
+
+        module = getattr(get_algorithm(algorithm).evaluate, "lazy_module", None)
+        if isinstance(module, str):
+            importlib.import_module(module)
+    for name in ("weasyprint", "ehr_release.certificate"):
+        with suppress(Exception):
+            importlib.import_module(name)
