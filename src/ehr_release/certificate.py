@@ -24,7 +24,6 @@ and measures each table against the page).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -331,10 +330,7 @@ def metrics_chart(utility: UtilityReport) -> Chart | None:
     values = {k: v for k, v in utility.metrics.items() if v == v and v is not None}
     if not values:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     names = list(values)[::-1]
     figures = [values[n] for n in names]
@@ -345,11 +341,9 @@ def metrics_chart(utility: UtilityReport) -> Chart | None:
         ax.set_xscale("log")
     ax.set_xlabel("value")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
+    image = png(fig)
     return Chart("utility-figures", f"Utility figures reported for {utility.algorithm}",
-                 buf.getvalue())
+                 image)
 
 
 def _template_vars(ctx: CertificateContext) -> dict[str, Any]:

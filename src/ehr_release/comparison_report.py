@@ -8,7 +8,6 @@ measured against the original data.
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,10 +50,7 @@ def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | Non
             continue
     if not lines:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for label, points in sorted(lines.items()):
@@ -69,10 +65,7 @@ def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | Non
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 def _vars(ctx: ComparisonContext) -> dict[str, Any]:

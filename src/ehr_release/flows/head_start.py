@@ -41,10 +41,8 @@ from ehr_release.request import ReleaseRequest
 #: Modules every release loads in its stages, not at the flow's import: the Prefect engines
 #: the first flow and task call load.
 STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine")
-#: The certificate's renderer and chart library (charts are drawn with the Agg backend
-#: everywhere).
-CERTIFICATE_MODULES = ("matplotlib", "matplotlib.pyplot", "weasyprint",
-                       "ehr_release.tasks.certify")
+#: The certificate's renderer and chart library.
+CERTIFICATE_MODULES = ("ehr_release.plotting", "weasyprint", "ehr_release.tasks.certify")
 
 
 def head_start(request_path: Path) -> None:
@@ -105,6 +103,4 @@ def load_certificate_modules() -> None:
 def _load(names: list[str] | tuple[str, ...]) -> None:
     for name in names:
         with suppress(Exception):
-            module = importlib.import_module(name)
-            if name == "matplotlib":
-                module.use("Agg")  # as every chart does before it imports pyplot
+            importlib.import_module(name)

@@ -292,10 +292,7 @@ def _preload(algorithm: str) -> None:
     """What the jobs import at their first call: the evaluation's module and the chart
     library first (the evaluation comes first), then the certificate's renderer."""
     with suppress(Exception):
-        import matplotlib
-
-        matplotlib.use("Agg")  # as every chart does before it imports pyplot
-        import matplotlib.pyplot  # noqa: F401
+        importlib.import_module("ehr_release.plotting")
     with suppress(Exception):
         from ehr_release.registry import get as get_algorithm
 

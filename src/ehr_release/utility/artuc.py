@@ -462,10 +462,7 @@ def additional_loss(other: Mapping[str, float], ref: Mapping[str, float]) -> flo
 
 
 def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6, 3))
     width = 0.8 / max(len(rows), 1)
@@ -476,11 +473,9 @@ def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
     ax.set_ylabel("average relative error")
     ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
+    image = png(fig, dpi=120)
     return Chart("artuc-are", "ARE of COUNT queries: W1 two demographics, W2 one demographic "
-                 "and one code, W3 two codes (lower is better)", buf.getvalue())
+                 "and one code, W3 two codes (lower is better)", image)
 
 
 def _lost(release: Release, data: RTData, config: RTConfig, name: str,

@@ -33,7 +33,6 @@ almost never occur together and would all be skipped).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -272,10 +271,7 @@ def within(values: np.ndarray, band: float) -> float:
 # --------------------------------------------------------------------------- chart
 def mre_histogram(series: dict[str, np.ndarray]) -> bytes:
     """PNG histogram of MRE values (percent) for one or more methods."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     finite = [np.clip(v, -100, 100) for v in series.values() if len(v)]
@@ -288,10 +284,7 @@ def mre_histogram(series: dict[str, np.ndarray]) -> bytes:
     ax.set_ylabel("constraints")
     ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 # --------------------------------------------------------------------------- report

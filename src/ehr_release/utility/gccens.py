@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +50,7 @@ def describe(values: np.ndarray) -> dict[str, float]:
 
 
 def _cdf_chart(before: np.ndarray, after: np.ndarray, k: int) -> Chart:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for values, label, color in ((before, "original sample", "#b0413e"),
@@ -69,13 +65,11 @@ def _cdf_chart(before: np.ndarray, after: np.ndarray, k: int) -> Chart:
     ax.set_ylim(0, 100)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
+    image = png(fig)
     return Chart("gccens-distinguishability",
                  f"Cumulative distinguishability before and after censoring: the share of "
                  f"patients left of the dashed line (dis < {k}) is re-identifiable with "
-                 f"probability above 1/{k}.", buf.getvalue())
+                 f"probability above 1/{k}.", image)
 
 
 def evaluate_censoring(released: Sequence[Mapping[str, int]],

@@ -39,7 +39,6 @@
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -228,10 +227,7 @@ def level_histograms(model: LossModel, originals: Sequence[Sequence[tuple[str, i
 
 
 def _histogram_chart(icd_rows: list[dict], age_rows: list[dict], k: int) -> Chart:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ehr_release.plotting import plt, png
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.4))
     left.bar([r["ICD level"] for r in icd_rows], [r["% of pairs"] for r in icd_rows],
@@ -245,12 +241,10 @@ def _histogram_chart(icd_rows: list[dict], age_rows: list[dict], k: int) -> Char
     for ax in (left, right):
         ax.set_ylim(0, 100)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
+    image = png(fig)
     return Chart("lda-levels", f"Where the published values sit in their hierarchies (k = {k});"
                  " suppressed pairs count at the top level (any code, 128 years).",
-                 buf.getvalue())
+                 image)
 
 
 def evaluate_trajectories(originals: Sequence[Sequence[tuple[str, int]]],
