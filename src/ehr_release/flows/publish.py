@@ -13,7 +13,7 @@ from __future__ import annotations
 from prefect import flow
 
 from ehr_release import bundle
-from ehr_release.errors import stored_error
+from ehr_release.flows.ending import fail_run
 from ehr_release.storage import runs
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
@@ -37,9 +37,7 @@ def publish_flow(run_id: str) -> str:
             publish_task(run_id, parts.files, parts.verification, parts.utility,
                          FLOW_ACTOR, parts.outcome, parts.data_use)
         except Exception as exc:
-            runs.fail_run(run_id, actor=PUBLISH_ACTOR,
-                          error=stored_error(exc))
-            bundle.discard(run_id)  # a failed run is terminal: no candidate copy stays
+            fail_run(run_id, PUBLISH_ACTOR, exc)
             raise
         bundle.discard(run_id)
         return Status.PUBLISHED.value

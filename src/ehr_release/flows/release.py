@@ -19,8 +19,8 @@ from __future__ import annotations
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ehr_release import bundle
 from ehr_release.errors import EhrReleaseError, stored_error
+from ehr_release.flows.ending import fail_run
 from ehr_release.flows.head_start import load_certificate_modules
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.reports import ReleaseOutcome, VerificationReport
@@ -95,9 +95,7 @@ def _release(request: ReleaseRequest) -> str:
         advance_task(run_id, Status.AWAITING_APPROVAL)
         return Status.AWAITING_APPROVAL.value  # a decision may already have moved it on
     except Exception as exc:
-        runs.fail_run(run_id, actor=FLOW_ACTOR,
-                      error=stored_error(exc))
-        bundle.discard(run_id)  # a failed run cannot be resumed: no candidate copy stays
+        fail_run(run_id, FLOW_ACTOR, exc)
         stop_worker()  # work begun aside is not waited for
         raise
 
