@@ -38,7 +38,8 @@ def _accepted(line: str, spec) -> bool:
 
 
 @given(data=st.data(), spec=specs)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_every_line_the_pattern_matches_is_accepted_by_the_full_check(data, spec) -> None:
     source = pattern(spec)
     assume(source is not None)
@@ -61,7 +62,9 @@ def test_lda_lines_the_pattern_matches_are_accepted(data) -> None:
         spec_strategies.json_values(allow_nan=False, strings=("a", "", "b c")), max_size=3
     ),
 )
-@settings(max_examples=500, deadline=None)
+# Specs without a pattern and float values are drawn, then filtered out on purpose.
+@settings(max_examples=500, deadline=None,
+          suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 def test_the_pattern_covers_plain_canonical_renderings(spec, values) -> None:
     """Where the spec has a pattern, a plain canonical rendering of conforming values is
     matched (the fast path is taken), and a matched file is what the closed world accepts."""
