@@ -124,13 +124,28 @@ def harness():
 
 
 @pytest.fixture
-def env(harness, ehr_home, tmp_path, monkeypatch):
-    _install_doubles(monkeypatch)
-    data = tmp_path / "extract.csv"
+def flow_csv(ehr_home: Path, tmp_path: Path) -> Path:
+    """The flow tests' small extract (``tests.flow_helpers.CSV``), in a fresh home."""
     from tests.flow_helpers import CSV
 
+    data = tmp_path / "extract.csv"
     data.write_text(CSV)
-    return data, tmp_path / "out"
+    return data
+
+
+@pytest.fixture
+def aside_stopped() -> Iterator[None]:
+    """Stop the flow's second process (:mod:`ehr_release.tasks.aside`) a test started."""
+    yield
+    from ehr_release.tasks import aside
+
+    aside.stop_worker()
+
+
+@pytest.fixture
+def env(harness, flow_csv, tmp_path, monkeypatch):
+    _install_doubles(monkeypatch)
+    return flow_csv, tmp_path / "out"
 
 
 def _install_doubles(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,20 +22,14 @@ from ehr_release.reports import Requirement, UtilityReport, VerificationReport
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.tasks import aside
-from tests.flow_helpers import CSV, decide, request_for, start, wait_status
+from tests.flow_helpers import decide, request_for, start, wait_status
 
-
-@pytest.fixture(autouse=True)
-def no_worker_left() -> Iterator[None]:
-    yield
-    aside.stop_worker()
+pytestmark = pytest.mark.usefixtures("aside_stopped")
 
 
 @pytest.fixture
-def data(ehr_home: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "patients.csv"
-    path.write_text(CSV)
-    return path
+def data(flow_csv: Path) -> Path:
+    return flow_csv
 
 
 def _report_json(report: UtilityReport) -> str:

@@ -130,12 +130,8 @@ def test_cli_refuses_bad_comparisons_before_running(cli_env_compare) -> None:
 
 
 @pytest.fixture
-def cli_env_compare(ehr_home, tmp_path):
-    from tests.flow_helpers import CSV
-
-    data = tmp_path / "extract.csv"
-    data.write_text(CSV)
-    return data, tmp_path / "out"
+def cli_env_compare(flow_csv, tmp_path):
+    return flow_csv, tmp_path / "out"
 
 
 def test_artucs_own_comparators_are_off_inside_a_comparison() -> None:

@@ -4,7 +4,6 @@ is used only for the very request it was made from; the stages' modules are load
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,14 @@ from ehr_release.plan import make_plan
 from ehr_release.registry import get as get_algorithm
 from ehr_release.tasks import aside, ingest
 from ehr_release.workers import usable_cpus
-from tests.flow_helpers import CSV, request_for
+from tests.flow_helpers import request_for
 
-
-@pytest.fixture(autouse=True)
-def no_worker_left() -> Iterator[None]:
-    yield
-    aside.stop_worker()
+pytestmark = pytest.mark.usefixtures("aside_stopped")
 
 
 @pytest.fixture
-def data(ehr_home: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "patients.csv"
-    path.write_text(CSV)
-    return path
+def data(flow_csv: Path) -> Path:
+    return flow_csv
 
 
 def test_the_offered_plan_serves_only_its_own_request_and_only_once(
