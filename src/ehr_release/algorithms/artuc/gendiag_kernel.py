@@ -439,11 +439,13 @@ def _merged(
     dirty_bits: np.ndarray,
     counts: np.ndarray,
 ) -> None:
-    """``BorderQueue.merged``: note which pairs of ``keep`` changed (pushed at the flush).
+    """``BorderQueue.merged``: ``gone`` is no longer alive; note which pairs of ``keep``
+    changed (pushed at the flush).
 
     A survivor still below k needs no Q entry: it is the item being fixed, merged again at
     once, and ends frequent or suppressed (``BorderQueue._grow`` skips it the same way).
     """
+    counts[4] -= 1
     _forget(gone, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
     if sup[keep] < k:
         return
@@ -656,7 +658,6 @@ def border_run(
                     cap,
                     plen,
                 )
-                counts[4] -= 1
                 _merged(
                     a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
                 )
@@ -710,7 +711,6 @@ def border_run(
                     cap,
                     plen,
                 )
-                counts[4] -= 1
                 _merged(
                     keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
                 )
