@@ -1,4 +1,4 @@
-"""GenDiag on worker processes returns what it returns in this process.
+"""GenDiag on threads or worker processes returns what it returns in this process.
 
 ArtUC's result must not depend on where GenDiag ran: the same seed gives the same release
 bytes (clusters, generalized codes, suppressions) with and without workers.
@@ -11,14 +11,22 @@ from functools import partial
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from ehr_release import workers
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.algorithms.artuc.artuc import in_process
+from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.dataset import Dataset
 from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.workers import MIN_RECORDS, gendiag_processes, gendiag_runner_for
+from ehr_release.workers import (
+    MIN_RECORDS,
+    gendiag_parallel,
+    gendiag_processes,
+    gendiag_runner,
+    gendiag_threads,
+)
 
 
 def _data(n: int, seed: int):
@@ -38,9 +46,10 @@ def _data(n: int, seed: int):
     return rt_data(Dataset.from_records(codes, demo), config), config
 
 
-def test_worker_processes_give_the_same_release_as_this_process() -> None:
+@pytest.mark.parametrize("runner", [gendiag_processes, gendiag_threads])
+def test_workers_give_the_same_release_as_this_process(runner) -> None:
     data, config = _data(600, seed=3)
-    workers = partial(gendiag_processes, workers=2)
+    workers = partial(runner, workers=2)
     for algo in (artuc, artuc_unconstrained):
         here = algo(data, config, k=5, m=2, delta=0.2, epsilon=1e9,
                     rng=np.random.default_rng(1), gendiag_runner=in_process)
@@ -53,12 +62,40 @@ def test_worker_processes_give_the_same_release_as_this_process() -> None:
     assert release_files(there) == release_files(here)
 
 
-def test_small_data_stays_in_this_process() -> None:
-    assert gendiag_runner_for(MIN_RECORDS - 1) is in_process
+def _table(records: int) -> CodeTable:
+    return CodeTable(["a"], np.arange(records + 1, dtype=np.int64),
+                     np.zeros(records, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
 
-def test_a_daemonic_process_such_as_a_dask_worker_starts_no_workers(monkeypatch) -> None:
+def _chosen(monkeypatch, table: CodeTable, m: int) -> str:
+    """Which runner ``gendiag_parallel`` enters for this table and m."""
+    chosen = []
+    for name in ("gendiag_threads", "gendiag_processes", "in_process"):
+        real = getattr(workers, name)
+
+        def spy(*args, _name=name, _real=real, **kwargs):
+            chosen.append(_name)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(workers, name, spy)
+    with gendiag_parallel(table, 5, m):
+        pass
+    return chosen[0]
+
+
+def test_compiled_calls_share_threads_and_python_ones_need_big_data_for_processes(
+        monkeypatch) -> None:
+    assert _chosen(monkeypatch, _table(10), m=2) == "gendiag_threads"
+    assert _chosen(monkeypatch, _table(MIN_RECORDS), m=2) == "gendiag_threads"
+    # m = 3 runs the interpreted loop: threads would only take turns under the GIL
+    assert _chosen(monkeypatch, _table(MIN_RECORDS - 1), m=3) == "in_process"
+    assert _chosen(monkeypatch, _table(MIN_RECORDS), m=3) == "gendiag_processes"
+
+
+def test_one_cpu_or_a_daemonic_process_such_as_a_dask_worker_stays_here(monkeypatch) -> None:
     monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
-    assert gendiag_runner_for(MIN_RECORDS) is gendiag_processes
+    assert gendiag_runner() is gendiag_parallel
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 1)
+    assert gendiag_runner() is in_process
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
-    assert gendiag_runner_for(MIN_RECORDS) is in_process
+    assert gendiag_runner() is in_process

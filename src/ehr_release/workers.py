@@ -1,8 +1,11 @@
-"""Worker processes for the one stage threads cannot speed up: ArtUC's GenDiag calls.
+"""Where ArtUC's GenDiag calls run: threads for the compiled loop, processes for Python's.
 
-GenDiag is interpreted Python, so under the GIL threads would only take turns. A process
-pool receives the code table once per worker (its initializer) and afterwards only cluster
-rows go out and results come back.
+GenDiag's compiled loop (:mod:`~ehr_release.algorithms.artuc.gendiag_kernel`, m ≤ 2) releases
+the GIL, so a batch of calls spreads over threads of this process at no start-up cost and
+with nothing copied (:func:`gendiag_threads`). The interpreted loop (m > 2, or a cluster too
+large for the kernel) would only take turns under the GIL: for it a process pool receives the
+code table once per worker (its initializer) and afterwards only cluster rows go out and
+results come back (:func:`gendiag_processes`).
 
 Workers are spawned, never forked: the caller may be a Prefect flow with threads running,
 and a forked child can inherit a lock one of them held at that moment.
@@ -13,14 +16,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
 
 from ehr_release.algorithms.artuc.artuc import GenDiagRunner, in_process
 from ehr_release.algorithms.artuc.codes import CodeTable
-from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
+from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag, runs_compiled
 from ehr_release.algorithms.artuc.merging import GenDiagMany
 
 #: From this many records on, workers pay for their start (about a second). Measured on 2
@@ -49,14 +52,43 @@ def _gendiag_here(rows: np.ndarray) -> CodeGeneralization:
     return gendiag(_table, rows, k=_k, m=_m)
 
 
+def _largest_first(rows: Sequence[np.ndarray]) -> list[int]:
+    """Hand-out order of a batch: GenDiag's time grows faster than the cluster, so a batch
+    handed out largest first does not end waiting on one big cluster picked up last."""
+    return sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+
+
+@contextmanager
+def gendiag_threads(table: CodeTable, k: int, m: int, *,
+                    workers: int | None = None) -> Iterator[GenDiagMany]:
+    """A :data:`~ehr_release.algorithms.artuc.artuc.GenDiagRunner` on threads of this
+    process, for tables whose calls all take the compiled loop (it runs without the GIL).
+
+    A batch of one runs here. Each call allocates its own arrays, so threads share nothing
+    but the read-only code table.
+    """
+    count = workers or usable_cpus()
+    with in_process(table, k, m) as here, ThreadPoolExecutor(
+            count, thread_name_prefix="gendiag") as pool:
+        def one(rows: np.ndarray) -> CodeGeneralization:
+            return gendiag(table, rows, k=k, m=m)
+
+        def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
+            if len(rows) < 2:
+                return here(rows)
+            order = _largest_first(rows)
+            done = dict(zip(order, pool.map(one, [rows[i] for i in order]), strict=True))
+            return [done[i] for i in range(len(rows))]
+        yield many
+
+
 @contextmanager
 def gendiag_processes(table: CodeTable, k: int, m: int, *,
                       workers: int | None = None) -> Iterator[GenDiagMany]:
     """A :data:`~ehr_release.algorithms.artuc.artuc.GenDiagRunner` on worker processes.
 
     A batch of one runs here (no round trip). Larger batches are handed out one cluster at
-    a time, largest first (GenDiag's time grows faster than the cluster), so the batch does
-    not end waiting on one big cluster a worker picked up last.
+    a time, largest first.
     """
     count = workers or usable_cpus()
     context = multiprocessing.get_context("spawn")
@@ -66,23 +98,34 @@ def gendiag_processes(table: CodeTable, k: int, m: int, *,
         def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
             if len(rows) < 2:
                 return here(rows)
-            order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+            order = _largest_first(rows)
             done = dict(zip(order, pool.map(_gendiag_here, [rows[i] for i in order]),
                             strict=True))
             return [done[i] for i in range(len(rows))]
         yield many
 
 
-def gendiag_runner_for(records: int) -> GenDiagRunner:
-    """Worker processes for data big enough to pay for them, on a machine with two CPUs or
-    more; otherwise this process.
+@contextmanager
+def gendiag_parallel(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
+    """Threads when every call takes the compiled loop; otherwise worker processes for
+    data big enough to pay for their start (:data:`MIN_RECORDS`), else this process."""
+    if runs_compiled(table, k, m):
+        runner = gendiag_threads
+    elif len(table.indptr) - 1 >= MIN_RECORDS:
+        runner = gendiag_processes
+    else:
+        runner = in_process
+    with runner(table, k, m) as many:
+        yield many
+
+
+def gendiag_runner() -> GenDiagRunner:
+    """:func:`gendiag_parallel` on a machine with two CPUs or more; otherwise this process.
 
     Also this process when it is daemonic — a Dask worker running the flow's tasks is, and
     a daemonic process may not start children (the stage is then already off the main
     process, and Dask spreads stages over its workers instead).
     """
-    if multiprocessing.current_process().daemon:
+    if multiprocessing.current_process().daemon or usable_cpus() < 2:
         return in_process
-    if records >= MIN_RECORDS and usable_cpus() > 1:
-        return gendiag_processes
-    return in_process
+    return gendiag_parallel

@@ -221,12 +221,12 @@ def run(name: str, dataset: Dataset, params: dict[str, Any],
         return rmr_release(dataset, params, rng)
     from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
     from ehr_release.configuration.constraints import rt_data
-    from ehr_release.workers import gendiag_runner_for
+    from ehr_release.workers import gendiag_runner
 
     config = config_of(params)
     data = rt_data(dataset, config)
     eps = epsilon_of(params, dataset)
-    runner = gendiag_runner_for(dataset.n_patients)
+    runner = gendiag_runner()
     if name == "artuc-baseline":
         anon = baseline(data, config, k=params["k"], m=params["m"], epsilon=eps,
                         gendiag_runner=runner)
@@ -284,12 +284,12 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     from ehr_release.algorithms.artuc import artuc, release_files
     from ehr_release.configuration.constraints import rt_data
-    from ehr_release.workers import gendiag_runner_for
+    from ehr_release.workers import gendiag_runner
 
     config = config_of(params)
     anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],
                  delta=params["delta"], epsilon=epsilon_of(params, dataset), rng=rng,
-                 gendiag_runner=gendiag_runner_for(dataset.n_patients),
+                 gendiag_runner=gendiag_runner(),
                  stop=params.get("merge_stop", "exhaust"),
                  order=params.get("merge_order", "paper"),
                  relaxing=relaxing_of(params, dataset))

@@ -174,6 +174,12 @@ def _run_compiled(table: CodeTable, rows: np.ndarray, k: int, m: int
     return rec, code.astype(table.indices.dtype, copy=False), uniq, item, label, size, int(count)
 
 
+def runs_compiled(table: CodeTable, k: int, m: int) -> bool:
+    """Whether every GenDiag call on ``table`` (any cluster of its records) takes the
+    compiled loop — which releases the GIL, so such calls can share threads."""
+    return _compiles(len(table.indptr) - 1, len(table.code_set), k, m, full_queue=False)
+
+
 def _compiles(n: int, d: int, k: int, m: int, full_queue: bool) -> bool:
     """Whether the compiled loop takes this call: BorderQueue (m ≤ 2), int64 Q keys, and
     partner keys (size, −support, mincode) that fit 62 bits (``d``: the table's codes, an
