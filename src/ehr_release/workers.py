@@ -14,7 +14,6 @@ and a forked child can inherit a lock one of them held at that moment.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from ehr_release.algorithms.artuc.artuc import GenDiagRunner, in_process
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag, runs_compiled
 from ehr_release.algorithms.artuc.merging import GenDiagMany
+from ehr_release.cpus import usable_cpus
 
 #: From this many records on, workers pay for their start (about a second). Measured on 2
 #: CPUs, EHRD-like data: 10,419 records 3.9 → 3.5 s, 20,838 records 8.0 → 5.7 s.
@@ -32,14 +32,6 @@ MIN_RECORDS = 20_000
 
 _table: CodeTable | None = None
 _k = _m = 0
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (the affinity mask, not the machine's total)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _start_worker(table: CodeTable, k: int, m: int) -> None:

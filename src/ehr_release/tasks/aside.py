@@ -75,7 +75,7 @@ def start_worker(request_path: Path) -> bool:
     if a worker is running. It first reads and checks the request's input, as the flow's
     head start would (:func:`take_input`), then imports what its jobs need."""
     global _worker
-    from ehr_release.workers import usable_cpus
+    from ehr_release.cpus import usable_cpus
 
     if _worker is not None:
         return True
