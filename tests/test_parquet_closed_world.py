@@ -1,11 +1,11 @@
 """Every Parquet release file must be exactly its declared writer's rendering of its columns.
 
 A shape check reads names, types and nulls; a reader of the columns never sees bytes placed
-before the footer, row-group boundaries or what a declared note (``pandas``,
-``ARROW:schema``) holds. Each of those carried a planted patient value through the closed
-world, the model verifier and the attack audit alike (privacy audit, issue 18); here each is
-planted in an honest release of every Parquet format and must fail the closed world, while
-the honest bytes still pass.
+before the footer, row-group boundaries, dictionary entries no row uses or what a declared
+note (``pandas``, ``ARROW:schema``) holds. Each of those carried a planted patient value
+through the closed world, the model verifier and the attack audit alike on main (privacy
+audit, issue 18); here each is planted in an honest release of every Parquet format and must
+fail the closed world, while the honest bytes still pass.
 """
 
 from __future__ import annotations
@@ -83,8 +83,29 @@ def _before_footer_of(algorithm: str, name: str, data: bytes) -> bytes:
     return _before_footer(data)
 
 
+def _unused_dictionary_entry(algorithm: str, name: str, data: bytes) -> bytes:
+    """The first text column dictionary-encoded with one more entry, which no row uses: it
+    is stored in the dictionary page, where no reader of the column looks."""
+    import pyarrow.compute as pc
+
+    rendering = registry.get(algorithm).schema.file(name).parquet_rendering
+    table = pq.read_table(io.BytesIO(data))
+    index = next(i for i, f in enumerate(table.schema) if pa.types.is_string(f.type))
+    encoded = pc.dictionary_encode(table.column(index).combine_chunks())
+    entries = pa.array([*encoded.dictionary.to_pylist(), SECRET.decode()], pa.string())
+    planted = pa.DictionaryArray.from_arrays(encoded.indices, entries)
+    field = pa.field(table.schema.field(index).name, planted.type,
+                     table.schema.field(index).nullable)
+    sink = io.BytesIO()
+    pq.write_table(table.set_column(index, field, planted), sink, **dict(rendering.options))
+    stored = pq.read_table(io.BytesIO(sink.getvalue()), read_dictionary=[field.name])
+    assert SECRET.decode() in stored.column(index).chunk(0).dictionary.to_pylist()
+    return sink.getvalue()
+
+
 TAMPERS: dict[str, Callable[[str, str, bytes], bytes]] = {
-    "bytes before the footer": _before_footer_of, "row groups": _row_groups}
+    "bytes before the footer": _before_footer_of, "row groups": _row_groups,
+    "unused dictionary entry": _unused_dictionary_entry}
 
 
 def test_honest_bytes_pass(release) -> None:
@@ -96,9 +117,8 @@ def test_honest_bytes_pass(release) -> None:
 def test_a_channel_outside_the_columns_fails_the_closed_world(release, tamper: str) -> None:
     algorithm, name, files = release
     planted = TAMPERS[tamper](algorithm, name, files[name])
-    assert pq.read_table(io.BytesIO(planted)).select(
-        pq.read_schema(io.BytesIO(files[name])).names).equals(
-        pq.read_table(io.BytesIO(files[name]))), "the columns must read the same"
+    assert pq.read_table(io.BytesIO(planted)).to_pydict() == \
+        pq.read_table(io.BytesIO(files[name])).to_pydict(), "the columns must read the same"
     requirement = closed_world_requirement({**files, name: planted},
                                            registry.get(algorithm).schema)
     assert not requirement.passed
