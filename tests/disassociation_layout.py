@@ -17,9 +17,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ehr_release.privacy.formats.disassociation import RENDERING
+
 RELEASE_FILE = "release.parquet"
 INTS = ("k", "m", "size", "chunk", "subrecord")
-OPTIONS = {"compression": "zstd", "write_statistics": False, "store_schema": False}
+OPTIONS = dict(RENDERING.options)  # the verifier's declared rendering
 
 
 def read_doc(data: bytes) -> dict[str, Any]:

@@ -15,7 +15,9 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from ehr_release.privacy.canonical_parquet import render
+from ehr_release.privacy.formats.kkm import RENDERING
 
 RECORDS, CODES, IDS = "records.parquet", "generalized_codes.parquet", "generalized_codes"
 
@@ -85,6 +87,5 @@ def to_files(records: list[dict[str, Any]], *, canonical: bool = False,
 
 
 def _bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, store_schema=False)
-    return sink.getvalue()
+    """The table as the verifier's declared rendering (the closed world refuses others)."""
+    return render(table, RENDERING)

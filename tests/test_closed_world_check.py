@@ -70,6 +70,7 @@ def test_a_nullable_parquet_column_takes_nulls_at_the_top_only() -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ehr_release.privacy.canonical_parquet import ParquetRendering
     from ehr_release.privacy.closed_world import FileSchema, ReleaseSchema, violations
 
     def parquet(table: pa.Table) -> bytes:
@@ -78,8 +79,9 @@ def test_a_nullable_parquet_column_takes_nulls_at_the_top_only() -> None:
         return out.getvalue()
 
     def schema(columns: dict) -> ReleaseSchema:
-        return ReleaseSchema(files=(FileSchema(name="t.parquet", format="parquet",
-                                               columns=columns),))
+        return ReleaseSchema(files=(FileSchema(
+            name="t.parquet", format="parquet", columns=columns,
+            parquet_rendering=ParquetRendering(options=(("store_schema", False),))),))
 
     flat = {"t.parquet": parquet(pa.table({"code": pa.array(["401.9", None])}))}
     assert list(violations(flat, schema({"code": Nullable("str")}))) == []

@@ -24,6 +24,7 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
 from ehr_release.dataset import Dataset
+from ehr_release.privacy.formats.kkm import RENDERING
 from ehr_release.verification import verify_release
 from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import CONFIG, SEED, worked_example
@@ -218,7 +219,7 @@ def _honest(example, params, name: str = "artuc") -> tuple:
 
 def _parquet(table: pa.Table, **metadata: str) -> bytes:
     sink = io.BytesIO()
-    with pq.ParquetWriter(sink, table.schema, store_schema=False) as writer:
+    with pq.ParquetWriter(sink, table.schema, **dict(RENDERING.options)) as writer:
         writer.write_table(table)
         if metadata:
             writer.add_key_value_metadata(metadata)

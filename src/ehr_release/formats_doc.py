@@ -95,6 +95,9 @@ def markdown(name: str, schema: ReleaseSchema) -> str:
         if file.rendering is not None:
             out += [f"Bytes: exactly {rendering_words(file)}; any other spacing, escape, "
                     "key order or repeated key fails the closed world.", ""]
+        if file.parquet_rendering is not None:
+            out += [f"Bytes: exactly {file.parquet_rendering.words()}; any other byte fails "
+                    "the closed world.", ""]
         out += ["| field | type | could it narrow a patient? |", "| --- | --- | --- |"]
         out += [f"| `{r.path}` | {r.kind} | {r.review or '**not reviewed**'} |"
                 for r in field_rows(file)]

@@ -586,7 +586,8 @@ def code_set_index(config: RTConfig, codes: Iterable[str]) -> dict[str, int]:
     Raises
     ------
     ConfigError
-        Some codes fall in no constraint's code set (names up to five of them).
+        Some codes fall in no constraint's code set (its terminal-only detail names up to
+        five of them; the stored message none).
     """
     owner: dict[str, int] = {}
     for i, cs in enumerate(config.code_sets()):
@@ -595,9 +596,10 @@ def code_set_index(config: RTConfig, codes: Iterable[str]) -> dict[str, int]:
     uncovered = sorted({c for c in codes if c not in owner})
     if uncovered:
         more = f" (+{len(uncovered) - 5} more)" if len(uncovered) > 5 else ""
-        raise ConfigError(f"utility constraints do not cover the codes "
-                          f"{', '.join(uncovered[:5])}{more}: add them to a constraint's code "
-                          "set (or use codes: all)")
+        # The codes are the extract's (a rare one may be one patient's): terminal only.
+        raise ConfigError("utility constraints do not cover some codes of the data: add "
+                          "them to a constraint's code set (or use codes: all)",
+                          detail=f"{', '.join(uncovered[:5])}{more}")
     return {c: owner[c] for c in codes}
 
 

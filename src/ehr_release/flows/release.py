@@ -23,7 +23,7 @@ from ehr_release.errors import EhrReleaseError, stored_error
 from ehr_release.flows.ending import fail_run
 from ehr_release.flows.head_start import load_certificate_modules
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
-from ehr_release.reports import ReleaseOutcome, VerificationReport
+from ehr_release.reports import ReleaseOutcome, Requirement, VerificationReport
 from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
@@ -46,7 +46,21 @@ from ehr_release.tasks.status import FLOW_ACTOR, advance_task
 
 
 class VerificationFailed(EhrReleaseError):
-    """The independent verifier did not confirm the privacy guarantee; nothing is published."""
+    """The independent verifier did not confirm the privacy guarantee; nothing is published.
+
+    What a verifier measured on a failed release may quote what failed — a class's exact
+    demographics and its rare codes, a lone trajectory, an original code's true count —
+    which the model no longer covers. The terminal gets it; the stored message (run record,
+    audit trail, Prefect state) names the failed requirements only.
+    """
+
+    def __init__(self, failures: list[Requirement]) -> None:
+        self.failed = [r.name for r in failures]
+        super().__init__("verification failed — "
+                         + "; ".join(f"{r.name}: {r.measured}" for r in failures))
+
+    def public(self) -> str:
+        return f"verification failed — did not hold: {', '.join(self.failed)}"
 
 
 @flow(name="release_flow", flow_run_name="release-{request.run_id}", persist_result=False,
@@ -103,5 +117,4 @@ def _release(request: ReleaseRequest) -> str:
 def _require(verification: VerificationReport) -> None:
     """Stop the run unless every requirement so far held (nothing reaches a reviewer)."""
     if not verification.holds:
-        failed = "; ".join(f"{r.name}: {r.measured}" for r in verification.failures)
-        raise VerificationFailed(f"verification failed — {failed}")
+        raise VerificationFailed(verification.failures)

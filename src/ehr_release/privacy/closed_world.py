@@ -28,6 +28,7 @@ from itertools import repeat
 from typing import Any, Literal
 
 from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
+from ehr_release.privacy.canonical_parquet import ParquetRendering, parquet_problem
 from ehr_release.reports import Requirement
 
 #: What a refusal says instead of an undeclared name (see :func:`undeclared`).
@@ -117,6 +118,10 @@ class FileSchema:
     ``rendering`` (JSON and JSON Lines) is how the writer renders the content: the bytes
     must be exactly that rendering of what they parse to (:mod:`.canonical_bytes`), so
     spacing, escapes, key order or a repeated key can carry nothing.
+    ``parquet_rendering`` (Parquet, required) is the same for a table: the bytes must be
+    exactly that writer's rendering of their columns (:mod:`.canonical_parquet`), so bytes
+    no reader of the columns sees (before the footer, in row-group boundaries, statistics or
+    a declared note's content) can carry nothing.
     ``review_keys_from`` maps each derived column to its placeholder row in ``fields_doc``
     (see :meth:`for_release`).
     ``codes_column`` names the column in which a table publishes the source's diagnosis
@@ -137,6 +142,7 @@ class FileSchema:
     columns_from: Callable[[Mapping[str, bytes]], Mapping[str, Spec]] | None = None
     codes_column: str | None = None
     rendering: Rendering | None = None
+    parquet_rendering: ParquetRendering | None = None
     review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
     derived_columns: frozenset[str] = frozenset()
 
@@ -391,6 +397,9 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
         allowed = column.null_count if isinstance(kind, Nullable) else 0
         if _nulls(column) > allowed:
             raise ShapeError(f"{_column(schema, name)} holds a null value")
+    if schema.parquet_rendering is None:  # fail closed: any byte could carry anything
+        raise ShapeError("declares no Parquet rendering, so its bytes cannot be checked")
+    _raise_if(parquet_problem(data, table, schema.parquet_rendering))
 
 
 def describe(spec: Spec) -> str:

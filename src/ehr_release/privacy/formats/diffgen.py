@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping
 
 from ehr_release.privacy.canonical_bytes import Rendering
+from ehr_release.privacy.canonical_parquet import ParquetRendering
 from ehr_release.privacy.closed_world import (
     Enum,
     FileSchema,
@@ -83,13 +84,16 @@ GROUPS_CSV = FileSchema(
 GROUPS_PARQUET = FileSchema(
     name="groups.parquet", format="parquet", optional=True, columns_from=groups_columns,
     review_keys_from=groups_review_keys,
-    metadata=("ARROW:schema", "pandas"),
+    metadata=("ARROW:schema", "pandas"), parquet_rendering=ParquetRendering(via_pandas=True),
     doc="the same groups as groups.csv, as Parquet (one of the two is published)",
     fields_doc={**_GROUPS_DOC,
                 "(file metadata)": "only the `pandas` and `ARROW:schema` notes pandas writes "
                                    "(column names and types, index, library versions), read "
                                    "by pandas to restore the table; any other key-value "
-                                   "metadata fails the closed world."})
+                                   "metadata fails the closed world, and so does any file "
+                                   "that is not exactly pandas' rendering of its columns "
+                                   "(a note's content, bytes before the footer, row "
+                                   "groups, statistics: none may differ)."})
 
 _CATEGORICAL = Obj({"name": "str", "kind": Enum(("categorical",)), "cut": ListOf("str"),
                     "taxonomy_root": "str"})

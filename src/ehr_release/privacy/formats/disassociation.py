@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import io
 
+from ehr_release.privacy.canonical_parquet import ParquetRendering
 from ehr_release.privacy.closed_world import FileSchema, Nullable, ReleaseSchema
 
 RELEASE_FILE = "release.parquet"
@@ -48,6 +49,11 @@ COLUMNS = {
     "k": "int", "m": "int", "group": "str", "size": "int", "joint": Nullable("str"),
     "chunk": "int", "subrecord": "int", "code": Nullable("str"),
 }
+
+#: The one writer configuration: the bytes must be exactly this rendering of the columns.
+RENDERING = ParquetRendering(options=(
+    ("compression", "zstd"), ("compression_level", 3), ("use_dictionary", True),
+    ("write_statistics", False), ("store_schema", False), ("row_group_size", 1 << 17)))
 
 FIELDS_DOC = {
     "k": "The requested k (a parameter, not a figure of the data), the same on every row. No.",
@@ -96,7 +102,9 @@ FIELDS_DOC = {
     "(file metadata)": (
         "None: no key-value metadata (no pandas or Arrow schema blob), no column statistics; "
         "zstd compression, one fixed writer configuration, so identical input gives identical "
-        "bytes. The verifier rejects a file carrying either."),
+        "bytes. The verifier rejects a file carrying either, and the closed world any file "
+        "that is not exactly this writer's rendering of its columns (bytes before the "
+        "footer, other row groups, codecs or statistics)."),
     "(identifiers)": "None: no patient id, pseudonym or per-record label is published.",
     "(counts)": (
         "No per-record count is published; item-chunk code counts are not published "
@@ -106,6 +114,7 @@ FIELDS_DOC = {
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RELEASE_FILE, format="parquet", columns=COLUMNS, codes_column="code",
+        parquet_rendering=RENDERING,
         doc="The whole disassociated dataset as one long table: clusters of ≥ k records whose "
             "codes are split into independently shuffled k^m-anonymous chunks, an item chunk "
             "of rare codes per cluster, and chunks shared by joint clusters; one row per "

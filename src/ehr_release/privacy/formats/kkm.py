@@ -29,11 +29,18 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
+from ehr_release.privacy.canonical_parquet import ParquetRendering
 from ehr_release.privacy.closed_world import FileSchema, ListOf, OneOf, ReleaseSchema, Spec
 
 RECORDS_FILE = "records.parquet"
 CODES_FILE = "generalized_codes.parquet"
 IDS_COLUMN = "generalized_codes"
+
+#: The one writer configuration of both tables: the bytes must be exactly this rendering.
+RENDERING = ParquetRendering(options=(
+    ("compression", "zstd"), ("compression_level", 9), ("use_dictionary", True),
+    ("write_statistics", False), ("store_schema", False), ("version", "2.6"),
+    ("data_page_version", "1.0")))
 
 #: A generalized demographic value: ``[low, high]`` (numerical) or a hierarchy node.
 DEMOGRAPHIC_VALUE = OneOf((ListOf("number"), "str"))
@@ -96,7 +103,9 @@ FIELDS_DOC = {
         "None: records carry no patient id or pseudonym."),
     "(file metadata)": (
         "None: no key-value metadata (no pandas or Arrow schema note), no column "
-        "statistics; fixed zstd compression, so identical content gives identical bytes."),
+        "statistics; fixed zstd compression, so identical content gives identical bytes. "
+        "The closed world rejects a file that is not exactly this writer's rendering of its "
+        "columns (bytes before the footer, other row groups, codecs or statistics)."),
 }
 
 CODES_DOC = {
@@ -115,14 +124,14 @@ SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RECORDS_FILE, format="parquet", columns_from=records_columns,
         review_keys_from=records_review_keys,
-        codes_column=IDS_COLUMN,
+        codes_column=IDS_COLUMN, parquet_rendering=RENDERING,
         # for the documentation; the check derives the demographic columns' names
         columns={"cluster": "str", DEMOGRAPHIC_DOC: DEMOGRAPHIC_VALUE, IDS_COLUMN: ListOf("int")},
         doc="One row per released patient record: its cluster, its cluster's generalized "
             "demographics and the ids of its generalized diagnosis codes.",
         fields_doc=FIELDS_DOC),
     FileSchema(
-        name=CODES_FILE, format="parquet",
+        name=CODES_FILE, format="parquet", parquet_rendering=RENDERING,
         columns={"id": "int", "codes": ListOf("str")},
         doc="Each generalized code of the release once: its id and the sorted codes it "
             "stands for (join on records' generalized_codes).",
