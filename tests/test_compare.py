@@ -62,6 +62,29 @@ def test_recommendation_is_least_loss_among_verified_candidates_meeting_requirem
     assert recommend(tie, [])[0] is tie[1]  # same loss: take the stronger privacy
 
 
+def test_a_dp_row_is_shown_but_never_recommended_nor_released_from(tmp_path) -> None:
+    """Choosing ε or h by utility measured on the true data spends budget the ledger does
+    not count (spec 04): DiffGen's rows stay in the report, out of the choice."""
+    from ehr_release.comparison_file import load_comparison_row
+
+    cands = plan([get_algorithm("diffgen"), get_algorithm("disassociation")],
+                 {"m": "2", "k": "5", "epsilon": "1", "h": "4", "taxonomies": "adult"}, {})
+    assert [c.differentially_private for c in cands] == [True, False]
+    dp = Outcome(cands[0], True, "error rate", 0.001)
+    kanon = Outcome(cands[1], True, "error rate", 0.5)
+    best, reasons = recommend([dp, kanon], [])
+    assert best is kanon
+    assert any(r.startswith("diffgen") and "never recommended" in r for r in reasons)
+    assert recommend([dp], [])[0] is None
+
+    report = {"dataset_fingerprint": "f", "rows": [o.to_dict() for o in (dp, kanon)]}
+    report["rows"][0]["candidate"].pop("differentially_private")  # a report from before
+    (tmp_path / "comparison.json").write_text(json.dumps(report))
+    with pytest.raises(EhrReleaseError, match="row 0 .* is diffgen, which is ε-differentially"):
+        load_comparison_row(str(tmp_path), 0)
+    assert load_comparison_row(str(tmp_path), 1)[0] == "disassociation"
+
+
 def _request(data, out, **extra) -> ComparisonRequest:
     base = {"comparison_id": "cmp-" + "ab" * 16, "input_path": str(data),
             "algorithms": ["disassociation", "leaky-code-counts"], "params": {"m": "2"},

@@ -37,6 +37,8 @@ class Candidate:
     index: int
     algorithm: str
     params: dict[str, str]
+    #: ε-DP: shown, never recommended nor released from (AlgorithmEntry.differentially_private)
+    differentially_private: bool = False
 
     @property
     def label(self) -> str:
@@ -128,7 +130,8 @@ def plan(entries: Sequence[AlgorithmEntry], fixed: Mapping[str, str],
             except ParameterError as exc:
                 raise ParameterError(exc.parameter, f"{exc.rule} (algorithm {entry.name})",
                                      exc.value) from None
-            candidates.append(Candidate(len(candidates), entry.name, params))
+            candidates.append(Candidate(len(candidates), entry.name, params,
+                                        entry.differentially_private))
     return candidates
 
 
@@ -138,6 +141,13 @@ def loss_of(metrics: Mapping[str, float], metric: str | None) -> float | None:
         return None
     value = float(metrics[metric])
     return None if math.isnan(value) else value
+
+
+#: Why a comparison never recommends an ε-DP row (nor releases from one).
+DP_NOT_CHOSEN = ("ε-differentially private, and its utility here was measured on the true "
+                 "data: choosing its ε or h from this comparison would spend privacy budget "
+                 "the ledger does not count, so it is shown but never recommended nor "
+                 "released from (choose ε and h before looking at the data)")
 
 
 def recommend(outcomes: Sequence[Outcome], requirements: Sequence[Requirement],
@@ -154,6 +164,8 @@ def recommend(outcomes: Sequence[Outcome], requirements: Sequence[Requirement],
         unmet = [str(r) for r in requirements if not r.met_by(o.candidate.params)]
         if o.error:
             reasons.append(f"{label}: failed to run ({o.error})")
+        elif o.candidate.differentially_private:
+            reasons.append(f"{label}: {DP_NOT_CHOSEN}")
         elif not o.verified:
             reasons.append(f"{label}: verification failed ({'; '.join(o.failures)})")
         elif unmet:

@@ -26,4 +26,22 @@ def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str
     if not chosen.get("verified"):
         raise EhrReleaseError(f"row {row} of {path} did not verify; it cannot be released")
     cand = chosen["candidate"]
+    if _differentially_private(cand["algorithm"]):
+        raise EhrReleaseError(
+            f"row {row} of {path} is {cand['algorithm']}, which is ε-differentially private: "
+            "its parameters would be chosen by utility measured on the true data, which "
+            "spends privacy budget its ledger does not count. Choose ε and h before looking "
+            f"at the data and run `ehr-release run --algorithm {cand['algorithm']}` with them")
     return cand["algorithm"], dict(cand["params"]), report["dataset_fingerprint"]
+
+
+def _differentially_private(algorithm: str) -> bool:
+    """Asked of the registry, not of the file: a report written before the rule (or edited)
+    must not release a DP row either. An unknown name is left to the run's own check."""
+    from ehr_release.errors import ParameterError
+    from ehr_release.registry import get
+
+    try:
+        return get(algorithm).differentially_private
+    except ParameterError:
+        return False

@@ -67,6 +67,11 @@ class AlgorithmEntry:
     (:mod:`ehr_release.privacy.attacks`): the model's adversary run on the published bytes.
     ``count_records(files)`` is how many patient records the release holds: a release with
     none is not publishable unless the request allows an empty release.
+    ``differentially_private``: the guarantee is ε-DP, which covers the mechanism only when
+    its parameters are chosen without looking at the data. A comparison measures utility on
+    the true data, so it may show such an algorithm's rows but never recommends one nor
+    releases from one (tuning ε or h on the private data spends budget the ledger does not
+    count: spec 04, "Decisions left open by the paper").
     ``prepare(params)`` loads the files the parameters name (a configuration, a population)
     once per release; the plan hands the result to every stage under :data:`PREPARED`, so no
     stage reads them again and no cache is needed.
@@ -87,6 +92,7 @@ class AlgorithmEntry:
     count_records: Callable[[ReleaseFiles], int] | None = None
     defaults_from: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     prepare: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    differentially_private: bool = False
 
     def stage_modules(self) -> list[str]:
         """The modules its :func:`lazy` stages import at their first call: a flow process

@@ -121,4 +121,5 @@ ENTRY = AlgorithmEntry(
     schema=SCHEMA,
     attack=lazy("ehr_release.privacy.attacks.diffgen", "attack"),
     count_records=count_records,
+    differentially_private=True,
 )
