@@ -12,7 +12,7 @@ from typing import Any
 #: A stored copy's measured text for a requirement that failed: what a verifier measured on a
 #: failed release quotes what failed (a one-record class's demographics and codes, a lone
 #: trajectory, an original itemset), which the model no longer covers.
-WITHHELD_FAILED = "did not hold (what failed is shown on the verifying terminal only)"
+WITHHELD_FAILED = "did not hold (what it found is shown on the verifying terminal only)"
 #: A stored copy's measured text for a requirement measured on the original data itself
 #: (``on_original``): under differential privacy only the release is covered.
 WITHHELD_ORIGINAL = "held (measured on the original data: shown on the verifying terminal only)"
@@ -27,6 +27,16 @@ def _counts_only(evidence: dict[str, Any]) -> dict[str, Any]:
     """
     return {key: value for key, value in evidence.items()
             if value is None or isinstance(value, bool | int | float)}
+
+
+def _withheld_failure(evidence: dict[str, Any]) -> str:
+    """A failed requirement's stored measured text: the verdict and its counts, in words
+    (``smallest class 1``), never what the counts are of."""
+    counts = [f"{key.replace('_', ' ')} {value:,}" if isinstance(value, int)
+              else f"{key.replace('_', ' ')} {value:.6g}"
+              for key, value in _counts_only(evidence).items()
+              if value is not None and not isinstance(value, bool)]
+    return WITHHELD_FAILED + (f"; {', '.join(counts)}" if counts else "")
 
 
 @dataclass(frozen=True)
@@ -52,13 +62,17 @@ class Requirement:
 
         A requirement that held keeps its measured text (verifiers state only counts and
         bounds when a requirement holds) unless it was measured on the original data; one
-        that failed keeps its name, what was required and the verdict. Evidence keeps its
-        numbers only (:func:`_counts_only`), none at all when measured on the original.
+        that failed keeps its name, what was required, the verdict and its counts. Evidence
+        keeps its numbers only (:func:`_counts_only`), none at all when measured on the
+        original.
         """
-        if self.passed and not self.on_original:
+        if self.on_original:
+            return replace(self, evidence={}, measured=WITHHELD_ORIGINAL if self.passed
+                           else WITHHELD_FAILED)
+        if self.passed:
             return replace(self, evidence=_counts_only(self.evidence))
-        return replace(self, measured=WITHHELD_ORIGINAL if self.passed else WITHHELD_FAILED,
-                       evidence={} if self.on_original else _counts_only(self.evidence))
+        return replace(self, measured=_withheld_failure(self.evidence),
+                       evidence=_counts_only(self.evidence))
 
 
 @dataclass(frozen=True)
