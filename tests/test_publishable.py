@@ -94,8 +94,14 @@ def test_an_attack_that_crashes_fails_closed_without_quoting_values(env, monkeyp
     table["code-counts"] = dataclasses.replace(doubles.CODE_COUNTS, attack=attack)
     monkeypatch.setattr(registry, "_entries", lambda: table)
     data, out = env
-    error = _failed_with(request_for(data, out))
-    assert "attack audit" in error and "KeyError" in error and "MRN-0042" not in error
+    req = request_for(data, out)
+    error = _failed_with(req)
+    # Stored: the failed requirement's name (the crash's type is in the measured text,
+    # which stored copies withhold like any failed requirement's).
+    assert "attack audit" in error and "MRN-0042" not in error
+    stored = runs.latest_verification(req.run_id)
+    assert [r["name"] for r in stored["requirements"] if not r["passed"]] == ["attack audit"]
+    assert "MRN-0042" not in str(stored)
 
 
 def test_no_attack_registered_fails_closed(env, monkeypatch) -> None:
@@ -105,7 +111,11 @@ def test_no_attack_registered_fails_closed(env, monkeypatch) -> None:
     table["code-counts"] = dataclasses.replace(doubles.CODE_COUNTS, attack=None)
     monkeypatch.setattr(registry, "_entries", lambda: table)
     data, out = env
-    assert "no attack audit" in _failed_with(request_for(data, out))
+    req = request_for(data, out)
+    assert "did not hold: attack audit" in _failed_with(req)
+    stored = runs.latest_verification(req.run_id)
+    attack = next(r for r in stored["requirements"] if r["name"] == "attack audit")
+    assert not attack["passed"] and attack["evidence"]["knowledge_sets_tried"] == 0
 
 
 def test_datasheet_goes_out_and_says_so_certificate_stays_in(env) -> None:

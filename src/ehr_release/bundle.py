@@ -95,9 +95,11 @@ def park(run_id: str, files: ReleaseFiles, verification: VerificationReport,
     existing = pending.get_pending(run_id)
     pending.save_pending(pending.PendingRelease(
         run_id=run_id, candidate_dir=str(folder),
-        verification_json=canonical_json(verification.to_dict()),
+        # Stored copies (reports.py): the reviewer's dashboard and the final certificate
+        # read these tables, which hold no value of the data.
+        verification_json=canonical_json(verification.stored().to_dict()),
         utility_json=canonical_json(_utility_to_dict(utility)),
-        outcome_json=canonical_json(_outcome_to_dict(outcome)),
+        outcome_json=canonical_json(_outcome_to_dict(outcome.stored())),
         data_use_json=canonical_json(asdict(data_use)),
         # A resumed run keeps the window it was given, not a fresh one.
         expires_at=existing.expires_at if existing else pending.expiry(approval_timeout_s)))

@@ -6,16 +6,48 @@ use them without the verifier importing anything from the algorithm it checks.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+#: A stored copy's measured text for a requirement that failed: what a verifier measured on a
+#: failed release quotes what failed (a one-record class's demographics and codes, a lone
+#: trajectory, an original itemset), which the model no longer covers.
+WITHHELD_FAILED = "did not hold (what it found is shown on the verifying terminal only)"
+#: A stored copy's measured text for a requirement measured on the original data itself
+#: (``on_original``): under differential privacy only the release is covered.
+WITHHELD_ORIGINAL = "held (measured on the original data: shown on the verifying terminal only)"
+
+
+def _counts_only(evidence: dict[str, Any]) -> dict[str, Any]:
+    """The evidence entries a stored copy keeps: numbers, flags and None.
+
+    Texts, lists and maps are where verifiers put what they found (codes, trajectories,
+    patient ids, a release's undeclared values); counts and bounds over the release are
+    what a reviewer needs next to the verdict.
+    """
+    return {key: value for key, value in evidence.items()
+            if value is None or isinstance(value, bool | int | float)}
+
+
+def _withheld_failure(evidence: dict[str, Any]) -> str:
+    """A failed requirement's stored measured text: the verdict and its counts, in words
+    (``smallest class 1``), never what the counts are of."""
+    counts = [f"{key.replace('_', ' ')} {value:,}" if isinstance(value, int)
+              else f"{key.replace('_', ' ')} {value:.6g}"
+              for key, value in _counts_only(evidence).items()
+              if value is not None and not isinstance(value, bool)]
+    return WITHHELD_FAILED + (f"; {', '.join(counts)}" if counts else "")
 
 
 @dataclass(frozen=True)
 class Requirement:
     """One privacy requirement: what was required, what was measured, and whether it held.
 
-    ``required`` and ``measured`` are human-readable (they go into the certificate verbatim),
-    e.g. ``required="every ≤2-itemset support ≥ 5"``, ``measured="smallest support 5"``.
+    ``required`` and ``measured`` are human-readable, e.g. ``required="every ≤2-itemset
+    support ≥ 5"``, ``measured="smallest support 5"``. ``measured`` and ``evidence`` are the
+    terminal's: they may quote values of the data; every copy that leaves the process is
+    :meth:`stored`. ``on_original`` marks a measurement of the original data that no stored
+    copy may show even when it held (a differentially private release covers only itself).
     """
 
     name: str
@@ -23,6 +55,24 @@ class Requirement:
     measured: str
     passed: bool
     evidence: dict[str, Any] = field(default_factory=dict)
+    on_original: bool = False
+
+    def stored(self) -> Requirement:
+        """The copy that may leave the process (database, artifacts, certificate, bundle).
+
+        A requirement that held keeps its measured text (verifiers state only counts and
+        bounds when a requirement holds) unless it was measured on the original data; one
+        that failed keeps its name, what was required, the verdict and its counts. Evidence
+        keeps its numbers only (:func:`_counts_only`), none at all when measured on the
+        original.
+        """
+        if self.on_original:
+            return replace(self, evidence={}, measured=WITHHELD_ORIGINAL if self.passed
+                           else WITHHELD_FAILED)
+        if self.passed:
+            return replace(self, evidence=_counts_only(self.evidence))
+        return replace(self, measured=_withheld_failure(self.evidence),
+                       evidence=_counts_only(self.evidence))
 
 
 @dataclass(frozen=True)
@@ -39,6 +89,11 @@ class VerificationReport:
     @property
     def failures(self) -> list[Requirement]:
         return [r for r in self.requirements if not r.passed]
+
+    def stored(self) -> VerificationReport:
+        """The copy that may leave the process: every requirement :meth:`Requirement.stored`
+        (same verdicts, so ``holds`` and ``failures`` are unchanged)."""
+        return VerificationReport(self.algorithm, [r.stored() for r in self.requirements])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +127,11 @@ class UtilityReport:
     #: unless the request allows low utility.
     below_baseline: list[str] = field(default_factory=list)
 
+    def stored(self) -> VerificationReport:
+        """The copy that may leave the process: every requirement :meth:`Requirement.stored`
+        (same verdicts, so ``holds`` and ``failures`` are unchanged)."""
+        return VerificationReport(self.algorithm, [r.stored() for r in self.requirements])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "algorithm": self.algorithm,
@@ -94,6 +154,8 @@ class AttackReport:
     (k). Attacks that are not about candidate sets (DiffGen's membership test) leave
     ``smallest_candidate_set`` as None and say what they measured in ``measured``.
     Nothing here may name a patient or a value: it goes to reviewers and the certificate.
+    ``on_original`` marks a ``measured`` computed on the original data (DiffGen's count of
+    exact counts), which only the terminal shows: see :meth:`stored`.
     """
 
     attacker_model: str
@@ -105,6 +167,15 @@ class AttackReport:
     measured: str = ""
     required: str = ""
     seconds: float = 0.0
+    on_original: bool = False
+
+    def stored(self) -> AttackReport:
+        """The copy that may leave the process, by the rule of :meth:`Requirement.stored`:
+        the attacker model, the counts and the verdict stay; a failed attack's measured text
+        and one measured on the original data do not."""
+        if self.passed and not self.on_original:
+            return self
+        return replace(self, measured=WITHHELD_ORIGINAL if self.passed else WITHHELD_FAILED)
 
     def requirement(self) -> Requirement:
         """The attack's verdict as one more verification requirement."""
@@ -117,7 +188,7 @@ class AttackReport:
             name="attack audit",
             required=self.required or (f"{self.attacker_model}: every patient hides among "
                                        f"≥ {self.threshold}"),
-            measured=measured, passed=self.passed,
+            measured=measured, passed=self.passed, on_original=self.on_original,
             evidence={"knowledge_sets_tried": self.knowledge_sets_tried,
                       "exhaustive": self.exhaustive,
                       "smallest_candidate_set": self.smallest_candidate_set,
@@ -141,3 +212,7 @@ class ReleaseOutcome:
     records: int | None
     attack: AttackReport | None
     waivers: list[str] = field(default_factory=list)
+
+    def stored(self) -> ReleaseOutcome:
+        """The copy that may leave the process: the attack's :meth:`AttackReport.stored`."""
+        return replace(self, attack=None if self.attack is None else self.attack.stored())

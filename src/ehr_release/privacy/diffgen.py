@@ -487,7 +487,7 @@ def verify(files: dict[str, bytes], original: Dataset,
                             "public configuration (no data-derived domain)",
                             data_problems[0] if data_problems else
                             f"{original.n_patients:,} records inside", not data_problems,
-                            {"problems": data_problems}))
+                            {"problems": data_problems}, on_original=True))
     return VerificationReport(NAME, reqs)
 
 
@@ -519,7 +519,8 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
         test = too_many_small(counts.astype(np.int64) - true, true, float(final["scale"]))
         noisy = Requirement("counts noisy", required, test.text(), not test.flagged,
                             {"small": test.small, "allowed": test.allowed,
-                             "window": test.window, "groups": test.groups})
+                             "window": test.window, "groups": test.groups},
+                            on_original=True)  # residuals against the true counts
     except (KeyError, ValueError, TypeError, StopIteration) as exc:
         noisy = Requirement("counts noisy", required,
                             f"cannot test the counts: {type(exc).__name__}", False)

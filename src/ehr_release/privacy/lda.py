@@ -365,10 +365,12 @@ def _k_anonymity(groups: _Groups, k: int) -> Requirement:
     shown_groups = {groups.render(g): n for g, n in enumerate(by_pairs) if n < k or n == least}
     small = sorted((n, t) for t, n in shown_groups.items() if n < k)
     size, traj = min((n, t) for t, n in shown_groups.items()) if shown_groups else (0, "[]")
-    shown = traj if len(traj) <= 200 else traj[:200] + "…"
+    # The trajectory is named only when its group is too small (for the terminal; stored
+    # copies drop it, reports.Requirement.stored): one that held is a count.
+    shown = f", trajectory {traj if len(traj) <= 200 else traj[:200] + '…'}" if small else ""
     return Requirement(
         "k-anonymity", f"every published trajectory is shared by ≥ {k} records",
-        f"smallest group {size} records, trajectory {shown}; {len(small)} groups below {k}",
+        f"smallest group {size} records{shown}; {len(small)} groups below {k}",
         bool(shown_groups) and not small,
         {"groups": len(by_pairs), "small_groups": [{"size": n, "trajectory": t[:200]}
                                                  for n, t in small[:_SHOW]]})

@@ -64,13 +64,19 @@ def verify_task(plan: ReleasePlan, files: ReleaseFiles) -> VerificationReport:
     """
     run_id = plan.run_id
     report = verify_release(plan.entry, files, plan.dataset, plan.stage_params(), run_id)
-    runs.save_verification(run_id, report.to_dict())
-    rows = [(r.name, r.required, r.measured, "PASS" if r.passed else "FAIL")
-            for r in report.requirements]
-    verdict = "**verified**" if report.holds else "**NOT verified — nothing will be published**"
-    stage_artifact("verification", run_id, verdict + "\n\n"
-                   + md_table(rows, ("requirement", "required", "measured", "result")))
+    runs.save_verification(run_id, report.stored().to_dict())
+    stage_artifact("verification", run_id, verification_markdown(report))
     return report
+
+
+def verification_markdown(report: VerificationReport) -> str:
+    """The verification artifact: the verdict and the stored copy's table (Prefect keeps
+    artifacts outside the run, so they hold no value of the data; see
+    :meth:`~ehr_release.reports.VerificationReport.stored`)."""
+    rows = [(r.name, r.required, r.measured, "PASS" if r.passed else "FAIL")
+            for r in report.stored().requirements]
+    verdict = "**verified**" if report.holds else "**NOT verified — nothing will be published**"
+    return verdict + "\n\n" + md_table(rows, ("requirement", "required", "measured", "result"))
 
 
 @task(name="attack", task_run_name=stage_run_name("attack"), persist_result=False,
@@ -86,18 +92,22 @@ def attack_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificati
     run_id = plan.run_id
     attack = attack_release(plan.entry, files, plan.dataset, plan.stage_params(), run_id)
     report = with_attack(verification, attack)
-    runs.save_verification(run_id, report.to_dict())
-    tried = f"{attack.knowledge_sets_tried:,} ({'every one' if attack.exhaustive else 'sampled'})"
-    smallest = ("–" if attack.smallest_candidate_set is None
-                else f"{attack.smallest_candidate_set:,} (required ≥ {attack.threshold:,})")
-    stage_artifact("attack-audit", run_id, ("**passed**" if attack.passed else
-                                            "**FAILED — nothing will be published**")
-                   + "\n\n" + md_table([
-                       ("attacker model", attack.attacker_model), ("knowledge sets", tried),
-                       ("smallest candidate set", smallest),
-                       ("measured", attack.measured or "–"),
-                       ("seconds", f"{attack.seconds:.2f}")], ("attack audit", "value")))
+    runs.save_verification(run_id, report.stored().to_dict())
+    stage_artifact("attack-audit", run_id, attack_markdown(attack))
     return report, attack
+
+
+def attack_markdown(attack: AttackReport) -> str:
+    """The attack artifact, from the stored copy (:meth:`AttackReport.stored`)."""
+    shown = attack.stored()
+    tried = f"{shown.knowledge_sets_tried:,} ({'every one' if shown.exhaustive else 'sampled'})"
+    smallest = ("–" if shown.smallest_candidate_set is None
+                else f"{shown.smallest_candidate_set:,} (required ≥ {shown.threshold:,})")
+    return (("**passed**" if shown.passed else "**FAILED — nothing will be published**")
+            + "\n\n" + md_table([
+                ("attacker model", shown.attacker_model), ("knowledge sets", tried),
+                ("smallest candidate set", smallest), ("measured", shown.measured or "–"),
+                ("seconds", f"{shown.seconds:.2f}")], ("attack audit", "value")))
 
 
 @task(name="evaluate", task_run_name=stage_run_name("evaluate"), persist_result=False,

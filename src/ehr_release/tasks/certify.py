@@ -142,7 +142,8 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
                   approval: ApprovalBlock | None = None) -> CertificateContext:
     """Gather the certificate's facts from the database and the stage results.
 
-    ``params`` are the effective parameters (:func:`effective_parameters`).
+    ``params`` are the effective parameters (:func:`effective_parameters`). The reports are
+    their stored copies (``stored()``): the certificate is a file, and holds no data value.
     """
     run = runs.get_run(run_id)
     dataset = runs.get_dataset(run.dataset_id)
@@ -156,10 +157,10 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         dataset_fingerprint=dataset.fingerprint, dataset_rows=dataset.rows,
         dataset_schema=schema, algorithm=entry.name,
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,
-        parameters=dict(params), verification=verification, utility=utility,
+        parameters=dict(params), verification=verification.stored(), utility=utility,
         manifest=[(f.name, f.sha256, f.size) for f in released],
         approval=approval, audit_head=head, audit_events=count, status=status,
-        outcome=outcome, data_use=data_use or DataUse(),
+        outcome=None if outcome is None else outcome.stored(), data_use=data_use or DataUse(),
         destination=f"{run.out_dir}/releases/{run_id}",
         released=released,
         released_columns=released_columns(files, list(schema), entry.schema),

@@ -210,5 +210,6 @@ def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -
     return AttackReport(
         attacker_model=ATTACKER, knowledge_sets_tried=len(counts), exhaustive=True,
         smallest_candidate_set=None, threshold=0, passed=not problems, measured=measured,
+        on_original=True,  # exact counts are counted against the true ones
         required="no more exact counts than discrete Laplace noise at the ledger's ε allows "
                  "(false alarm ≤ 1e-6); nothing else published follows the data")
