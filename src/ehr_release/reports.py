@@ -127,11 +127,6 @@ class UtilityReport:
     #: unless the request allows low utility.
     below_baseline: list[str] = field(default_factory=list)
 
-    def stored(self) -> VerificationReport:
-        """The copy that may leave the process: every requirement :meth:`Requirement.stored`
-        (same verdicts, so ``holds`` and ``failures`` are unchanged)."""
-        return VerificationReport(self.algorithm, [r.stored() for r in self.requirements])
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "algorithm": self.algorithm,
