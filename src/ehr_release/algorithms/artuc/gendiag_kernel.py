@@ -133,13 +133,24 @@ def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
         pos = child
 
 
+@njit(cache=True, nogil=True)
+def _q_room(q: np.ndarray, qlen: int, more: int) -> np.ndarray:
+    """q with room for ``more`` pushes after its qlen entries: q itself, or a larger copy.
+
+    Why room is made before a flush, not in each push: an inlined helper that returns an
+    array (or a loop variable reassigned in it) costs numba two atomic reference-count
+    updates per call, and pushes are among the kernel's most frequent operations.
+    """
+    if qlen + more <= len(q):
+        return q
+    grown = np.empty(2 * (qlen + more) + 16, dtype=np.int64)
+    grown[:qlen] = q[:qlen]
+    return grown
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _q_push(q: np.ndarray, qlen: int, key: int) -> np.ndarray:
-    """Push ``key`` at position qlen (the caller counts); returns q, grown if it was full."""
-    if qlen >= len(q):
-        grown = np.empty(2 * len(q) + 16, dtype=np.int64)
-        grown[:qlen] = q[:qlen]
-        q = grown
+def _q_push(q: np.ndarray, qlen: int, key: int) -> None:
+    """Push ``key`` at position qlen (the caller counts and made room: ``_q_room``)."""
     pos = qlen
     q[pos] = key
     while pos > 0:
@@ -486,8 +497,9 @@ def _flush(
     dirty_id: np.ndarray,
     dirty_full: np.ndarray,
     dirty_bits: np.ndarray,
-) -> np.ndarray:
-    """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed."""
+) -> None:
+    """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed (at
+    most one per dirty item and frequent item: the caller made that much room in q)."""
     if m >= 2:
         words = post.shape[1]
         for i in range(counts[1]):
@@ -507,10 +519,9 @@ def _flush(
                 if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
                     continue
                 lo, hi = (x, y) if x < y else (y, x)
-                q = _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
+                _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
                 counts[2] += 1
     counts[1] = 0
-    return q
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -717,5 +728,7 @@ def border_run(
                 if v == other:
                     break
                 a, b = keep, other
-        q = _flush(q, counts, k, m, post, farr, dirty_id, dirty_full, dirty_bits)
+        if m >= 2 and counts[1] > 0:
+            q = _q_room(q, counts[2], counts[1] * counts[0])
+        _flush(q, counts, k, m, post, farr, dirty_id, dirty_full, dirty_bits)
     return parent, suppressed, counts[3]
