@@ -133,13 +133,24 @@ def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
         pos = child
 
 
+@njit(cache=True, nogil=True)
+def _q_room(q: np.ndarray, qlen: int, more: int) -> np.ndarray:
+    """q with room for ``more`` pushes after its qlen entries: q itself, or a larger copy.
+
+    Why room is made before a flush, not in each push: an inlined helper that returns an
+    array (or a loop variable reassigned in it) costs numba two atomic reference-count
+    updates per call, and pushes are among the kernel's most frequent operations.
+    """
+    if qlen + more <= len(q):
+        return q
+    grown = np.empty(2 * (qlen + more) + 16, dtype=np.int64)
+    grown[:qlen] = q[:qlen]
+    return grown
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _q_push(q: np.ndarray, qlen: int, key: int) -> np.ndarray:
-    """Push ``key`` at position qlen (the caller counts); returns q, grown if it was full."""
-    if qlen >= len(q):
-        grown = np.empty(2 * len(q) + 16, dtype=np.int64)
-        grown[:qlen] = q[:qlen]
-        q = grown
+def _q_push(q: np.ndarray, qlen: int, key: int) -> None:
+    """Push ``key`` at position qlen (the caller counts and made room: ``_q_room``)."""
     pos = qlen
     q[pos] = key
     while pos > 0:
@@ -321,218 +332,6 @@ def item_labels(
 
 
 # ----------------------------------------------------------------- the loop
-@njit(cache=True, nogil=True, inline="always")
-def _best_partner(
-    u: int,
-    sets: np.ndarray,
-    alive: np.ndarray,
-    size: np.ndarray,
-    sup: np.ndarray,
-    mincode: np.ndarray,
-    enc: np.ndarray,
-    ph: np.ndarray,
-    base: np.ndarray,
-    cap: np.ndarray,
-    plen: np.ndarray,
-) -> int:
-    """The least alive item of u's code set other than u by (size, −support, mincode); −1:
-    none. Stale entries on top are dropped, as ``_Items.best_partner`` does."""
-    s = sets[u]
-    b0 = base[s]
-    saved = -1
-    found = -1
-    while plen[s] > 0:
-        v = ph[b0, 1]
-        if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
-            if v != u:
-                found = v
-                break
-            if saved < 0:  # u's own entry: set it aside while looking below it
-                saved = ph[b0, 0]
-        _ph_pop(ph, base, plen, s)
-    if saved >= 0:
-        _ph_push(ph, base, cap, plen, s, saved, u)
-    return found
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _merge(
-    u: int,
-    v: int,
-    post: np.ndarray,
-    delta: np.ndarray,
-    sets: np.ndarray,
-    alive: np.ndarray,
-    size: np.ndarray,
-    sup: np.ndarray,
-    mincode: np.ndarray,
-    parent: np.ndarray,
-    enc: np.ndarray,
-    ph: np.ndarray,
-    base: np.ndarray,
-    cap: np.ndarray,
-    plen: np.ndarray,
-) -> tuple[int, int]:
-    """``_Items.merge``: survivor is the better-supported (ties: smaller id); ``delta`` gets
-    the records the survivor gained. Returns (survivor, absorbed)."""
-    if sup[u] > sup[v] or (sup[u] == sup[v] and u < v):
-        keep, gone = u, v
-    else:
-        keep, gone = v, u
-    count = 0
-    for w in range(post.shape[1]):
-        mine = post[keep, w]
-        other = post[gone, w]
-        delta[w] = other & ~mine
-        both = mine | other
-        post[keep, w] = both
-        count += _ctpop(both)
-    sup[keep] = count
-    size[keep] += size[gone]
-    if mincode[gone] < mincode[keep]:
-        mincode[keep] = mincode[gone]
-    alive[gone] = False
-    parent[gone] = keep
-    _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
-    return keep, gone
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _forget(
-    x: int,
-    fpos: np.ndarray,
-    farr: np.ndarray,
-    dirty_id: np.ndarray,
-    dirty_full: np.ndarray,
-    dirty_bits: np.ndarray,
-    counts: np.ndarray,
-) -> None:
-    """x is no longer frequent nor dirty (it died or was suppressed)."""
-    at = fpos[x]
-    if at >= 0:
-        last = farr[counts[0] - 1]
-        farr[at] = last
-        fpos[last] = at
-        fpos[x] = -1
-        counts[0] -= 1
-    for i in range(counts[1]):
-        if dirty_id[i] == x:
-            counts[1] -= 1
-            last = counts[1]
-            dirty_id[i] = dirty_id[last]
-            dirty_full[i] = dirty_full[last]
-            dirty_bits[i, :] = dirty_bits[last, :]
-            return
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _merged(
-    keep: int,
-    gone: int,
-    k: int,
-    delta: np.ndarray,
-    sup: np.ndarray,
-    fpos: np.ndarray,
-    farr: np.ndarray,
-    dirty_id: np.ndarray,
-    dirty_full: np.ndarray,
-    dirty_bits: np.ndarray,
-    counts: np.ndarray,
-) -> None:
-    """``BorderQueue.merged``: ``gone`` is no longer alive; note which pairs of ``keep``
-    changed (pushed at the flush).
-
-    A survivor still below k needs no Q entry: it is the item being fixed, merged again at
-    once, and ends frequent or suppressed (``BorderQueue._grow`` skips it the same way).
-    """
-    counts[4] -= 1
-    _forget(gone, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
-    if sup[keep] < k:
-        return
-    if fpos[keep] < 0:  # new frequent item: all its pairs are new
-        fpos[keep] = counts[0]
-        farr[counts[0]] = keep
-        counts[0] += 1
-        at, full = -1, True
-    else:
-        at, full = -1, False
-        for i in range(counts[1]):
-            if dirty_id[i] == keep:
-                at = i
-        if at >= 0:
-            if not dirty_full[at]:
-                for w in range(len(delta)):
-                    dirty_bits[at, w] |= delta[w]
-            return
-    if counts[1] >= _DIRTY_MAX:
-        raise ValueError("GenDiag kernel: too many changed items in one fix")
-    at = counts[1]
-    counts[1] += 1
-    dirty_id[at] = keep
-    dirty_full[at] = full
-    if not full:
-        for w in range(len(delta)):
-            dirty_bits[at, w] = delta[w]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _flush(
-    q: np.ndarray,
-    counts: np.ndarray,
-    k: int,
-    m: int,
-    post: np.ndarray,
-    farr: np.ndarray,
-    dirty_id: np.ndarray,
-    dirty_full: np.ndarray,
-    dirty_bits: np.ndarray,
-) -> np.ndarray:
-    """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed."""
-    if m >= 2:
-        words = post.shape[1]
-        for i in range(counts[1]):
-            x = dirty_id[i]
-            full = dirty_full[i]
-            for j in range(counts[0]):
-                y = farr[j]
-                hit = full
-                if not full:
-                    for w in range(words):
-                        if post[y, w] & dirty_bits[i, w]:
-                            hit = True
-                            break
-                if not hit:
-                    continue
-                both = _and_count(post, x, y)
-                if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
-                    continue
-                lo, hi = (x, y) if x < y else (y, x)
-                q = _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
-                counts[2] += 1
-    counts[1] = 0
-    return q
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _suppress(
-    e: int,
-    alive: np.ndarray,
-    suppressed: np.ndarray,
-    size: np.ndarray,
-    fpos: np.ndarray,
-    farr: np.ndarray,
-    dirty_id: np.ndarray,
-    dirty_full: np.ndarray,
-    dirty_bits: np.ndarray,
-    counts: np.ndarray,
-) -> None:
-    _forget(e, fpos, farr, dirty_id, dirty_full, dirty_bits, counts)
-    alive[e] = False
-    suppressed[e] = True
-    counts[3] += size[e]
-    counts[4] -= 1
-
-
 @njit(cache=True, nogil=True)
 def border_run(
     n_records: int,
@@ -548,6 +347,11 @@ def border_run(
 
     ``rec``/``local``: each code occurrence's record and item (distinct pairs); ``sets``:
     each item's code set, compacted to 0..n_sets−1; ``sup``: each item's support.
+
+    The steps of a fix are closures over the loop's arrays, not module functions: numba
+    inlines a closure without new references to the arrays it reads, whereas every array
+    argument of an inlined helper costs two atomic reference-count updates per call. With
+    the steps taking 6–12 arrays each, those updates were about a fifth of the loop's time.
     """
     d = len(sets)
     words = (n_records + 63) // 64
@@ -604,6 +408,136 @@ def border_run(
     for pos in range(counts[2] // 2 - 1, -1, -1):
         _q_sift_down(q, pos, counts[2])
 
+    def best_partner(u: int) -> int:
+        """The least alive item of u's code set other than u by (size, −support, mincode);
+        −1: none. Stale entries on top are dropped, as ``_Items.best_partner`` does."""
+        s = sets[u]
+        b0 = base[s]
+        saved = -1
+        found = -1
+        while plen[s] > 0:
+            v = ph[b0, 1]
+            if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
+                if v != u:
+                    found = v
+                    break
+                if saved < 0:  # u's own entry: set it aside while looking below it
+                    saved = ph[b0, 0]
+            _ph_pop(ph, base, plen, s)
+        if saved >= 0:
+            _ph_push(ph, base, cap, plen, s, saved, u)
+        return found
+
+    def merge(u: int, v: int) -> tuple[int, int]:
+        """``_Items.merge``: survivor is the better-supported (ties: smaller id); ``delta``
+        gets the records the survivor gained. Returns (survivor, absorbed)."""
+        if sup[u] > sup[v] or (sup[u] == sup[v] and u < v):
+            keep, gone = u, v
+        else:
+            keep, gone = v, u
+        count = 0
+        for w in range(words):
+            mine = post[keep, w]
+            other = post[gone, w]
+            delta[w] = other & ~mine
+            both = mine | other
+            post[keep, w] = both
+            count += _ctpop(both)
+        sup[keep] = count
+        size[keep] += size[gone]
+        if mincode[gone] < mincode[keep]:
+            mincode[keep] = mincode[gone]
+        alive[gone] = False
+        parent[gone] = keep
+        _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
+        return keep, gone
+
+    def forget(x: int) -> None:
+        """x is no longer frequent nor dirty (it died or was suppressed)."""
+        at = fpos[x]
+        if at >= 0:
+            last = farr[counts[0] - 1]
+            farr[at] = last
+            fpos[last] = at
+            fpos[x] = -1
+            counts[0] -= 1
+        for i in range(counts[1]):
+            if dirty_id[i] == x:
+                counts[1] -= 1
+                last = counts[1]
+                dirty_id[i] = dirty_id[last]
+                dirty_full[i] = dirty_full[last]
+                for w in range(words):
+                    dirty_bits[i, w] = dirty_bits[last, w]
+                return
+
+    def merged(keep: int, gone: int) -> None:
+        """``BorderQueue.merged``: ``gone`` is no longer alive; note which pairs of ``keep``
+        changed (pushed at the flush).
+
+        A survivor still below k needs no Q entry: it is the item being fixed, merged again
+        at once, and ends frequent or suppressed (``BorderQueue._grow`` skips it the same
+        way).
+        """
+        counts[4] -= 1
+        forget(gone)
+        if sup[keep] < k:
+            return
+        if fpos[keep] < 0:  # new frequent item: all its pairs are new
+            fpos[keep] = counts[0]
+            farr[counts[0]] = keep
+            counts[0] += 1
+            full = True
+        else:
+            full = False
+            for i in range(counts[1]):
+                if dirty_id[i] == keep:
+                    if not dirty_full[i]:
+                        for w in range(words):
+                            dirty_bits[i, w] |= delta[w]
+                    return
+        if counts[1] >= _DIRTY_MAX:
+            raise ValueError("GenDiag kernel: too many changed items in one fix")
+        at = counts[1]
+        counts[1] += 1
+        dirty_id[at] = keep
+        dirty_full[at] = full
+        if not full:
+            for w in range(words):
+                dirty_bits[at, w] = delta[w]
+
+    def suppress(e: int) -> None:
+        forget(e)
+        alive[e] = False
+        suppressed[e] = True
+        counts[3] += size[e]
+        counts[4] -= 1
+
+    def flush(q: np.ndarray) -> None:
+        """``BorderQueue._flush``: push the infrequent pairs of the items the fix changed (at
+        most one per dirty item and frequent item: the caller made that much room in q)."""
+        if m >= 2:
+            for i in range(counts[1]):
+                x = dirty_id[i]
+                full = dirty_full[i]
+                for j in range(counts[0]):
+                    y = farr[j]
+                    hit = full
+                    if not full:
+                        for w in range(words):
+                            if post[y, w] & dirty_bits[i, w]:
+                                hit = True
+                                break
+                    if not hit:
+                        continue
+                    both = _and_count(post, x, y)
+                    if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
+                        continue
+                    lo, hi = (x, y) if x < y else (y, x)
+                    _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
+                    counts[2] += 1
+        counts[1] = 0
+
     alive_at_purge = d
     pops = 0
     check_at = _PURGE_EVERY
@@ -626,62 +560,21 @@ def border_run(
             if not (alive[a] and sup[a] == need):
                 continue
             while sup[a] < k:  # fix([a])
-                v = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                v = best_partner(a)
                 if v < 0:
-                    _suppress(
-                        a,
-                        alive,
-                        suppressed,
-                        size,
-                        fpos,
-                        farr,
-                        dirty_id,
-                        dirty_full,
-                        dirty_bits,
-                        counts,
-                    )
+                    suppress(a)
                     break
-                a, gone = _merge(
-                    a,
-                    v,
-                    post,
-                    delta,
-                    sets,
-                    alive,
-                    size,
-                    sup,
-                    mincode,
-                    parent,
-                    enc,
-                    ph,
-                    base,
-                    cap,
-                    plen,
-                )
-                _merged(
-                    a, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
-                )
+                a, gone = merge(a, v)
+                merged(a, gone)
         else:
             b = key & _MASK
             if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
                 continue
             while _and_count(post, a, b) < k:  # fix([a, b])
-                va = _best_partner(a, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
-                vb = _best_partner(b, sets, alive, size, sup, mincode, enc, ph, base, cap, plen)
+                va = best_partner(a)
+                vb = best_partner(b)
                 if va < 0 and vb < 0:
-                    e = a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b
-                    _suppress(
-                        e,
-                        alive,
-                        suppressed,
-                        size,
-                        fpos,
-                        farr,
-                        dirty_id,
-                        dirty_full,
-                        dirty_bits,
-                        counts,
-                    )
+                    suppress(a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b)
                     break
                 take_a = vb < 0 or (
                     va >= 0
@@ -694,28 +587,12 @@ def border_run(
                     u, v, other = a, va, b
                 else:
                     u, v, other = b, vb, a
-                keep, gone = _merge(
-                    u,
-                    v,
-                    post,
-                    delta,
-                    sets,
-                    alive,
-                    size,
-                    sup,
-                    mincode,
-                    parent,
-                    enc,
-                    ph,
-                    base,
-                    cap,
-                    plen,
-                )
-                _merged(
-                    keep, gone, k, delta, sup, fpos, farr, dirty_id, dirty_full, dirty_bits, counts
-                )
+                keep, gone = merge(u, v)
+                merged(keep, gone)
                 if v == other:
                     break
                 a, b = keep, other
-        q = _flush(q, counts, k, m, post, farr, dirty_id, dirty_full, dirty_bits)
+        if m >= 2 and counts[1] > 0:
+            q = _q_room(q, counts[2], counts[1] * counts[0])
+        flush(q)
     return parent, suppressed, counts[3]
