@@ -143,6 +143,15 @@ def aside_stopped() -> Iterator[None]:
 
 
 @pytest.fixture
+def cpu_free(monkeypatch) -> None:
+    """The second process starts whatever else the machine is doing now (the tests of what
+    it does must not depend on the load of the machine running them)."""
+    from ehr_release.tasks import aside
+
+    monkeypatch.setattr(aside, "_cpu_free", lambda: True)
+
+
+@pytest.fixture
 def env(harness, flow_csv, tmp_path, monkeypatch):
     _install_doubles(monkeypatch)
     return flow_csv, tmp_path / "out"

@@ -24,7 +24,8 @@ from ehr_release.storage.runs import Status
 from ehr_release.tasks import aside
 from tests.flow_helpers import decide, request_for, start, wait_status
 
-pytestmark = pytest.mark.usefixtures("aside_stopped")
+pytestmark = pytest.mark.usefixtures("aside_stopped", "cpu_free")
+_REAL_CPU_FREE = aside._cpu_free
 
 
 @pytest.fixture
@@ -210,6 +211,7 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from ehr_release.tasks import aside
 
+aside._cpu_free = lambda: True  # whatever the load of the machine running the test
 aside.start_worker(Path(sys.argv[1]))
 mine = os.readlink("/proc/self/fd/1")
 pids = [aside._worker.process.pid, resource_tracker._resource_tracker._pid]
@@ -230,3 +232,38 @@ def test_no_child_holds_the_pipe_the_cli_reads_ready_from(tmp_path: Path) -> Non
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert done.stdout.strip() == "0", done.stderr
+
+
+def _fake_proc(root: Path, states: dict[int, str]) -> Path:
+    for pid, state in states.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(f"{pid} (some (odd) name) {state} 1 2 3\n")
+    (root / "loadavg").write_text("1.0 1.0 1.0 2/100 4242\n")  # not a process: skipped
+    return root
+
+
+@pytest.mark.parametrize(("states", "free"), [
+    ({}, True),  # this run's own processes alone
+    ({101: "S", 102: "D", 103: "Z"}, True),  # others asleep, waiting on disk, gone
+    ({101: "R"}, False),  # another program holds the second CPU
+])
+def test_the_worker_starts_only_on_a_free_cpu(
+        states: dict[int, str], free: bool, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ehr_release import cpus
+
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
+    # this process and its parent are running, as the CLI and the flow process are
+    running_here = {os.getpid(): "R", os.getppid(): "R"}
+    monkeypatch.setattr(aside, "_PROC", _fake_proc(tmp_path / "proc", running_here | states))
+    monkeypatch.setattr(aside, "_cpu_free", _REAL_CPU_FREE)
+    assert aside._cpu_free() is free
+    assert aside.start_worker(tmp_path / "no-request.json") is free
+
+
+def test_an_unreadable_proc_counts_as_free(tmp_path: Path, monkeypatch) -> None:
+    from ehr_release import cpus
+
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(aside, "_PROC", tmp_path / "no-proc")
+    assert _REAL_CPU_FREE() is True

@@ -15,7 +15,7 @@ from ehr_release.registry import get as get_algorithm
 from ehr_release.tasks import aside, ingest
 from tests.flow_helpers import request_for
 
-pytestmark = pytest.mark.usefixtures("aside_stopped")
+pytestmark = pytest.mark.usefixtures("aside_stopped", "cpu_free")
 
 
 @pytest.fixture
