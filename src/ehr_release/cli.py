@@ -176,6 +176,8 @@ def run(
         raise _fail(str(exc)) from None
     if status == Status.FAILED:
         typer.echo(f"error: {runs.get_run(request.run_id).error}", err=True)
+        if (why := service.failure_explanation(flow)) is not None:  # this terminal only
+            typer.echo(why, err=True)
     typer.echo(request.run_id)
     if status in {Status.FAILED, Status.REJECTED}:
         raise typer.Exit(code=1)

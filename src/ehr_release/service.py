@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
@@ -213,11 +215,37 @@ def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
 
 def wait_until_ready(proc: subprocess.Popen[bytes]) -> None:
     """Block until the flow process has loaded Prefect and found its API, or has died
-    (its one line on stdout, or the end of it); a second call returns at once."""
-    if proc.stdout is None or proc.stdout.closed:
+    (its first line on stdout, or the end of it); a second call returns at once."""
+    if proc.stdout is None or proc.stdout.closed or proc in _READY:
         return
     proc.stdout.readline()
-    proc.stdout.close()
+    _READY.add(proc)
+
+
+#: Flow processes whose ``ready`` line was read (their stdout then carries only
+#: :func:`failure_explanation`).
+_READY: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+
+
+def failure_explanation(proc: subprocess.Popen[bytes], *, timeout_s: float = 10.0
+                        ) -> str | None:
+    """What the flow process sent this terminal about its failure, which no store holds (a
+    failed verification's measurements: :func:`ehr_release.flows.launch.tell_terminal`);
+    None if it sent nothing before it ended or ``timeout_s`` passed."""
+    if proc.stdout is None or proc.stdout.closed:
+        return None
+    fd, got = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + timeout_s
+    with proc.stdout:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([fd], [], [], left)[0]:
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the process ended (or closed its end)
+                break
+            got += chunk
+    text = got.decode(errors="replace").strip()
+    return text or None
 
 
 def _run_folder(run_id: str) -> Path:

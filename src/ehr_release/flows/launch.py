@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 
-from ehr_release.errors import stored_message
+from ehr_release.errors import cap, stored_message
 
+#: The longest explanation sent to the CLI's terminal (within one pipe buffer: never blocks).
+TERMINAL_MAX = 4000
 #: The line the CLI writes to this process's stdin once the request may run.
 GO = "go"
 #: The line this process writes to the CLI once Prefect is loaded and its API found.
@@ -54,17 +57,42 @@ def main(argv: list[str]) -> int:
         print(f"no Prefect API: {exc}", file=sys.stderr)
         stop_worker()
         return 1
-    # Tell the CLI (stdout is a pipe to it only for this line; then it is the log too).
+    # Tell the CLI. The pipe stays this process's channel to the CLI's terminal (a failure's
+    # explanation, which no log or store may hold: :func:`tell_terminal`); stdout becomes
+    # the log too.
     print(READY, flush=True)
+    terminal = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     head_start(Path(argv[1]))  # never raises: whatever fails here, the flow meets again
     try:
-        return _run(argv, api_url)
+        return _run(argv, api_url, terminal)
     finally:
         stop_worker()  # the second process, if the head start spawned one
+        with suppress(OSError):
+            os.close(terminal)  # the CLI reads to this end
 
 
-def _run(argv: list[str], api_url: str) -> int:
+def tell_terminal(terminal: int, exc: BaseException) -> None:
+    """Send the steward's terminal what the stored message of ``exc`` leaves out.
+
+    Our errors keep their explanation — a failed verification's measurements, the codes a
+    configuration misses — out of every store and of Prefect (:mod:`ehr_release.tasks.
+    redaction` keeps it in this process only): it may quote the data. The CLI that started
+    this run, if it still waits, prints it; nothing else reads the pipe. A bug's message
+    could quote anything and is never sent. Never blocks: a CLI that has gone (or stopped
+    reading) just does not get it.
+    """
+    from ehr_release.tasks.redaction import terminal_text
+
+    text = terminal_text(exc)
+    if text is None:
+        return
+    with suppress(OSError):  # BrokenPipeError, BlockingIOError: the CLI is not listening
+        os.set_blocking(terminal, False)
+        os.write(terminal, cap(text, TERMINAL_MAX).encode() + b"\n")
+
+
+def _run(argv: list[str], api_url: str, terminal: int) -> int:
     """Wait for ``go`` and run the request's flow (see the module doc)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -83,6 +111,7 @@ def _run(argv: list[str], api_url: str) -> int:
     except Exception as exc:  # the flow already recorded the failure and the audit event
         # The log is read back to the steward's terminal and kept on disk: no values in it.
         print(f"release {request.run_id} failed: {stored_message(exc)}", file=sys.stderr)
+        tell_terminal(terminal, exc)
         return 1
     return 0
 

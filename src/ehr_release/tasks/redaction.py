@@ -65,11 +65,28 @@ def _connection_reason(exc: Exception) -> str | None:
     return cap(first[0], 300) if first else None
 
 
+#: (stored text, full text) of the last error of ours redacted in this process: the full
+#: text may quote the data, so it is never stored, only sent to the steward's terminal by
+#: the flow process's launcher (:func:`ehr_release.flows.launch.tell_terminal`). A flow
+#: process runs one request, so the last is the run's.
+_for_terminal: list[tuple[str, str] | None] = [None]
+
+
+def terminal_text(exc: BaseException) -> str | None:
+    """The full text of ``exc`` (one of ours, as redacted here) for the terminal, or None."""
+    kept = _for_terminal[0]
+    if kept is None or not isinstance(exc, EhrReleaseError) or exc.public() != kept[0]:
+        return None
+    return kept[1]
+
+
 def redact(exc: Exception) -> Exception:
     """``exc`` as Prefect may store it (see the module docstring)."""
     from ehr_release.tasks.retry import TRANSIENT  # sqlalchemy: imported only on failure
 
     if isinstance(exc, EhrReleaseError) and not isinstance(exc, RedactedError):
+        if str(exc) != exc.public():  # kept in this process for the terminal only
+            _for_terminal[0] = (exc.public(), str(exc))
         exc.args = (cap(exc.public()),)
         if hasattr(exc, "detail"):
             exc.detail = None
