@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -157,7 +158,28 @@ def test_evaluate_release_report():
     assert report.tables["comparison with CBA"][0]["disassociation"] == 0
     assert not any(name.startswith("baseline") for name in m)
     rows = report.tables["constraints with the largest MRE"]
-    assert len(rows) == m["constraints evaluated"]
+    held = Counter(c for r in records for c in {policy.constraint_of()[x] for x in r})
+    rare = sum(1 for n in held.values() if n < 4)
+    assert rare and len(rows) == m["constraints evaluated"] - rare
+    assert any(f"{rare} utility constraints held by fewer than k = 4" in n for n in report.notes)
+
+
+def test_largest_mre_names_no_constraint_below_k():
+    """Named, 296.01's MRE and the release give its true count (2, hidden as 1..k − 1)."""
+    from ehr_release import registry
+    from ehr_release.verification import anonymize_as_released, as_released
+
+    codes = [["401.9", "250.00"] + (["296.01"] if i in (7, 8) else []) for i in range(30)]
+    dataset = Dataset.from_records(codes, pd.DataFrame({"age": range(30, 60)}))
+    entry = registry.get("disassociation")
+    params = entry.parse({"k": "5", "m": "2"})
+    files = anonymize_as_released(entry, dataset, params, np.random.default_rng(1), "R1")
+    report = entry.evaluate(files, as_released(entry, dataset, "R1"), params,
+                            np.random.default_rng(1))
+    named = {r["constraint"] for r in report.tables["constraints with the largest MRE"]}
+    assert named == {"401.9", "250.00"}
+    assert report.metrics["MRE max % (one record per item code)"] > 0  # 296.01 was measured
+    assert any("1 utility constraints held by fewer than k = 5" in n for n in report.notes)
 
 
 @settings(max_examples=50, deadline=None)
