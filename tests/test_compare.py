@@ -112,6 +112,10 @@ def test_flow_compares_in_parallel_tasks_and_writes_the_report(env) -> None:
     html = (folder / "comparison.html").read_text()
     assert "disassociation (k=3, m=2)" in html and "data:image/png;base64," in html
     assert not list(folder.parent.glob(".staging-*"))
+    # Utilities measured on the original data: owner-only under the releases root.
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert {(f.name, f.stat().st_mode & 0o777) for f in folder.iterdir()} == {
+        ("comparison.json", 0o600), ("comparison.html", 0o600), ("comparison.pdf", 0o600)}
     assert "comparison.completed" in export_events(None, "jsonl") and verify_chain().ok
 
     algorithm, params, fingerprint = load_comparison_row(str(folder), 1)

@@ -191,16 +191,24 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
 
 def _write_report(request: ComparisonRequest, report: dict[str, Any],
                   ctx: ComparisonContext) -> None:
-    """All three files appear together or not at all (staged, then one rename)."""
+    """All three files appear together or not at all (staged, then one rename).
+
+    Owner-only (folder 0700, files 0600), like the certificate: the report lands under the
+    releases root, next to what is published, but its utilities are measured on the
+    original data (DiffGen's rows too, which ε does not cover).
+    """
     final = request.folder
     staging = final.with_name(f".staging-{final.name}")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    staging.mkdir(mode=0o700)
+    staging.chmod(0o700)  # mkdir's mode is masked by the umask
     try:
         write_durably(staging / "comparison.json",
-                      (canonical_json(report) + "\n").encode())
-        write_durably(staging / "comparison.html", render_comparison_html(ctx).encode())
-        write_durably(staging / "comparison.pdf", render_comparison_pdf(ctx))
+                      (canonical_json(report) + "\n").encode(), private=True)
+        write_durably(staging / "comparison.html", render_comparison_html(ctx).encode(),
+                      private=True)
+        write_durably(staging / "comparison.pdf", render_comparison_pdf(ctx), private=True)
         os.replace(staging, final)
         fsync_dir(final.parent)
     except BaseException:
