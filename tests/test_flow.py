@@ -24,6 +24,17 @@ from tests.flow_helpers import (
 )
 
 
+def test_published_manifest_holds_no_test_seed(env):
+    """The datasheet leaves the seed out (anyone who knows it replays the randomness); the
+    manifest beside it in the published folder must too."""
+    data, out = env
+    req = request_for(data, out).model_copy(update={"params": {"k": "3", "seed": "7"}})
+    run_approved(req)
+    manifest = json.loads((out / "releases" / req.run_id / "manifest.json").read_text())
+    assert manifest["parameters"] == {"k": "3"}
+    assert json.loads(runs.get_run(req.run_id).parameters_json)["seed"] == "7"  # recorded inside
+
+
 def test_approve_path_publishes_once_with_manifest(env):
     data, out = env
     req = request_for(data, out)

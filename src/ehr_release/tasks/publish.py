@@ -26,7 +26,7 @@ from sqlmodel import Session
 
 from ehr_release.canonical import canonical_json
 from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
-from ehr_release.datasheet import DATASHEET, render_datasheet_pdf
+from ehr_release.datasheet import DATASHEET, public_parameters, render_datasheet_pdf
 from ehr_release.destinations import check_still_there
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
@@ -95,7 +95,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
             approved_at=block.decided_at))
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
-            "parameters": json.loads(run.parameters_json),
+            "parameters": public_parameters(json.loads(run.parameters_json)),
             "published_at": utc_now(), "audit_head_at_certification": ctx.audit_head,
             "approval": {"reviewer": approval.reviewer, "decision": approval.decision,
                          "decided_at": approval.decided_at},
