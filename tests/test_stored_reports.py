@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 from ehr_release import bundle
 from ehr_release.privacy.attacks import diffgen as diffgen_attack
 from ehr_release.privacy.disassociation import check_km
@@ -176,6 +178,23 @@ def test_what_diffgen_measured_on_the_true_counts_is_not_stored(release) -> None
     assert "counts exact" not in shown and WITHHELD_ORIGINAL in shown
     table = verification_markdown(report)
     assert "of the true count" not in table and "records inside" not in table
+
+
+def test_diffgen_utility_figures_stay_out_of_prefect(release) -> None:  # noqa: F811
+    """Computed on the true counts and test records, which ε does not cover; a k-anonymous
+    family's figures (aggregates over its release) are shown."""
+    from ehr_release.registry import get as get_algorithm
+    from ehr_release.tasks.algorithm_stages import WITHHELD_UTILITY, utility_markdown
+
+    files, data, params = release
+    entry = get_algorithm("diffgen")
+    report = entry.evaluate(files, data, {**params, "eval_runs": 0},
+                            np.random.default_rng(0))
+    figure = f"{report.metrics['count error: mean absolute']:.6g}"
+    shown = utility_markdown(report, entry.differentially_private)
+    assert "count error: mean absolute" in shown and WITHHELD_UTILITY in shown
+    assert f"| {figure} |" not in shown
+    assert f"| {figure} |" in utility_markdown(report, False)
 
 
 def test_stored_evidence_names_no_patient() -> None:

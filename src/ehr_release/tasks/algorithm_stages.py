@@ -30,6 +30,9 @@ from ehr_release.verification import (
     with_attack,
 )
 
+#: What the utility artifact shows for a figure computed on the original data under ε-DP.
+WITHHELD_UTILITY = "measured on the original data: on the dashboard and the certificate only"
+
 
 # Keyed to the release id: a resumed run reuses its anonymization (and any privacy budget it
 # spent) instead of drawing a second, different release from the same data.
@@ -122,6 +125,20 @@ def evaluate_task(plan: ReleasePlan, files: ReleaseFiles) -> UtilityReport:
         report = entry.evaluate(files, as_released(entry, plan.dataset, run_id),
                                 plan.stage_params(), plan.rng())
     runs.save_utility(run_id, report.to_dict())
-    stage_artifact("utility", run_id, md_table(
-        [(k, f"{v:.6g}") for k, v in report.metrics.items()], ("metric", "value")))
+    stage_artifact("utility", run_id, utility_markdown(report, entry.differentially_private))
     return report
+
+
+def utility_markdown(report: UtilityReport, differentially_private: bool) -> str:
+    """The utility artifact: each metric and its value, or under ε-DP its name only.
+
+    Prefect keeps artifacts outside the run. A differentially private release covers only
+    itself, and its utility figures are computed on the original records (true counts, test
+    records), so like the verifier's measurements on the original
+    (:attr:`~ehr_release.reports.Requirement.on_original`) they stay in the run: the
+    dashboard and the certificate show them.
+    """
+    if not differentially_private:
+        return md_table([(k, f"{v:.6g}") for k, v in report.metrics.items()],
+                        ("metric", "value"))
+    return md_table([(k, WITHHELD_UTILITY) for k in report.metrics], ("metric", "value"))
