@@ -8,6 +8,7 @@ happens: no run reaches a reviewer, and a waiver is printed on the certificate.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,9 +17,10 @@ import pytest
 
 from ehr_release.reports import AttackReport
 from ehr_release.storage import runs
+from ehr_release.storage.audit import export_events
 from ehr_release.storage.runs import Status
 from tests import doubles
-from tests.flow_helpers import request_for, run_approved, start
+from tests.flow_helpers import copies_of, request_for, run_approved, start
 
 
 def _failed_with(req) -> str:
@@ -58,8 +60,16 @@ def test_empty_release_with_waiver_reaches_the_reviewer_flagged(env) -> None:
 
 def test_low_utility_is_refused_unless_allowed(env) -> None:
     data, out = env
-    error = _failed_with(request_for(data, out, algorithm="useless-code-counts"))
+    req = request_for(data, out, algorithm="useless-code-counts")
+    error = _failed_with(req)
     assert "below a trivial baseline" in error and "--allow-low-utility" in error
+    # The evaluation's sentence is measured on the original data (DiffGen: accuracy on the
+    # true records): kept out of the run record, the audit trail and Prefect.
+    sentence = "no better than publishing none"
+    assert sentence not in error
+    assert sentence not in export_events(req.run_id, "jsonl")
+    assert copies_of(sentence, [Path(os.environ["PREFECT_HOME"])]) == []
+    assert sentence in str(runs.latest_utility(req.run_id))  # the dashboard's copy
 
     allowed = request_for(data, out, algorithm="useless-code-counts", allow_low_utility=True)
     assert run_approved(allowed).get("result") == "published"

@@ -15,7 +15,19 @@ from ehr_release.reports import UtilityReport
 
 
 class NotPublishable(EhrReleaseError):
-    """The release verified but is not useful enough to publish (and nothing waived that)."""
+    """The release verified but is not useful enough to publish (and nothing waived that).
+
+    ``stored`` is the text the run record, the audit trail and Prefect keep when the message
+    quotes figures measured on the original data (a utility evaluation's sentences: under
+    DiffGen, accuracy on the true records and their majority class); the terminal gets it all.
+    """
+
+    def __init__(self, message: str, stored: str | None = None) -> None:
+        super().__init__(message)
+        self.stored = stored
+
+    def public(self) -> str:
+        return self.stored if self.stored is not None else str(self)
 
 
 def count_records(entry: AlgorithmEntry, files: ReleaseFiles) -> int | None:
@@ -40,8 +52,11 @@ def low_utility_waivers(utility: UtilityReport, *, allow_low_utility: bool) -> l
     if not utility.below_baseline:
         return []
     if not allow_low_utility:
+        advice = " — request it with --allow-low-utility to publish anyway"
         raise NotPublishable("utility is below a trivial baseline — "
-                             + "; ".join(utility.below_baseline)
-                             + " — request it with --allow-low-utility to publish anyway")
+                             + "; ".join(utility.below_baseline) + advice,
+                             stored="utility is below a trivial baseline (the evaluation's "
+                             "figures, measured on the original data, are on the terminal, "
+                             "the dashboard and the certificate draft)" + advice)
     return [f"{reason} The request allowed low utility (--allow-low-utility)."
             for reason in utility.below_baseline]
