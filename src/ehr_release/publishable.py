@@ -56,7 +56,7 @@ def low_utility_waivers(utility: UtilityReport, *, allow_low_utility: bool) -> l
         raise NotPublishable("utility is below a trivial baseline — "
                              + "; ".join(utility.below_baseline) + advice,
                              stored="utility is below a trivial baseline (the evaluation's "
-                             "figures, measured on the original data, are on the terminal, "
-                             "the dashboard and the certificate draft)" + advice)
+                             "figures, measured on the original data, are on the terminal and "
+                             "the dashboard)" + advice)
     return [f"{reason} The request allowed low utility (--allow-low-utility)."
             for reason in utility.below_baseline]
