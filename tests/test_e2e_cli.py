@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_request_approve_publish_then_tamper(world) -> None:
 
     # Issue 15 item 4: a pending review holds no process and survives the Prefect server
     # being stopped (the demo tells users to stop it); the decision publishes on its own.
-    assert _processes_mentioning(run_id) == []
+    assert _processes_end(run_id, within_s=30)
     assert cli("server", "stop", check=True).stdout.strip() == "stopped"
     approved = cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
                    "--reason", "verified independently", check=True)
@@ -84,6 +85,22 @@ def test_request_approve_publish_then_tamper(world) -> None:
     tampered = cli("audit", "verify")
     assert tampered.returncode == 1
     assert "release.parquet" in tampered.stdout + tampered.stderr
+
+
+def _processes_end(text: str, *, within_s: float) -> bool:
+    """Whether every process naming ``text`` ends within ``within_s`` seconds.
+
+    The flow process exits by itself once it has parked the run, usually within 1.5 s of
+    the CLI's return, but on a loaded machine its teardown (Prefect's final state, the
+    second process) can outlast the two CLI calls a test makes first. A process *waiting*
+    for the decision would stay for the approval timeout (minutes), so this still tells.
+    """
+    deadline = time.monotonic() + within_s
+    while _processes_mentioning(text):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _processes_mentioning(text: str) -> list[int]:
