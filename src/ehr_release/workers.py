@@ -14,7 +14,7 @@ and a forked child can inherit a lock one of them held at that moment.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -44,10 +44,18 @@ def _gendiag_here(rows: np.ndarray) -> CodeGeneralization:
     return gendiag(_table, rows, k=_k, m=_m)
 
 
-def _largest_first(rows: Sequence[np.ndarray]) -> list[int]:
-    """Hand-out order of a batch: GenDiag's time grows faster than the cluster, so a batch
-    handed out largest first does not end waiting on one big cluster picked up last."""
-    return sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+def _spread(rows: Sequence[np.ndarray], here: GenDiagMany,
+            run_all: Callable[[list[np.ndarray]], Iterator[CodeGeneralization]]
+            ) -> list[CodeGeneralization]:
+    """A batch through ``run_all`` (a pool's ``map``), results in the batch's order; a batch
+    of one runs ``here`` (no hand-over). Handed out largest first: GenDiag's time grows
+    faster than the cluster, so the batch does not end waiting on one big cluster picked
+    up last."""
+    if len(rows) < 2:
+        return here(rows)
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    done = dict(zip(order, run_all([rows[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(rows))]
 
 
 @contextmanager
@@ -65,13 +73,7 @@ def gendiag_threads(table: CodeTable, k: int, m: int, *,
         def one(rows: np.ndarray) -> CodeGeneralization:
             return gendiag(table, rows, k=k, m=m)
 
-        def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
-            if len(rows) < 2:
-                return here(rows)
-            order = _largest_first(rows)
-            done = dict(zip(order, pool.map(one, [rows[i] for i in order]), strict=True))
-            return [done[i] for i in range(len(rows))]
-        yield many
+        yield lambda rows: _spread(rows, here, lambda batch: pool.map(one, batch))
 
 
 @contextmanager
@@ -87,14 +89,7 @@ def gendiag_processes(table: CodeTable, k: int, m: int, *,
     with in_process(table, k, m) as here, ProcessPoolExecutor(
             count, mp_context=context, initializer=_start_worker,
             initargs=(table, k, m)) as pool:
-        def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
-            if len(rows) < 2:
-                return here(rows)
-            order = _largest_first(rows)
-            done = dict(zip(order, pool.map(_gendiag_here, [rows[i] for i in order]),
-                            strict=True))
-            return [done[i] for i in range(len(rows))]
-        yield many
+        yield lambda rows: _spread(rows, here, lambda batch: pool.map(_gendiag_here, batch))
 
 
 @contextmanager
