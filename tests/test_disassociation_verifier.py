@@ -195,14 +195,20 @@ def sample():
     return result, dataset
 
 
-def test_low_support_chunk_is_named(sample):
+def planted_code_report(sample, code: str = "999.9"):
+    """The verifier's report on the sample's release with ``code`` added to one subrecord of
+    a record chunk: a chunk itemset of support 1, and a code no original record has."""
     result, dataset = sample
     doc = read_doc(result.release.to_bytes())
     cluster = next(c for c in doc["clusters"] if c["record_chunks"])
     chunk = cluster["record_chunks"][0]
     victim = next(i for i, s in enumerate(chunk) if s)
-    chunk[victim] = chunk[victim] + ["999.9"]
-    report = check_km(_files(doc), dataset, 3, 2)
+    chunk[victim] = chunk[victim] + [code]
+    return check_km(_files(doc), dataset, 3, 2)
+
+
+def test_low_support_chunk_is_named(sample):
+    report = planted_code_report(sample)
     req = _requirement(report, "chunk k^m-anonymity")
     assert not req.passed and "999.9" in req.evidence["itemset"]
     assert req.evidence["support"] == 1

@@ -40,6 +40,7 @@ from tests.test_diffgen_verifier import release  # noqa: F401 - a fixture
 from tests.test_disassociation_verifier import (
     _files,
     _requirement,
+    planted_code_report,
     read_doc,
     sample,  # noqa: F401 - a fixture
 )
@@ -149,13 +150,7 @@ def test_an_original_itemset_is_not_quoted_where_it_held(sample) -> None:  # noq
 
 
 def test_a_failed_chunk_and_its_true_counts_are_not_stored(sample) -> None:  # noqa: F811
-    result, dataset = sample
-    doc = read_doc(result.release.to_bytes())
-    cluster = next(c for c in doc["clusters"] if c["record_chunks"])
-    chunk = cluster["record_chunks"][0]
-    victim = next(i for i, s in enumerate(chunk) if s)
-    chunk[victim] = chunk[victim] + ["999.9"]
-    report = check_km(_files(doc), dataset, 3, 2)
+    report = planted_code_report(sample)
     truth = _requirement(report, "truthfulness")
     assert not truth.passed and "original has" in truth.measured  # the terminal's
     stored = json.dumps(report.stored().to_dict())
