@@ -107,6 +107,8 @@ class CertificateContext:
     released_columns: dict[str, list[str]] = field(default_factory=dict)
     parameter_help: dict[str, str] = field(default_factory=dict)
     headline_loss: str | None = None
+    #: ε already spent on the same extract by other DP releases (None: not a DP release).
+    epsilon_account: str | None = None
 
     @property
     def is_draft(self) -> bool:

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from ehr_release.canonical import canonical_json
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.governance import same_person
+from ehr_release.storage import budget
 from ehr_release.storage.actions import AuditAction, Decision, status_action
 from ehr_release.storage.anchors import anchor_status
 from ehr_release.storage.audit import append_event, iter_events, record_event
@@ -252,6 +253,11 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if same_person(run.requester, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
+    if decision == Decision.APPROVE:
+        spent = budget.account(run_id, budget.dp_algorithm_names(), engine)
+        if spent is not None and spent.exceeded:
+            _refuse(run_id, reviewer, "approving would exceed the ε budget of this extract: "
+                                      + spent.text(), engine)
     target = Status.APPROVED if decision == Decision.APPROVE else Status.REJECTED
     try:
         with Session(engine) as s:

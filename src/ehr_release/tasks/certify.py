@@ -40,6 +40,7 @@ from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationRepor
 from ehr_release.request import DataUse, ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
+from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import home
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
@@ -164,7 +165,14 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         destination=f"{run.out_dir}/releases/{run_id}",
         released=released,
         released_columns=released_columns(files, list(schema), entry.schema),
-        parameter_help=parameter_help(entry), headline_loss=entry.headline_loss)
+        parameter_help=parameter_help(entry), headline_loss=entry.headline_loss,
+        epsilon_account=_epsilon_account(run_id))
+
+
+def _epsilon_account(run_id: str) -> str | None:
+    """The extract's ε account for a DP run (:mod:`ehr_release.storage.budget`), in words."""
+    spent = account(run_id, dp_algorithm_names())
+    return None if spent is None else spent.text()
 
 
 def build_datasheet(run_id: str, files: ReleaseFiles, verification: VerificationReport,

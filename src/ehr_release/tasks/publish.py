@@ -36,6 +36,7 @@ from ehr_release.request import DataUse
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
@@ -64,6 +65,10 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     if run.status != Status.APPROVED:
         raise IllegalTransition(f"run {run_id} is {run.status}; only an approved run is "
                                 "published")
+    spent = account(run_id, dp_algorithm_names())
+    if spent is not None and spent.exceeded:
+        raise IllegalTransition(f"run {run_id}: publishing would exceed the ε budget of its "
+                                f"extract: {spent.text()}")
     if not verification.holds:
         raise IllegalTransition(f"run {run_id} failed verification; it cannot be published")
     approval = runs.get_approval(run_id)

@@ -1,0 +1,105 @@
+"""Repeated DP releases of one extract compose: the extract's ε account and its site cap.
+
+Each DiffGen release checks its own ledger against its own ε; nothing used to stop a steward
+from publishing the same extract ten times at ε = 1 (ε = 10 together). The account sums the
+ε of approved and published DP runs on extracts with the same fingerprint; a site cap
+(``EHR_RELEASE_EPSILON_TOTAL``) refuses an approval, and a publish, beyond it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from ehr_release.errors import ApprovalError, ConfigError, IllegalTransition
+from ehr_release.storage import budget, runs
+from ehr_release.storage.engine import get_engine
+from ehr_release.storage.models import DatasetRecord
+from ehr_release.storage.runs import Status
+
+AWAITING = [Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFIED,
+            Status.AWAITING_APPROVAL]
+
+
+def _run(engine, fingerprint="ab" * 32, algorithm="diffgen", epsilon="1"):
+    """A run of its own dataset row (each ingest adds one), awaiting the decision."""
+    ds = DatasetRecord(fingerprint=fingerprint, rows=10, codes=30, columns_json="{}",
+                       source="x")
+    params = {"epsilon": epsilon, "h": "3", "taxonomies": "adult"} \
+        if algorithm == "diffgen" else {"k": "2"}
+    run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="steward",
+                          algorithm=algorithm, parameters=params, out_dir="/tmp",
+                          engine=engine)
+    for status in AWAITING:
+        runs.transition(run.id, status, actor="flow", engine=engine)
+    return run.id
+
+
+def _approve(run_id, engine):
+    return runs.decide(run_id, reviewer="rita", decision="approve", reason="ok",
+                       engine=engine)
+
+
+def test_account_sums_approved_and_published_dp_runs_of_the_same_extract(db_url):
+    engine = get_engine(db_url)
+    dp = budget.dp_algorithm_names()
+    assert "diffgen" in dp and "disassociation" not in dp
+    first, second = _run(engine, epsilon="0.5"), _run(engine, epsilon="1")
+    rejected = _run(engine, epsilon="4")
+    other_extract = _run(engine, fingerprint="cd" * 32, epsilon="8")
+    not_dp = _run(engine, algorithm="code-counts")
+    for run_id in (first, other_extract, not_dp):
+        _approve(run_id, engine)
+    runs.decide(rejected, reviewer="rita", decision="reject", reason="no", engine=engine)
+    runs.transition(first, Status.PUBLISHED, actor="flow", engine=engine)
+    spent = budget.account(second, dp, engine)
+    assert spent is not None
+    assert (spent.earlier, spent.releases, spent.this_run) == (Fraction(1, 2), 1, 1)
+    assert spent.after == Fraction(3, 2) and not spent.exceeded
+    assert "1.5" in spent.text() and "no site total" in spent.text()
+    assert budget.account(not_dp, dp, engine) is None
+
+
+def test_approval_beyond_the_site_total_is_refused(db_url, monkeypatch):
+    engine = get_engine(db_url)
+    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
+    first, second, third = (_run(engine, epsilon="1"), _run(engine, epsilon="0.5"),
+                            _run(engine, epsilon="0.25"))
+    _approve(first, engine)
+    _approve(second, engine)  # 1 + 0.5 = 1.5: at the cap, allowed
+    with pytest.raises(ApprovalError, match="exceed the ε budget"):
+        _approve(third, engine)
+    assert runs.get_run(third, engine).status == Status.AWAITING_APPROVAL
+    runs.decide(third, reviewer="rita", decision="reject", reason="budget", engine=engine)
+
+
+def test_publish_beyond_the_site_total_is_refused(any_db, monkeypatch):
+    """An approval recorded before the cap was lowered still cannot publish past it."""
+    from ehr_release.tasks.publish import publish_release
+
+    engine = get_engine(any_db)
+    first, second = _run(engine, epsilon="1"), _run(engine, epsilon="1")
+    _approve(first, engine)
+    _approve(second, engine)
+    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1")
+    with pytest.raises(IllegalTransition, match="exceed the ε budget"):
+        publish_release(second, {}, None, None, "flow")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "abc", "1/0"])
+def test_a_malformed_site_total_is_a_config_error(monkeypatch, raw):
+    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, raw)
+    with pytest.raises(ConfigError, match="EHR_RELEASE_EPSILON_TOTAL"):
+        budget.epsilon_total()
+
+
+def test_the_reviewer_sees_the_account_on_the_certificate(any_db):
+    from ehr_release.tasks.certify import _epsilon_account
+
+    engine = get_engine(any_db)
+    first, second = _run(engine, epsilon="0.5"), _run(engine, epsilon="1")
+    _approve(first, engine)
+    text = _epsilon_account(second)
+    assert text is not None and "1 other approved or published" in text and "1.5" in text
+    assert _epsilon_account(_run(engine, algorithm="code-counts")) is None
