@@ -57,6 +57,9 @@ class DatasheetContext:
     audit_head: str
     software_version: str = field(default_factory=software_version)
     parameter_help: dict[str, str] = field(default_factory=dict)
+    #: The run's noise or shuffles were seeded (test mode): ``parameters`` leave the seed
+    #: out, but the guarantee must still say what a seed does to it.
+    seeded: bool = False
 
     @property
     def is_draft(self) -> bool:
@@ -65,7 +68,8 @@ class DatasheetContext:
     @property
     def guarantee(self) -> str:
         """The guarantee in one plain sentence, with this release's parameters."""
-        return guarantee_sentence(self.algorithm, self.privacy_model, self.parameters)
+        shown = {**self.parameters, "seed": "withheld"} if self.seeded else self.parameters
+        return guarantee_sentence(self.algorithm, self.privacy_model, shown)
 
     @property
     def file_names(self) -> str:

@@ -85,6 +85,13 @@ def _param(params: Mapping[str, Any], name: str, fallback: str) -> str:
     return fallback if value is None else format_number(value)
 
 
+#: The guarantee of a DP release whose noise was seeded (test mode only): the seed, kept in
+#: the run record, replays every draw, so the noise hides nothing from whoever holds it.
+SEEDED_DP = ("NOT differentially private: TEST MODE. The noise was drawn from a seeded, "
+             "reproducible generator, not the secure sampler; whoever knows the seed can "
+             "subtract it and read the true counts.")
+
+
 def guarantee_sentence(algorithm: str, privacy_model: str, params: Mapping[str, Any]) -> str:
     """The privacy guarantee in one sentence, with this release's parameter values."""
     k, m = _param(params, "k", "k"), _param(params, "m", "m")
@@ -104,6 +111,8 @@ def guarantee_sentence(algorithm: str, privacy_model: str, params: Mapping[str, 
         return (f"Every published trajectory (diagnoses with age blocks, in order) is shared "
                 f"by at least {k} patients, so someone who knows a patient's diagnoses and "
                 f"ages cannot narrow them to fewer than {k} records.")
+    if algorithm == "diffgen" and params.get("seed") is not None:
+        return SEEDED_DP
     if algorithm == "diffgen" and isinstance(params.get("epsilon"), int | float):
         eps = float(params["epsilon"])
         return (f"Differential privacy with ε = {format_number(eps)}: whether or not any one "

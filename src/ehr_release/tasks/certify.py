@@ -192,7 +192,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
         checks_passed=[r.name for r in verification.requirements if r.passed],
         attacker_model=attack.attacker_model if attack and attack.passed else None,
         data_use=data_use or DataUse(), approved_at=approved_at, audit_head=head,
-        parameter_help=parameter_help(entry))
+        parameter_help=parameter_help(entry), seeded=params.get("seed") is not None)
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:

@@ -85,6 +85,9 @@ class DiffGenResult:
     ledger: Ledger
     epsilon_prime: Fraction
     state: SearchState
+    #: Which sampler drew the noise (``OpenDPNoise.name`` in production): a seeded test run
+    #: must say so in its own ledger, since anyone with the seed can replay its draws.
+    noise: str = "opendp"
 
 
 class DiffGen:
@@ -216,7 +219,8 @@ class DiffGen:
         frame[self.enc.class_column] = np.tile(np.array(self.enc.class_values, dtype=object),
                                                len(parts))
         frame[COUNT_COLUMN] = released.astype(np.int64)
-        return DiffGenResult(frame, st.cut_description(), self.ledger, self.eps1, st)
+        return DiffGenResult(frame, st.cut_description(), self.ledger, self.eps1, st,
+                             self.noise.name)
 
 
 def run_diffgen(enc: Encoded, params: DiffGenParams, noise: NoiseSource) -> DiffGenResult:

@@ -62,6 +62,7 @@ def ledger_document(result: DiffGenResult, params: DiffGenParams,
     return {
         "algorithm": "diffgen",
         "neighbouring": "add/remove one record",
+        "noise": result.noise,
         "epsilon": fraction_text(params.epsilon),
         "h": params.h,
         "numerical_predictors": n_numerical,

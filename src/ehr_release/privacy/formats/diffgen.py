@@ -158,7 +158,8 @@ _EVENT = OneOf((Obj({"step": "int", "event": "str"}),
 LEDGER_JSON = FileSchema(
     name="ledger.json", format="json",
     rendering=Rendering(indent=2, ensure_ascii=False, declared_order=True),
-    root=Obj({"algorithm": Enum(("diffgen",)), "neighbouring": "str", "epsilon": "str",
+    root=Obj({"algorithm": Enum(("diffgen",)), "neighbouring": "str",
+              "noise": Enum(("opendp", "seeded-numpy (test mode)")), "epsilon": "str",
               "h": "int", "numerical_predictors": "int", "epsilon_prime": "str",
               "unused_budget": "str", "total_budget": "str", "spent": "str",
               "spent_float": "number", "charges": ListOf(_CHARGE), "events": ListOf(_EVENT)}),
@@ -167,6 +168,10 @@ LEDGER_JSON = FileSchema(
         **_each("a parameter of the run or the public configuration's shape.",
                 "algorithm", "neighbouring", "epsilon", "h", "numerical_predictors",
                 "epsilon_prime", "unused_budget", "total_budget"),
+        "noise": "which sampler drew every draw of the run: opendp (OpenDP, seeded from the "
+                 "operating system's entropy; the production path) or the seeded test-mode "
+                 "generator, whose draws anyone with the seed replays (such a release is not "
+                 "private, and says so); a fact about the run, never about the data.",
         **_each("the composition of the charges: computed from the ledger, re-checked by the "
                 "verifier.", "spent", "spent_float"),
         **_each("the budget accounting of one invocation: determined by the parameters and "
