@@ -37,6 +37,7 @@ from ehr_release.plain import (
     guarantee_sentence,
     human_type,
     no_better_than_nothing,
+    verification_limits,
 )
 from ehr_release.rendering import environment, html_to_pdf, stylesheet
 from ehr_release.reports import Chart, ReleaseOutcome, UtilityReport, VerificationReport
@@ -225,10 +226,20 @@ def _released_line(f: DatasheetFile, columns: list[str]) -> ReleasedLine:
     return ReleasedLine(f.name, _first_sentence(f.doc), fields, ", ".join(hidden))
 
 
-def _attack_verdict(outcome: ReleaseOutcome | None) -> Verdict | None:
+def _attack_verdict(outcome: ReleaseOutcome | None, noise_audit: bool) -> Verdict | None:
+    """``noise_audit``: the guarantee rests on a mechanism's randomness (ε-DP), so the attack
+    counts no candidate sets; it audits the published values against the noise promised."""
     attack = outcome.attack if outcome else None
     if attack is None:
         return None
+    if noise_audit:
+        return Verdict(attack.passed, f"an independent audit ({attack.attacker_model}) "
+                                      f"checked {format_number(attack.knowledge_sets_tried)} "
+                                      f"published values against "
+                                      f"{attack.required or 'what the mechanism allows'}; "
+                                      f"{attack.measured or 'nothing found'}. It can catch a "
+                                      "release that bypassed the mechanism, not prove the "
+                                      "guarantee.")
     tried = (f"{format_number(attack.knowledge_sets_tried)} background-knowledge sets "
              f"({'every one' if attack.exhaustive else 'a seeded sample plus every rare one'})")
     if attack.smallest_candidate_set is not None:
@@ -280,9 +291,11 @@ def summary(ctx: CertificateContext) -> Summary:
     n = len(ctx.verification.requirements)
     failed = len(ctx.verification.failures)
     checked = "re-checked on the released bytes by code independent of the anonymizer"
+    limits = verification_limits(ctx.algorithm)
     verification = Verdict(ctx.verification.holds, (
         f"all {n} requirement{'s' if n != 1 else ''} hold, {checked}." if
-        ctx.verification.holds else f"{failed} of {n} requirements do not hold, {checked}."))
+        ctx.verification.holds else f"{failed} of {n} requirements do not hold, {checked}.")
+        + (f" {limits}" if limits else ""))
     below = list(ctx.utility.below_baseline)
     waivers = list(ctx.outcome.waivers) if ctx.outcome else []
     others = [w for w in waivers if not any(w.startswith(r) for r in below)]
@@ -291,7 +304,7 @@ def summary(ctx: CertificateContext) -> Summary:
         records=("not stated by the algorithm" if records is None else
                  f"{format_number(records)} patient record{'s' if records != 1 else ''}"),
         guarantee=guarantee_sentence(ctx.algorithm, ctx.privacy_model, ctx.parameters),
-        verification=verification, attack=_attack_verdict(ctx.outcome),
+        verification=verification, attack=_attack_verdict(ctx.outcome, limits is not None),
         utility=_utility_words(ctx), below_baseline=below,
         low_utility_waived=len(others) < len(waivers), waivers=others,
         provenance=_provenance(ctx.data_use))

@@ -60,6 +60,11 @@ class DatasheetContext:
     #: The run's noise or shuffles were seeded (test mode): ``parameters`` leave the seed
     #: out, but the guarantee must still say what a seed does to it.
     seeded: bool = False
+    #: The passed attack audit in words (:func:`~ehr_release.plain.attack_statement`); None
+    #: falls back to the candidate-set sentence when ``attacker_model`` is set.
+    attack_statement: str | None = None
+    #: What the checks cannot establish from the bytes (:func:`plain.verification_limits`).
+    verification_limits: str | None = None
 
     @property
     def is_draft(self) -> bool:

@@ -200,3 +200,37 @@ def no_better_than_nothing(metrics: Mapping[str, float]) -> list[str]:
 def baseline_words(algorithm: str) -> str | None:
     """The trivial baseline the evaluation compares against, or None when it computes none."""
     return _BASELINES.get(algorithm)
+
+
+#: What a check on the released bytes cannot establish, per algorithm whose guarantee rests
+#: on the mechanism's randomness rather than on a property the bytes have.
+_UNVERIFIABLE = {
+    "diffgen": ("For ε-differential privacy these checks cover the ε ledger (every charge, "
+                "its scale and the composed total), the released structure and the presence "
+                "of noise in the counts; that every selection and count was drawn by the "
+                "declared mechanism from a secure sampler cannot be seen in the bytes and "
+                "rests on the implementation."),
+}
+
+
+def verification_limits(algorithm: str) -> str | None:
+    """What the verifier cannot check from the bytes (None: the guarantee is a property of
+    the bytes themselves, which the verifier re-checks)."""
+    return _UNVERIFIABLE.get(algorithm)
+
+
+def attack_statement(attacker_model: str, required: str, counts_candidates: bool) -> str:
+    """The attack audit in one sentence for the recipient, once it passed.
+
+    A candidate-set attack (k-anonymity families) shows nobody narrowed below the threshold;
+    an audit of a differentially private release has no threshold: it looks for a release
+    that skipped the mechanism, which can show the mechanism was bypassed but never prove
+    the guarantee.
+    """
+    if counts_candidates:
+        return (f"An independent re-identification attack was run on every published byte "
+                f"({attacker_model}) and did not single out any patient below the "
+                "guarantee's threshold.")
+    return (f"An independent audit read every published byte ({attacker_model}) and found "
+            f"nothing the mechanism does not allow ({required}). Such an audit can catch a "
+            "release that bypassed the mechanism; it cannot prove the guarantee.")

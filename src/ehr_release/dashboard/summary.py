@@ -14,9 +14,9 @@ from typing import Any
 
 from ehr_release.dashboard.format import number, size
 from ehr_release.errors import EhrReleaseError
-from ehr_release.plain import guarantee_sentence
+from ehr_release.plain import guarantee_sentence, verification_limits
 from ehr_release.registry import get as get_algorithm
-from ehr_release.storage import runs
+from ehr_release.storage import budget, runs
 from ehr_release.storage.models import ReleaseRun
 from ehr_release.storage.pending import PendingRelease
 
@@ -43,9 +43,12 @@ def plain_summary(run: ReleaseRun, verification: dict[str, Any] | None,
     data_use = json.loads(bundle.data_use_json) if bundle else {}
     lines = [_released(run.id, outcome.get("records")), _recipient(data_use),
              Line("Guarantee", _guarantee(run))]
-    lines.append(_verification(verification))
+    limits = verification_limits(run.algorithm)
+    if limits:
+        lines.append(_epsilon_account(run.id))
+    lines.append(_verification(verification, limits))
     if outcome.get("attack"):
-        lines.append(_attack(outcome["attack"]))
+        lines.append(_attack(outcome["attack"], noise_audit=limits is not None))
     lines.extend(_utility(utility))
     lines.extend(Line("Waived", str(w), "warn") for w in outcome.get("waivers", []))
     return lines
@@ -89,19 +92,36 @@ def _guarantee(run: ReleaseRun) -> str:
     return guarantee_sentence(entry.name, entry.privacy_model, params)
 
 
-def _verification(report: dict[str, Any] | None) -> Line:
+def _epsilon_account(run_id: str) -> Line:
+    """ε already spent on the run's extract by other DP releases (they compose)."""
+    spent = budget.account(run_id, budget.dp_algorithm_names())
+    if spent is None:
+        return Line("ε of this extract", "not a differentially private run")
+    return Line("ε of this extract", spent.text(), "fail" if spent.exceeded else "info")
+
+
+def _verification(report: dict[str, Any] | None, limits: str | None = None) -> Line:
     if not report:
         return Line("Verification", "not verified yet")
     reqs = report.get("requirements", [])
     failed = [str(r.get("name")) for r in reqs if not r.get("passed")]
     if report.get("holds") and not failed:
         return Line("Verification", f"all {len(reqs)} requirements hold, checked from the "
-                    "released files by code independent of the anonymizer", "ok")
+                    "released files by code independent of the anonymizer"
+                    + (f". {limits}" if limits else ""), "ok")
     return Line("Verification", f"{len(failed)} of {len(reqs)} requirements FAIL "
                 f"({', '.join(failed)}): this release can never be published", "fail")
 
 
-def _attack(attack: dict[str, Any]) -> Line:
+def _attack(attack: dict[str, Any], noise_audit: bool = False) -> Line:
+    if noise_audit:  # ε-DP: no candidate sets; an audit of the published values' noise
+        verdict = "found nothing the mechanism does not allow" if attack.get("passed") \
+            else "FOUND values the mechanism does not allow"
+        return Line("Attack audit", f"an independent audit "
+                    f"({attack.get('attacker_model', 'see the certificate')}) {verdict}: "
+                    f"{attack.get('measured', '')} (it can catch a release that bypassed the "
+                    "mechanism, not prove the guarantee)", "ok" if attack.get("passed")
+                    else "fail")
     measured = attack.get("measured") or (
         f"smallest candidate set {number(attack['smallest_candidate_set'])}"
         if attack.get("smallest_candidate_set") is not None else "no candidate set found")

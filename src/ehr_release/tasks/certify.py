@@ -32,6 +32,7 @@ from ehr_release.datasheet import (
     render_datasheet_pdf,
 )
 from ehr_release.files import sha256_bytes, write_durably
+from ehr_release.plain import attack_statement, verification_limits
 from ehr_release.plan import ReleasePlan
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -192,7 +193,11 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
         checks_passed=[r.name for r in verification.requirements if r.passed],
         attacker_model=attack.attacker_model if attack and attack.passed else None,
         data_use=data_use or DataUse(), approved_at=approved_at, audit_head=head,
-        parameter_help=parameter_help(entry), seeded=params.get("seed") is not None)
+        parameter_help=parameter_help(entry), seeded=params.get("seed") is not None,
+        attack_statement=None if attack is None or not attack.passed else attack_statement(
+            attack.attacker_model, attack.required,
+            verification_limits(entry.name) is None),
+        verification_limits=verification_limits(entry.name))
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
