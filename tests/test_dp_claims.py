@@ -85,4 +85,4 @@ def test_the_dashboard_says_what_the_dp_audit_is(any_db):
     (attack,) = [x for x in lines if x.label == "Attack audit"]
     assert not [w for w in OVERCLAIMS if w in attack.text]
     (account,) = [x for x in lines if x.label == "ε of this extract"]
-    assert "0 other approved or published" in account.text
+    assert "0 other differentially private runs" in account.text

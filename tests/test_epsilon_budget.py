@@ -1,8 +1,9 @@
 """Repeated DP releases of one extract compose: the extract's ε account and its site cap.
 
 Each DiffGen release checks its own ledger against its own ε; nothing used to stop a steward
-from publishing the same extract ten times at ε = 1 (ε = 10 together). The account sums the
-ε of approved and published DP runs on extracts with the same fingerprint; a site cap
+from publishing the same extract ten times at ε = 1 (ε = 10 together), or from drawing again
+after a rejection until a draw looked good. The account sums the ε of every DP run on an
+extract with the same fingerprint whose release was drawn (pinned for review); a site cap
 (``EHR_RELEASE_EPSILON_TOTAL``) refuses an approval, and a publish, beyond it.
 """
 
@@ -22,8 +23,9 @@ AWAITING = [Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFI
             Status.AWAITING_APPROVAL]
 
 
-def _run(engine, fingerprint="ab" * 32, algorithm="diffgen", epsilon="1"):
-    """A run of its own dataset row (each ingest adds one), awaiting the decision."""
+def _run(engine, fingerprint="ab" * 32, algorithm="diffgen", epsilon="1", drawn=True):
+    """A run of its own dataset row (each ingest adds one), awaiting the decision; its
+    release drawn and pinned unless ``drawn`` is false (it failed before drawing)."""
     ds = DatasetRecord(fingerprint=fingerprint, rows=10, codes=30, columns_json="{}",
                        source="x")
     params = {"epsilon": epsilon, "h": "3", "taxonomies": "adult"} \
@@ -31,6 +33,10 @@ def _run(engine, fingerprint="ab" * 32, algorithm="diffgen", epsilon="1"):
     run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="steward",
                           algorithm=algorithm, parameters=params, out_dir="/tmp",
                           engine=engine)
+    if not drawn:
+        runs.fail_run(run.id, actor="flow", error="input refused", engine=engine)
+        return run.id
+    runs.pin_candidate(run.id, {"groups.csv": ("00" * 32, 1)}, engine)
     for status in AWAITING:
         runs.transition(run.id, status, actor="flow", engine=engine)
     return run.id
@@ -41,12 +47,13 @@ def _approve(run_id, engine):
                        engine=engine)
 
 
-def test_account_sums_approved_and_published_dp_runs_of_the_same_extract(db_url):
+def test_account_sums_every_drawn_dp_run_of_the_same_extract(db_url):
     engine = get_engine(db_url)
     dp = budget.dp_algorithm_names()
     assert "diffgen" in dp and "disassociation" not in dp
     first, second = _run(engine, epsilon="0.5"), _run(engine, epsilon="1")
     rejected = _run(engine, epsilon="4")
+    _run(engine, epsilon="16", drawn=False)
     other_extract = _run(engine, fingerprint="cd" * 32, epsilon="8")
     not_dp = _run(engine, algorithm="code-counts")
     for run_id in (first, other_extract, not_dp):
@@ -55,19 +62,19 @@ def test_account_sums_approved_and_published_dp_runs_of_the_same_extract(db_url)
     runs.transition(first, Status.PUBLISHED, actor="flow", engine=engine)
     spent = budget.account(second, dp, engine)
     assert spent is not None
-    assert (spent.earlier, spent.releases, spent.this_run) == (Fraction(1, 2), 1, 1)
-    assert spent.after == Fraction(3, 2) and not spent.exceeded
-    assert "1.5" in spent.text() and "no site total" in spent.text()
+    assert (spent.earlier, spent.releases, spent.published) == (Fraction(9, 2), 2,
+                                                                Fraction(1, 2))
+    assert spent.this_run == 1 and spent.after == Fraction(11, 2) and not spent.exceeded
+    assert "5.5" in spent.text() and "no site total" in spent.text()
     assert budget.account(not_dp, dp, engine) is None
 
 
 def test_approval_beyond_the_site_total_is_refused(db_url, monkeypatch):
     engine = get_engine(db_url)
     monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
-    first, second, third = (_run(engine, epsilon="1"), _run(engine, epsilon="0.5"),
-                            _run(engine, epsilon="0.25"))
-    _approve(first, engine)
-    _approve(second, engine)  # 1 + 0.5 = 1.5: at the cap, allowed
+    _approve(_run(engine, epsilon="1"), engine)
+    _approve(_run(engine, epsilon="0.5"), engine)  # 1 + 0.5 = 1.5: at the cap, allowed
+    third = _run(engine, epsilon="0.25")
     with pytest.raises(ApprovalError, match="exceed the ε budget"):
         _approve(third, engine)
     assert runs.get_run(third, engine).status == Status.AWAITING_APPROVAL
@@ -101,5 +108,6 @@ def test_the_reviewer_sees_the_account_on_the_certificate(any_db):
     first, second = _run(engine, epsilon="0.5"), _run(engine, epsilon="1")
     _approve(first, engine)
     text = _epsilon_account(second)
-    assert text is not None and "1 other approved or published" in text and "1.5" in text
+    assert text is not None and "1 other differentially private run" in text
+    assert "1.5" in text
     assert _epsilon_account(_run(engine, algorithm="code-counts")) is None

@@ -28,6 +28,7 @@ from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.budget import dp_algorithm_names, refuse_beyond_total
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.algorithm_stages import (
@@ -86,6 +87,7 @@ def _release(request: ReleaseRequest) -> str:
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
+        refuse_beyond_total(run_id, dp_algorithm_names())  # before drawing: a draw counts
         files = anonymize_task.with_options(result_storage=stage_cache(run_id))(plan)
         pin_candidate_task(run_id, files)
         begin_evaluation(plan, files)  # on the second CPU, if the head start spawned one

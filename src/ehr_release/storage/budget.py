@@ -3,22 +3,28 @@
 ε composes: k releases of the same records at ε each are, together, a kε release, whatever
 each ledger says about itself. A release's own ledger (``ledger.json``) cannot see the
 others, so this module keeps the account per *source*: the SHA-256 fingerprint of the
-ingested extract (:class:`~ehr_release.storage.models.DatasetRecord`). The runs table already
-holds everything needed -- each run's dataset, algorithm, parameters and status -- so the
-account is a query, not a second copy that could drift from it.
+ingested extract (:class:`~ehr_release.storage.models.DatasetRecord`). The database already
+holds everything needed -- each run's dataset, algorithm, parameters, status and pinned
+candidate -- so the account is a query, not a second copy that could drift from it.
 
-Counted: runs of a differentially private algorithm on an extract with the same fingerprint
-that were *approved* or *published* (an approved run is about to publish: counting it keeps
-two approvals in a row from both fitting under the cap). Not counted: rejected and failed
-runs, and the evaluation's own DiffGen runs, which publish nothing.
+Counted: every run of a differentially private algorithm on an extract with the same
+fingerprint whose release was *drawn* (its candidate pinned for review: see
+:func:`~ehr_release.storage.runs.pin_candidate`), whatever became of it. Published and
+approved runs obviously; but also rejected runs, runs refused for low utility and runs still
+awaiting a decision: their draws were seen by the steward and the reviewer, and publishing
+the draw that looked best after a rejection or a low-utility refusal selects among several
+draws, which the sum of their ε covers only when the choice looks at the draws alone (a
+choice made on figures from the true data is not covered by any ε). Not counted:
+runs that failed before drawing anything, and the evaluation's own DiffGen runs, which are
+never shown (their accuracy is, on the internal certificate only, marked as not covered).
 
 Limits (why this is an account of one extract, not of the patients): an extract that differs
 by one record has another fingerprint, so overlapping extracts of the same patients are not
 summed; the site must keep to one extract per cohort for the cap to mean what it says.
 
-Site policy: :data:`EPSILON_TOTAL_ENV` (a positive number) is the most ε all approved and
-published releases of one extract may spend together; an approval or a publish that would
-go beyond it is refused. Unset, nothing is refused, and the reviewer still sees the account.
+Site policy: :data:`EPSILON_TOTAL_ENV` (a positive number) is the most ε the drawn DP
+releases of one extract may spend together; an approval or a publish that would go beyond
+it is refused. Unset, nothing is refused, and the reviewer still sees the account.
 """
 
 from __future__ import annotations
@@ -32,27 +38,28 @@ from fractions import Fraction
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import ConfigError
+from ehr_release.errors import ConfigError, EhrReleaseError
 from ehr_release.storage.engine import engine_or_default as _engine
-from ehr_release.storage.models import DatasetRecord, ReleaseRun
+from ehr_release.storage.models import ArtifactRecord, DatasetRecord, ReleaseRun
 
 #: Site policy: the total ε one source extract may spend over all its DP releases.
 EPSILON_TOTAL_ENV = "EHR_RELEASE_EPSILON_TOTAL"
-#: Statuses whose ε counts as spent (or committed: approved runs publish next).
-SPENDING = ("approved", "published")
+#: The artifact kind of a drawn release (:func:`~ehr_release.storage.runs.pin_candidate`).
+DRAWN = "candidate"
 
 
 @dataclass(frozen=True)
 class EpsilonAccount:
     """ε of one run against what other runs already spent on the same extract.
 
-    ``earlier`` is the sum over ``releases`` other approved or published DP runs; ``total``
-    the site's cap, None when the site set none.
+    ``earlier`` is the sum over ``releases`` other DP runs whose release was drawn, of which
+    ``published`` were published; ``total`` the site's cap, None when the site set none.
     """
 
     fingerprint: str
     earlier: Fraction
     releases: int
+    published: Fraction
     this_run: Fraction
     total: Fraction | None
 
@@ -69,10 +76,34 @@ class EpsilonAccount:
         cap = ("no site total is set (EHR_RELEASE_EPSILON_TOTAL)" if self.total is None
                else f"site total ε = {_show(self.total)}"
                + (" — EXCEEDED" if self.exceeded else ""))
-        return (f"ε spent on this extract by {self.releases} other approved or published "
-                f"differentially private release{'s' if self.releases != 1 else ''}: "
-                f"{_show(self.earlier)}; with this release: {_show(self.after)} ({cap}). "
-                "Releases of the same records compose: their ε add up.")
+        return (f"ε spent on this extract by {self.releases} other differentially private "
+                f"run{'s' if self.releases != 1 else ''} whose release was drawn: "
+                f"{_show(self.earlier)} (published: {_show(self.published)}); with this "
+                f"release: {_show(self.after)} ({cap}). Releases of the same records compose, "
+                "and so does choosing among draws after a rejection: their ε add up.")
+
+
+class EpsilonBudgetExhausted(EhrReleaseError):
+    """Drawing this DP release would take its extract beyond the site's total ε."""
+
+
+def refuse_beyond_total(run_id: str, dp_algorithms: Collection[str],
+                        engine: Engine | None = None) -> EpsilonAccount | None:
+    """The run's account; raises before a draw the extract's ε cannot pay for.
+
+    Called before the anonymizer runs: a draw beyond the total would itself count (the
+    steward sees it), so it is never made.
+
+    Raises
+    ------
+    EpsilonBudgetExhausted
+        The site set a total and this run's ε would take the extract beyond it.
+    """
+    spent = account(run_id, dp_algorithms, engine)
+    if spent is not None and spent.exceeded:
+        raise EpsilonBudgetExhausted("this release would exceed the ε budget of its "
+                                     "extract: " + spent.text())
+    return spent
 
 
 def _show(x: Fraction) -> str:
@@ -114,13 +145,16 @@ def account(run_id: str, dp_algorithms: Collection[str],
         if run is None or run.algorithm not in dp_algorithms:
             return None
         fingerprint = s.get(DatasetRecord, run.dataset_id).fingerprint
+        drawn = select(ArtifactRecord.run_id).where(ArtifactRecord.kind == DRAWN)
         others = s.exec(
             select(ReleaseRun).join(DatasetRecord, ReleaseRun.dataset_id == DatasetRecord.id)
             .where(DatasetRecord.fingerprint == fingerprint, ReleaseRun.id != run_id,
                    col(ReleaseRun.algorithm).in_(list(dp_algorithms)),
-                   col(ReleaseRun.status).in_(SPENDING))).all()
+                   col(ReleaseRun.id).in_(drawn))).all()
         earlier = sum((run_epsilon(r) for r in others), Fraction(0))
-        return EpsilonAccount(fingerprint, earlier, len(others), run_epsilon(run),
+        published = sum((run_epsilon(r) for r in others if r.status == "published"),
+                        Fraction(0))
+        return EpsilonAccount(fingerprint, earlier, len(others), published, run_epsilon(run),
                               epsilon_total())
 
 
