@@ -12,11 +12,12 @@ draws themselves (selections, noise, randomness) cannot be checked from the byte
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ehr_release.certificate import CertificateContext, summary
 from ehr_release.dashboard.summary import plain_summary
-from ehr_release.datasheet import render_datasheet_html
+from ehr_release.datasheet import DatasheetContext, render_datasheet_html
 from ehr_release.reports import (
     AttackReport,
     ReleaseOutcome,
@@ -24,6 +25,7 @@ from ehr_release.reports import (
     UtilityReport,
     VerificationReport,
 )
+from ehr_release.request import DataUse
 from ehr_release.storage import runs
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord
@@ -58,6 +60,22 @@ def test_the_datasheet_does_not_describe_the_dp_audit_as_a_threshold_attack(any_
     assert "cannot be seen in the bytes" in html  # what the verifier's PASSED covers
 
 
+def test_a_dp_record_count_reads_as_the_sum_of_noisy_counts(any_db):
+    """DiffGen's record count is the sum of its noisy counts: inside ε, but not the true
+    number of records, and the recipient must not take it for one."""
+    from ehr_release.tasks.certify import build_datasheet
+
+    run_id = _diffgen_run(get_engine(any_db))
+    sheet = build_datasheet(run_id, {}, VERIFIED, ReleaseOutcome(1234, ATTACK), None,
+                            params={"epsilon": 1.0, "h": 2})
+    assert "1,234 patient records by the sum of its noisy counts" in render_datasheet_html(sheet)
+    k_anonymous = DatasheetContext(
+        run_id="rel-2", algorithm="disassociation", privacy_model="k^m", parameters={},
+        files=[], records=1234, checks_passed=[], attacker_model=None, data_use=DataUse(),
+        approved_at=None, audit_head="0" * 64)
+    assert "1,234 patient records." in render_datasheet_html(k_anonymous)
+
+
 def test_the_certificate_summary_says_what_the_dp_checks_cover():
     ctx = CertificateContext(
         run_id="rel-1", created_at=datetime(2026, 11, 27, tzinfo=UTC), requester="sam",
@@ -72,6 +90,7 @@ def test_the_certificate_summary_says_what_the_dp_checks_cover():
     assert not [w for w in OVERCLAIMS if w in first.attack.detail]
     assert "not prove the guarantee" in first.attack.detail
     assert "cannot be seen in the bytes" in first.verification.detail
+    assert "noisy counts" in summary(replace(ctx, outcome=ReleaseOutcome(7, ATTACK))).records
 
 
 def test_the_dashboard_says_what_the_dp_audit_is(any_db):

@@ -37,6 +37,7 @@ from ehr_release.plain import (
     guarantee_sentence,
     human_type,
     no_better_than_nothing,
+    records_words,
     verification_limits,
 )
 from ehr_release.rendering import environment, html_to_pdf, stylesheet
@@ -301,8 +302,7 @@ def summary(ctx: CertificateContext) -> Summary:
     others = [w for w in waivers if not any(w.startswith(r) for r in below)]
     return Summary(
         released=released,
-        records=("not stated by the algorithm" if records is None else
-                 f"{format_number(records)} patient record{'s' if records != 1 else ''}"),
+        records=records_words(ctx.algorithm, records),
         guarantee=guarantee_sentence(ctx.algorithm, ctx.privacy_model, ctx.parameters),
         verification=verification, attack=_attack_verdict(ctx.outcome, limits is not None),
         utility=_utility_words(ctx), below_baseline=below,

@@ -19,7 +19,7 @@ from typing import Any
 
 from ehr_release.files import sha256_bytes
 from ehr_release.formats_doc import FieldRow, field_rows, how_to_load
-from ehr_release.plain import guarantee_sentence
+from ehr_release.plain import guarantee_sentence, records_words
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.rendering import environment, html_to_pdf, stylesheet
 from ehr_release.request import DataUse
@@ -75,6 +75,13 @@ class DatasheetContext:
         """The guarantee in one plain sentence, with this release's parameters."""
         shown = {**self.parameters, "seed": "withheld"} if self.seeded else self.parameters
         return guarantee_sentence(self.algorithm, self.privacy_model, shown)
+
+    @property
+    def records_text(self) -> str:
+        """The records the files hold, in words (noisy under ε-DP: :func:`records_words`)."""
+        if self.records is None:
+            return "the records described in section 3"
+        return records_words(self.algorithm, self.records)
 
     @property
     def file_names(self) -> str:

@@ -219,6 +219,17 @@ def verification_limits(algorithm: str) -> str | None:
     return _UNVERIFIABLE.get(algorithm)
 
 
+def records_words(algorithm: str, records: int | None) -> str:
+    """How many records a release holds, in words; under ε-DP the figure is the sum of the
+    noisy counts (post-processing, inside ε), which must not read as the true number."""
+    if records is None:
+        return "not stated by the algorithm"
+    text = f"{format_number(records)} patient record{'s' if records != 1 else ''}"
+    if verification_limits(algorithm) is not None:
+        text += " by the sum of its noisy counts (not the true number of records)"
+    return text
+
+
 def attack_statement(attacker_model: str, required: str, counts_candidates: bool) -> str:
     """The attack audit in one sentence for the recipient, once it passed.
 
