@@ -52,6 +52,8 @@ __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_compari
 CandidateListener = Callable[[Outcome, int, int], None]
 _LISTENERS: list[CandidateListener] = []
 _LISTENERS_LOCK = threading.Lock()
+#: What Prefect's log line shows instead of an ε-DP row's loss (see :func:`_announce`).
+WITHHELD_LOSS = "(measured on the true data: in the report only)"
 
 
 @contextmanager
@@ -71,10 +73,18 @@ def candidate_listener(listener: CandidateListener) -> Iterator[None]:
 
 
 def _announce(outcome: Outcome, done: int, total: int) -> None:
-    """Log one finished candidate to Prefect and tell the listeners (labels and losses only)."""
+    """Log one finished candidate to Prefect and tell the listeners (labels and losses only).
+
+    An ε-DP row's loss is measured on the true data, which ε does not cover: Prefect keeps
+    its log outside the owner-only report, so the line names the metric and withholds the
+    value (as the release flow's utility artifact does); the listeners — the terminal — get
+    the whole outcome.
+    """
     verdict = ("verified" if outcome.verified
                else "failed to run" if outcome.error else "not verified")
     loss = "" if outcome.loss is None else f", {outcome.loss_metric} {outcome.loss:.4g}"
+    if outcome.loss is not None and outcome.candidate.differentially_private:
+        loss = f", {outcome.loss_metric} {WITHHELD_LOSS}"
     get_run_logger().info("candidate %d/%d %s: %s%s", done, total, outcome.candidate.label,
                           verdict, loss)
     with _LISTENERS_LOCK:
