@@ -52,3 +52,18 @@ def check_still_there(recorded: str) -> Path:
         raise DestinationError(f"release destination {recorded} now resolves to {now}; "
                                "refusing to publish through a changed path")
     return now
+
+
+def releases_folder(recorded: str) -> Path:
+    """Before publishing: the ``releases`` folder under the recorded destination, created if
+    missing, checked like the destination itself — ``check_still_there`` sees only the
+    destination, and a symlink put in place of ``<destination>/releases`` would lead the
+    release outside the root."""
+    destination = check_still_there(recorded)
+    folder = destination / "releases"
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or folder.resolve() != folder:
+        raise DestinationError(f"release destination {recorded}: its releases folder "
+                               f"resolves to {folder.resolve()}; refusing to publish through "
+                               "a changed path")
+    return folder
