@@ -475,6 +475,44 @@ def _truthfulness(records: list[Released], views: dict[str, _ClusterView], confi
     ), owner
 
 
+def _attained_bounds(views: dict[str, _ClusterView], config: RTConfig, data: OriginalView,
+                     *, global_splits: bool = False) -> Requirement:
+    """No numerical bound carries digits beyond what the data and the algorithm give it.
+
+    A range holds its records whatever digits its bounds carry, so truthfulness and
+    k-anonymity say nothing about ``[43.9999877, 47.00000456]``: the last digits of a bound
+    — some 50 bits — would carry what the writer put there (a patient's exact age, an id).
+    Local recoding (ArtUC, RmR) bounds a box by its records' min and max: values that
+    records inside the box hold, whichever assignment of records to clusters is taken
+    (clusters may share a box). ``global_splits`` (Baseline) cuts the domain at split points
+    no record need hold: there a bound is held to the data's precision — whole numbers when
+    every value of the attribute is one (not checked otherwise).
+    """
+    cache: dict = {}
+    checked = missed = 0
+    numerical = [(i, attr) for i, attr in enumerate(config.attributes)
+                 if isinstance(attr, NumericalAttribute)]
+    for i, attr in numerical:
+        column = data.demographics[attr.name].to_numpy(dtype=float)
+        whole = bool(np.all(np.mod(column[~np.isnan(column)], 1) == 0))
+        for demo in {view.demo for view in views.values()}:
+            if global_splits:
+                if not whole:
+                    continue
+                held = None
+            else:
+                held = set(column[_inside_mask(demo, config, data, cache)].tolist())
+            for bound in demo[i]:
+                checked += 1
+                missed += (not float(bound).is_integer()) if held is None else bound not in held
+    required = ("every bound of a numerical range is " + (
+        "a whole number where the data's values are" if global_splits else
+        "the value of an original record inside it") + " (no digits beyond the data's)")
+    return Requirement("attained bounds", required,
+                       f"{checked} bounds checked, {missed} beyond the data's values",
+                       not missed, {"bounds": checked, "not_attained": missed})
+
+
 # --------------------------------------------------------------------------- constraints
 def _constraints(records: list[Released], config: RTConfig) -> Requirement:
     parts = list(dict.fromkeys(u.demographics for u in config.constraints))
@@ -598,6 +636,8 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
     reqs = _anonymity(records, k, m)
     truth, owner = _truthfulness(records, views, config, data)
     reqs.append(truth)
+    reqs.append(_attained_bounds(views, config, data,
+                                 global_splits=algorithm in GLOBAL_SPLITS))
     if constrained:
         reqs.append(_constraints(records, config))
     if delta is not None:
@@ -619,6 +659,9 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
 #: truthfulness: Baseline has no NCP bound (δ only feeds its comparators); RmR and
 #: artuc-unconstrained are not held to the utility constraints.
 NO_NCP_BOUND = frozenset({"artuc-baseline"})
+#: Baseline cuts numerical domains at split points (global recoding), not at its records'
+#: min and max: its bounds are held to the data's precision only (:func:`_attained_bounds`).
+GLOBAL_SPLITS = frozenset({"artuc-baseline"})
 UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
 
 
