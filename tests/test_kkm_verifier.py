@@ -187,3 +187,21 @@ def test_baselines_split_bounds_keep_the_datas_precision(case, low, passes) -> N
             r["demographics"] = {**r["demographics"], "age": [low, 47]}
     reqs, _ = check(case, records, algorithm="artuc-baseline")
     assert reqs["attained bounds"].passed is passes
+
+
+@pytest.mark.parametrize("planted", ["S000123", "053.20"])
+def test_a_generalized_code_member_no_record_holds_is_refused(case, planted) -> None:
+    """A generalized code reads as 'any non-empty subset of its members', so a member held
+    by no record of the clusters showing it changes no record's truth: the member list
+    would carry any text the writer chose (an MRN, a suppressed patient's code). Every
+    member must be a code some record matched to those clusters holds. (Held to the
+    utility constraints, ArtUC refuses a member outside a constraint's code set; RmR is
+    not, and ArtUC takes any member inside one: 296.01 planted on the MIMIC-III demo.)"""
+    records = [dict(r) for r in case[2]]
+    for r in records:
+        if r["demographics"]["age"] == [51, 51]:
+            r["codes"] = [sorted([*g, planted]) if g == ["493.2"] else g for g in r["codes"]]
+    reqs, report = check(case, records, algorithm="rmr", constrained=False)
+    assert reqs["truthfulness"].passed
+    assert not report.holds
+    assert not reqs["held members"].passed

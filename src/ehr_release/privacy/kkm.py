@@ -475,42 +475,66 @@ def _truthfulness(records: list[Released], views: dict[str, _ClusterView], confi
     ), owner
 
 
-def _attained_bounds(views: dict[str, _ClusterView], config: RTConfig, data: OriginalView,
-                     *, global_splits: bool = False) -> Requirement:
-    """No numerical bound carries digits beyond what the data and the algorithm give it.
+def _boxes(views: dict[str, _ClusterView], config: RTConfig, data: OriginalView, *,
+           global_splits: bool = False) -> list[Requirement]:
+    """What a box's bounds and its generalized codes' members may say: only what records
+    inside it hold (one pass over the distinct boxes; both requirements below).
 
-    A range holds its records whatever digits its bounds carry, so truthfulness and
-    k-anonymity say nothing about ``[43.9999877, 47.00000456]``: the last digits of a bound
-    — some 50 bits — would carry what the writer put there (a patient's exact age, an id).
-    Local recoding (ArtUC, RmR) bounds a box by its records' min and max: values that
-    records inside the box hold, whichever assignment of records to clusters is taken
-    (clusters may share a box). ``global_splits`` (Baseline) cuts the domain at split points
-    no record need hold: there a bound is held to the data's precision — whole numbers when
-    every value of the attribute is one (not checked otherwise).
+    **attained bounds**: a range holds its records whatever digits its bounds carry, so
+    truthfulness and k-anonymity say nothing about ``[43.9999877, 47.00000456]``: the last
+    digits of a bound — some 50 bits — would carry what the writer put there (a patient's
+    exact age, an id). Local recoding (ArtUC, RmR) bounds a box by its records' min and
+    max, values records inside it hold; Baseline's split points (``global_splits``) need
+    not be held, and are held to the data's precision instead — whole numbers when every
+    value of the attribute is one (not checked otherwise).
+
+    **held members**: a generalized code reads as 'any non-empty subset of its members', so
+    a member nobody there holds changes no record's truth: the member list would carry
+    whatever text the writer chose (an MRN, a code of someone elsewhere). The utility
+    constraints bound members to a constraint's code set, for the algorithms held to them.
+
+    Both are judged on the boxes, not on one assignment of records to clusters, which is
+    not unique (clusters may share a box).
     """
-    cache: dict = {}
-    checked = missed = 0
-    numerical = [(i, attr) for i, attr in enumerate(config.attributes)
+    numerical = [(i, data.demographics[attr.name].to_numpy(dtype=float))
+                 for i, attr in enumerate(config.attributes)
                  if isinstance(attr, NumericalAttribute)]
-    for i, attr in numerical:
-        column = data.demographics[attr.name].to_numpy(dtype=float)
-        whole = bool(np.all(np.mod(column[~np.isnan(column)], 1) == 0))
-        for demo in {view.demo for view in views.values()}:
+    whole = [bool(np.all(np.mod(col[~np.isnan(col)], 1) == 0)) for _, col in numerical]
+    holders: dict[str, list[int]] = defaultdict(list)
+    for row, codes in enumerate(data.codes):
+        for code in codes:
+            holders[code].append(row)
+    items_of: dict[DemoKey, set[frozenset[str]]] = defaultdict(set)
+    for view in views.values():
+        items_of[view.demo] |= view.checked
+    cache: dict = {}
+    bounds = off_bounds = members = unheld = 0
+    for demo, items in items_of.items():
+        inside = _inside_mask(demo, config, data, cache)
+        for (i, column), integral in zip(numerical, whole, strict=True):
             if global_splits:
-                if not whole:
-                    continue
-                held = None
-            else:
-                held = set(column[_inside_mask(demo, config, data, cache)].tolist())
-            for bound in demo[i]:
-                checked += 1
-                missed += (not float(bound).is_integer()) if held is None else bound not in held
-    required = ("every bound of a numerical range is " + (
-        "a whole number where the data's values are" if global_splits else
-        "the value of an original record inside it") + " (no digits beyond the data's)")
-    return Requirement("attained bounds", required,
-                       f"{checked} bounds checked, {missed} beyond the data's values",
-                       not missed, {"bounds": checked, "not_attained": missed})
+                if integral:
+                    bounds += 2
+                    off_bounds += sum(not float(b).is_integer() for b in demo[i])
+                continue
+            held = column[inside]
+            bounds += 2
+            off_bounds += sum(not bool(np.any(held == b)) for b in demo[i])
+        for code in set().union(*items):
+            members += 1
+            rows = holders.get(code)
+            unheld += rows is None or not bool(inside[rows].any())
+    where = ("a whole number where the data's values are" if global_splits else
+             "the value of an original record inside it")
+    return [
+        Requirement("attained bounds", f"every bound of a numerical range is {where} (no "
+                    "digits beyond the data's)",
+                    f"{bounds} bounds checked, {off_bounds} beyond the data's values",
+                    not off_bounds, {"bounds": bounds, "not_attained": off_bounds}),
+        Requirement("held members", "every member of a generalized code is held by an "
+                    "original record inside the box of a cluster showing it",
+                    f"{members} members checked, {unheld} held by no record there",
+                    not unheld, {"members": members, "not_held": unheld})]
 
 
 # --------------------------------------------------------------------------- constraints
@@ -636,8 +660,7 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
     reqs = _anonymity(records, k, m)
     truth, owner = _truthfulness(records, views, config, data)
     reqs.append(truth)
-    reqs.append(_attained_bounds(views, config, data,
-                                 global_splits=algorithm in GLOBAL_SPLITS))
+    reqs += _boxes(views, config, data, global_splits=algorithm in GLOBAL_SPLITS)
     if constrained:
         reqs.append(_constraints(records, config))
     if delta is not None:
@@ -660,7 +683,7 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
 #: artuc-unconstrained are not held to the utility constraints.
 NO_NCP_BOUND = frozenset({"artuc-baseline"})
 #: Baseline cuts numerical domains at split points (global recoding), not at its records'
-#: min and max: its bounds are held to the data's precision only (:func:`_attained_bounds`).
+#: min and max: its bounds are held to the data's precision only (:func:`_boxes`).
 GLOBAL_SPLITS = frozenset({"artuc-baseline"})
 UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
 
