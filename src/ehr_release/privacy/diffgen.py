@@ -95,6 +95,8 @@ class Replay:
     cut: dict[str, set[str]] = field(default_factory=dict)
     intervals: dict[str, set[tuple[Fraction, Fraction]]] = field(default_factory=dict)
     points: dict[tuple[str, Fraction, Fraction], Fraction] = field(default_factory=dict)
+    #: The steps that spent nothing, as the ledger's ``events`` must list them.
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name, tree in self.config.categorical.items():
@@ -189,6 +191,8 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     for name, dom in replay_.config.numerical.items():
         lo, hi = Fraction(dom.lo), Fraction(dom.hi)
         if not _splittable(lo, hi, dom.integer):
+            replay_.events.append({"step": 0, "event": "unsplittable domain: no split point "
+                                   "drawn", "attribute": name})
             continue
         c = take()
         _expect(c, phase="initial-split", mechanism="exponential", scope="sequential",
@@ -208,6 +212,9 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                 epsilon=exp.eps1, step=step)
         total += exp.eps1
         total += _specialization(c, step, take, exp, replay_)
+    if len(steps) < exp.h:
+        replay_.events.append({"step": len(steps) + 1, "event": "no candidate left: stopped "
+                               "early", "skipped_steps": exp.h - len(steps)})
     final = take()
     expected_final = exp.epsilon - total if exp.policy == "final-counts" else exp.epsilon / 2
     _expect(final, phase="final-counts", mechanism="laplace", scope="parallel",
@@ -269,6 +276,9 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
             group = c.get("group")
             _record_point(c, attr, a, b, replay_)
             spent = exp.eps1
+        if not spent:
+            replay_.events.append({"step": step, "event": "new intervals cannot be split: "
+                                   "no split point drawn"})
         return spent
     tree = replay_.tree(attr)
     if value not in replay_.cut[attr]:
@@ -279,14 +289,67 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
                              str(d.get("children")))
     replay_.cut[attr] = (replay_.cut[attr] - {value}) | set(children)
     if kind == "categorical":
+        replay_.events.append({"step": step,
+                               "event": "categorical specialization: nothing measured"})
         return Fraction(0)
     c = take()
     _expect(c, phase="emptiness", mechanism="laplace", scope="parallel", epsilon=exp.eps1,
             step=step)
-    if c.get("detail", {}).get("node") != value:
+    test = c.get("detail", {})
+    if test.get("node") != value:
         raise LedgerMismatch(f"emptiness tests of the children of {value}",
-                             str(c.get("detail", {}).get("node")))
+                             str(test.get("node")))
+    # every non-empty combination of the children; the root's empty one too
+    combinations = 2 ** len(children) - (0 if value == tree.root else 1)
+    if test.get("combinations") != combinations:
+        raise LedgerMismatch(f"{combinations} child combinations of {value}",
+                             str(test.get("combinations")))
     return exp.eps1
+
+
+def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
+                 n_classes: int) -> list[str]:
+    """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
+
+    ``touched``, the parallel ``group`` names, the events, ``index``, ``epsilon_float``,
+    ``spent_float``, an emptiness test's threshold and the final counts' policy are fixed by
+    the parameters, the public taxonomies and the DP choices the replay walked; left
+    unchecked, each would publish whatever the writer put there (a true count, say). Only
+    what the replay has already accepted is read here (run after :func:`replay`).
+    """
+    problems: list[str] = []
+    threshold = math.sqrt(2) / float(exp.eps1)
+    groups = {"split": "step {step}: split points", "emptiness": "step {step}: emptiness tests",
+              "final-counts": "final counts"}
+    for position, c in enumerate(ledger["charges"]):
+        d, phase = c["detail"], c["phase"]
+        if phase in ("initial-split", "split"):
+            touched = f"records with {d['attribute']} in {d['interval']}"
+        elif phase == "selection":
+            touched = "all live records (scores of every candidate)"
+        elif phase == "emptiness":
+            touched = (f"records of the {d['partitions']} partitions holding {d['node']}, "
+                       f"{d['combinations']} disjoint child combinations each")
+        else:
+            touched = (f"all live records in {d['groups']} disjoint groups "
+                       f"({d['groups'] // n_classes} partitions × {n_classes} classes)")
+        group = groups[phase].format(step=c["step"]) if c["scope"] == "parallel" else None
+        wanted = {"index": position, "epsilon_float": float(Fraction(c["epsilon"])),
+                  "touched": touched, "group": group}
+        problems += [f"charge {position}: {key} is not the replay's" for key, want in
+                     wanted.items() if c.get(key) != want or type(c.get(key)) is not type(want)]
+        if phase == "emptiness" and d.get("threshold") != threshold:
+            problems.append(f"charge {position}: threshold is not √2/ε'")
+        if phase == "final-counts" and (d.get("policy") != exp.policy
+                                        or d["groups"] % n_classes):
+            problems.append(f"charge {position}: not the final counts of whole partitions "
+                            "under the run's policy")
+    if ledger.get("events") != replay_.events:
+        problems.append("events are not the steps that spent nothing, as the replay finds")
+    spent = ledger.get("spent_float")
+    if type(spent) is not float or spent != float(_composition(ledger)):
+        problems.append("spent_float is not the composed total")
+    return problems
 
 
 # --------------------------------------------------------------------------- checks
@@ -444,6 +507,11 @@ def verify(files: dict[str, bytes], original: Dataset,
         reqs.append(Requirement("charges complete and scoped",
                                 "every charge Algorithm 1 makes, in order, with its scope",
                                 f"{len(ledger['charges'])} charges replayed", True))
+        text = _bookkeeping(ledger, exp, replay_, len(config.class_values))
+        reqs.append(Requirement("ledger text fixed", "every text and bookkeeping number of "
+                                "the ledger is the one its replay gives (no free text)",
+                                text[0] if text else "every charge and event as replayed",
+                                not text, {"problems": text[:10]}))
     except (LedgerMismatch, KeyError, ValueError, TypeError) as exc:
         composed = None
         reqs.append(Requirement("charges complete and scoped",

@@ -1,0 +1,78 @@
+"""Every field of a DiffGen ledger is pinned by the verifier's replay: no free text.
+
+The ledger's texts and bookkeeping numbers (``touched``, parallel ``group`` names, events,
+``index``, ``epsilon_float``, an emptiness test's public threshold and number of child
+combinations) are functions of the parameters, the public taxonomies and the DP choices the
+replay walks. Left unchecked, each would publish whatever the writer put there — a true
+count, say — in a release whose guarantee covers only the mechanisms' outputs; the datasheet
+calls ``touched`` "fixed text ... no record count".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ehr_release.privacy import diffgen as verifier
+from tests.test_diffgen_counts_check import make_release
+
+
+@pytest.fixture(scope="module")
+def release():
+    return make_release(n=400, predictors="gender,age,codes", h=5)
+
+
+def _dump(ledger: dict[str, Any]) -> bytes:
+    return (json.dumps(ledger, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _first(ledger: dict[str, Any], phase: str) -> dict[str, Any]:
+    return next(c for c in ledger["charges"] if c["phase"] == phase)
+
+
+def _touched(ledger: dict[str, Any]) -> None:
+    _first(ledger, "selection")["touched"] += " (true total 400)"
+
+
+def _group(ledger: dict[str, Any]) -> None:
+    _first(ledger, "final-counts")["group"] = "final counts: 400 true records"
+
+
+def _event(ledger: dict[str, Any]) -> None:
+    ledger["events"].append({"step": 1, "event": "400 records"})
+
+
+def _index(ledger: dict[str, Any]) -> None:
+    ledger["charges"][0]["index"] = 400
+
+
+def _epsilon_float(ledger: dict[str, Any]) -> None:
+    _first(ledger, "selection")["epsilon_float"] += 4e-12
+
+
+def _threshold(ledger: dict[str, Any]) -> None:
+    _first(ledger, "emptiness")["detail"]["threshold"] += 4e-12
+
+
+def _combinations(ledger: dict[str, Any]) -> None:
+    _first(ledger, "emptiness")["detail"]["combinations"] += 1
+
+
+def test_the_honest_ledger_holds(release) -> None:
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    assert any(c["phase"] == "emptiness" for c in ledger["charges"]), "no emptiness test"
+    assert verifier.verify(files, data, params).holds
+
+
+@pytest.mark.parametrize("plant", [_touched, _group, _event, _index, _epsilon_float,
+                                   _threshold, _combinations])
+def test_a_ledger_field_off_its_replay_fails(release, plant: Callable) -> None:
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    plant(ledger)
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert not report.holds
