@@ -76,3 +76,51 @@ def test_a_ledger_field_off_its_replay_fails(release, plant: Callable) -> None:
     plant(ledger)
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert not report.holds
+
+
+def _doubled(fraction: str) -> str:
+    """``"1/22"`` → ``"2/44"``: the same number, spelled another way."""
+    top, bottom = fraction.split("/")
+    return f"{2 * int(top)}/{2 * int(bottom)}"
+
+
+def _attr(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(a for a in doc["attributes"] if a["kind"] == kind)
+
+
+HEADER_PLANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
+    "configuration": ("cut.json", lambda d: d.__setitem__("configuration", "mimic-demo 400")),
+    "epsilon spelled": ("cut.json", lambda d: d["parameters"].__setitem__("epsilon", "1.0")),
+    "epsilon_prime spelled": ("cut.json", lambda d: d.__setitem__(
+        "epsilon_prime", _doubled(d["epsilon_prime"]))),
+    "categorical root": ("cut.json", lambda d: _attr(d, "categorical").__setitem__(
+        "taxonomy_root", "R400")),
+    "set-valued root": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "taxonomy_root", "R400")),
+    "set-valued taxonomy": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "taxonomy", {"taxonomy": "icd9-400", "depth": 3, "max_fanout": 4})),
+    "set-valued empty": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "empty", "(400)")),
+    "set-valued separator": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "separator", "|400|")),
+    "interval digits": ("cut.json", lambda d: _attr(d, "numerical")["intervals"][0].__setitem__(
+        0, _attr(d, "numerical")["intervals"][0][0] + 4e-12)),
+    "neighbouring": ("ledger.json", lambda d: d.__setitem__("neighbouring", "400 records")),
+    "numerical_predictors": ("ledger.json", lambda d: d.__setitem__("numerical_predictors",
+                                                                     400)),
+    "total_budget": ("ledger.json", lambda d: d.__setitem__("total_budget", "400")),
+    "charge epsilon spelled": ("ledger.json", lambda d: d["charges"][0].__setitem__(
+        "epsilon", _doubled(d["charges"][0]["epsilon"]))),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(HEADER_PLANTS))
+def test_a_public_description_off_the_configuration_fails(release, plant: str) -> None:
+    """cut.json and the ledger's header restate the parameters and the public configuration:
+    each field must be exactly that, in its one spelling (``1/22``, not ``2/44``)."""
+    files, data, params = release
+    name, change = HEADER_PLANTS[plant]
+    doc = json.loads(files[name])
+    change(doc)
+    report = verifier.verify({**files, name: _dump(doc)}, data, params)
+    assert not report.holds

@@ -352,6 +352,67 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     return problems
 
 
+#: The format's cut-set label syntax (``cut.json`` restates it; nothing else may stand there).
+SEPARATOR, EMPTY = ";", "(none)"
+NEIGHBOURING = "add/remove one record"
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal as JSON, types included (``1`` is not ``1.0``, ``"2/44"`` is not ``"1/22"``)."""
+    return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGenConfig,
+                 exp: Expectations, score: str) -> list[str]:
+    """Where cut.json or the ledger's header depart from the parameters and the public
+    configuration they restate, or spell a number another way.
+
+    Each of these fields is data-independent by design, and a verifier that only compares
+    their values (``Fraction("2/44") == Fraction("1/22")``) or skips them leaves them free
+    to carry anything: a configuration name, a taxonomy root, an interval's last digits.
+    """
+    wanted: list[tuple[str, Any, Any]] = [
+        ("cut.json configuration", cut_doc.get("configuration"), config.source),
+        ("cut.json parameters", cut_doc.get("parameters"),
+         {"epsilon": str(exp.epsilon), "h": exp.h, "score": score,
+          "unused_budget": exp.policy}),
+        ("cut.json epsilon_prime", cut_doc.get("epsilon_prime"), str(exp.eps1)),
+        ("ledger neighbouring", ledger.get("neighbouring"), NEIGHBOURING),
+        ("ledger epsilon", ledger.get("epsilon"), str(exp.epsilon)),
+        ("ledger total_budget", ledger.get("total_budget"), str(exp.epsilon)),
+        ("ledger h", ledger.get("h"), exp.h),
+        ("ledger numerical_predictors", ledger.get("numerical_predictors"),
+         len(config.numerical)),
+        ("ledger epsilon_prime", ledger.get("epsilon_prime"), str(exp.eps1)),
+        ("ledger unused_budget", ledger.get("unused_budget"), exp.policy),
+        ("ledger spent", ledger.get("spent"), str(Fraction(str(ledger.get("spent"))))),
+    ]
+    for c in ledger.get("charges", []):
+        for key in ("epsilon", "sensitivity"):
+            wanted.append((f"charge {c.get('index')} {key}", c.get(key),
+                           str(Fraction(str(c.get(key))))))
+    for a in cut_doc.get("attributes", []):
+        name, kind = a.get("name"), a.get("kind")
+        if kind == "categorical" and name in config.categorical:
+            wanted.append((f"{name} taxonomy_root", a.get("taxonomy_root"),
+                           config.categorical[name].root))
+        elif kind == "set-valued" and name in config.set_valued:
+            tax = config.set_valued[name]
+            wanted += [(f"{name} taxonomy", a.get("taxonomy"), tax.as_dict()),
+                       (f"{name} taxonomy_root", a.get("taxonomy_root"), tax.tree.root),
+                       (f"{name} separator", a.get("separator"), SEPARATOR),
+                       (f"{name} empty", a.get("empty"), EMPTY)]
+        elif kind == "numerical" and name in config.numerical:
+            bounds = [_interval(label) for label in a.get("cut", [])]
+            wanted += [(f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
+                       (f"{name} intervals", a.get("intervals"),
+                        [[float(lo), float(hi)] for lo, hi in bounds])]
+        else:
+            wanted.append((f"attribute {name}", kind, "a configured predictor of that kind"))
+    return [f"{what} is not the one the parameters and configuration give"
+            for what, got, want in wanted if not _same(got, want)]
+
+
 # --------------------------------------------------------------------------- checks
 def _composition(ledger: dict[str, Any]) -> Fraction:
     """Sequential sum + per parallel group max, straight from the charges."""
@@ -501,6 +562,16 @@ def verify(files: dict[str, bytes], original: Dataset,
     reqs.append(Requirement("ε' derivation", f"ε' = ε/(2·({n_num} + 2·{h})) = {eps1}",
                             f"ledger declares {ledger.get('epsilon_prime')}", eps1_ok))
 
+    try:
+        described = _description(cut_doc, ledger, config, exp, score)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError, LedgerMismatch) as exc:
+        described = [f"unreadable: {type(exc).__name__}"]
+    reqs.append(Requirement("public description fixed", "cut.json and the ledger's header "
+                            "restate the parameters and the public configuration, each "
+                            "number in its one spelling",
+                            described[0] if described else "as the parameters and "
+                            "configuration give", not described, {"problems": described[:10]}))
+
     replay_ = Replay(config)
     try:
         composed = replay(ledger, exp, replay_, len(groups))
@@ -571,7 +642,7 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
         complete = Requirement("groups complete", "every group × class the released cut "
                                "requires (only a noisy emptiness test may drop one)",
                                measured, missing == 0, {"missing": missing})
-    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+    except (KeyError, ValueError, TypeError, StopIteration, RuntimeError) as exc:
         complete = Requirement("groups complete", "every group × class the released cut "
                                "requires", f"cannot replay the release: {type(exc).__name__}",
                                False)
@@ -589,7 +660,7 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
                             {"small": test.small, "allowed": test.allowed,
                              "window": test.window, "groups": test.groups},
                             on_original=True)  # residuals against the true counts
-    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+    except (KeyError, ValueError, TypeError, StopIteration, RuntimeError) as exc:
         noisy = Requirement("counts noisy", required,
                             f"cannot test the counts: {type(exc).__name__}", False)
     return [complete, noisy]
