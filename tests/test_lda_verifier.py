@@ -99,9 +99,10 @@ def pub_of(rec):
 @FAST
 @given(problems())
 def test_verifier_accepts_lda_output_and_losses_match_brute_force(problem):
-    trajs, *_ = problem
+    trajs, _, method, *_ = problem
     ids, result, files, s = run(problem)
-    report = check_trajectories(files, ids, trajs, H, s)
+    variant = {"ags": "lda", "baseline": "lda-baseline"}[method]  # the method it names
+    report = check_trajectories(files, ids, trajs, H, s, algorithm=variant)
     assert report.holds, report.failures
     losses = [brute_loss(t, pub_of(r), s) for t, r in zip(trajs, records(files), strict=True)]
     assert all(x is not None for x in losses)
@@ -334,3 +335,17 @@ def test_the_shown_trajectory_is_the_json_dumps_rendering(trajectory):
     from ehr_release.privacy.lda import _rendered
 
     assert _rendered(orjson.dumps(trajectory)) == json.dumps(trajectory)
+
+
+def test_the_stated_algorithm_and_method_are_the_runs():
+    """lda.json names the algorithm and its alignment method: a release of one variant that
+    names the other tells researchers a method that did not run."""
+    files = toy_release()
+    meta = json.loads(files[META_FILE])
+    for key, other in (("algorithm", "lda-baseline"), ("method", "baseline")):
+        stated = {**files, META_FILE: json.dumps({**meta, key: other}).encode()}
+        assert failed(check_trajectories(stated, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
+            "declared loss"}
+    own = {**files, META_FILE: json.dumps({**meta, "algorithm": "lda",
+                                           "method": "ags"}).encode()}
+    assert check_trajectories(own, ["x", "y"], [X, Y], TOY, TOY_SETTINGS).holds

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 NAME = "lda"
 RECORDS_FILE = "trajectories.jsonl"
 META_FILE = "lda.json"
+#: The alignment method each registered variant runs (``lda.json`` names both).
+METHODS = {"lda": "ags", "lda-baseline": "baseline"}
 #: How close a stated loss could be checked (the algorithm sums floats, this side exact
 #: integers): why a release may not state one (:func:`_declared`).
 LOSS_TOLERANCE = 1e-9
@@ -356,7 +358,7 @@ def _check(files: Mapping[str, bytes], patient_ids: Sequence[str],
         f"{len(bad)} of {known} trajectories do not embed", not bad,
         {"patients": bad[:_SHOW]}))
     lengths = np.fromiter(map(len, judged), dtype=np.int64, count=len(judged))
-    reqs.append(_declared(meta, trees, lengths, d_icd, d_age, bool(bad)))
+    reqs.append(_declared(meta, trees, lengths, d_icd, d_age, bool(bad), algorithm))
     return VerificationReport(algorithm, reqs)
 
 
@@ -396,7 +398,8 @@ def _rendered(compact: bytes) -> str:
 
 
 def _declared(meta: Mapping[str, Any], trees: _Trees, lengths: np.ndarray,
-              d_icd: np.ndarray, d_age: np.ndarray, unembedded: bool) -> Requirement:
+              d_icd: np.ndarray, d_age: np.ndarray, unembedded: bool,
+              algorithm: str = NAME) -> Requirement:
     """The settings the release states against the verified ones, and no loss stated.
 
     ILM and ALM (thesis Def. 8) are recomputed for the report — one entry per patient in
@@ -406,12 +409,13 @@ def _declared(meta: Mapping[str, Any], trees: _Trees, lengths: np.ndarray,
     value within :data:`LOSS_TOLERANCE`, leaving its last digits free to carry anything."""
     s = trees.s
     settings = (("k", s.k), ("w_icd", s.w_icd), ("w_age", s.w_age),
-                ("leaf_count", s.leaf_count), ("age_domain", [s.age_first, trees.age_last]))
+                ("leaf_count", s.leaf_count), ("age_domain", [s.age_first, trees.age_last]),
+                ("algorithm", algorithm), ("method", METHODS.get(algorithm)))
     wrong = {key: meta[key] for key, want in settings if key in meta and meta[key] != want}
     stated = sorted(key for key in ("ilm", "alm") if key in meta)
-    required = ("declared k, weights, leaf convention and age domain equal the verified "
-                "settings; no loss stated (measured on the original data, it is the utility "
-                "report's)")
+    required = ("declared algorithm, method, k, weights, leaf convention and age domain "
+                "equal the verified settings; no loss stated (measured on the original "
+                "data, it is the utility report's)")
     if unembedded:
         return Requirement("declared loss", required, "not recomputable: some trajectories do "
                            "not embed", False, {"settings_differ": wrong})
