@@ -61,6 +61,10 @@ def _combinations(ledger: dict[str, Any]) -> None:
     _first(ledger, "emptiness")["detail"]["combinations"] += 1
 
 
+def _scale(ledger: dict[str, Any]) -> None:
+    ledger["charges"][0]["scale"] += 4e-12  # more noise, as the ledger says: no loss above ε
+
+
 def test_the_honest_ledger_holds(release) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
@@ -69,7 +73,7 @@ def test_the_honest_ledger_holds(release) -> None:
 
 
 @pytest.mark.parametrize("plant", [_touched, _group, _event, _index, _epsilon_float,
-                                   _threshold, _combinations])
+                                   _threshold, _combinations, _scale])
 def test_a_ledger_field_off_its_replay_fails(release, plant: Callable) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])

@@ -307,14 +307,21 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
     return exp.eps1
 
 
+def _round_up(exact: Fraction) -> float:
+    """The smallest double ≥ ``exact``: the one scale that pays exactly the charged ε (a
+    larger one would still be private, but its extra digits would be free to carry data)."""
+    value = float(exact)
+    return math.nextafter(value, math.inf) if Fraction(value) < exact else value
+
+
 def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                  n_classes: int) -> list[str]:
     """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
 
     ``touched``, the parallel ``group`` names, the events, ``index``, ``epsilon_float``,
-    ``spent_float``, an emptiness test's threshold and the final counts' policy are fixed by
-    the parameters, the public taxonomies and the DP choices the replay walked; left
-    unchecked, each would publish whatever the writer put there (a true count, say). Only
+    ``scale``, ``spent_float``, an emptiness test's threshold and the final counts' policy
+    are fixed by the parameters, the public taxonomies and the DP choices the replay walked;
+    left unchecked, each would publish whatever the writer put there (a true count, say). Only
     what the replay has already accepted is read here (run after :func:`replay`).
     """
     problems: list[str] = []
@@ -334,8 +341,11 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
             touched = (f"all live records in {d['groups']} disjoint groups "
                        f"({d['groups'] // n_classes} partitions × {n_classes} classes)")
         group = groups[phase].format(step=c["step"]) if c["scope"] == "parallel" else None
+        factor = 2 if c["mechanism"] == "exponential" else 1
         wanted = {"index": position, "epsilon_float": float(Fraction(c["epsilon"])),
-                  "touched": touched, "group": group}
+                  "touched": touched, "group": group,
+                  "scale": _round_up(factor * Fraction(c["sensitivity"]) /
+                                     Fraction(c["epsilon"]))}
         problems += [f"charge {position}: {key} is not the replay's" for key, want in
                      wanted.items() if c.get(key) != want or type(c.get(key)) is not type(want)]
         if phase == "emptiness" and d.get("threshold") != threshold:
