@@ -192,3 +192,21 @@ def test_a_dp_rows_loss_is_not_logged_to_prefect(monkeypatch) -> None:
     compare_flow_module._announce(kanon, 2, 2)
     assert "0.6602" not in lines[0] and "count error: mean absolute" in lines[0]
     assert "0.1235" in lines[1]
+
+
+def test_a_comparison_lands_only_under_the_releases_root(cli_env_compare, tmp_path,
+                                                         monkeypatch) -> None:
+    """The report holds utilities measured on the original data (DiffGen's rows too): like a
+    release, it may land only under the releases root, never in a folder --out names
+    elsewhere (a share outside the trust boundary)."""
+    data, _ = cli_env_compare
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.setenv("EHR_RELEASE_RELEASES_ROOT", str(root))
+    elsewhere = tmp_path / "share"
+    result = CliRunner().invoke(app, ["compare", "--input", str(data), "--requester", "steward",
+                                      "--out", str(elsewhere), "--algorithm", "disassociation",
+                                      "--param", "k=2"])
+    assert result.exit_code == 1, result.output
+    assert "outside the releases root" in result.output
+    assert not elsewhere.exists()

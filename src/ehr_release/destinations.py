@@ -54,16 +54,16 @@ def check_still_there(recorded: str) -> Path:
     return now
 
 
-def releases_folder(recorded: str) -> Path:
-    """Before publishing: the ``releases`` folder under the recorded destination, created if
-    missing, checked like the destination itself — ``check_still_there`` sees only the
-    destination, and a symlink put in place of ``<destination>/releases`` would lead the
-    release outside the root."""
+def releases_folder(recorded: str, name: str = "releases") -> Path:
+    """Before writing: the ``name`` folder under the recorded destination (``releases``, or
+    ``comparisons`` for a comparison's report), created if missing, checked like the
+    destination itself — ``check_still_there`` sees only the destination, and a symlink put
+    in place of ``<destination>/releases`` would lead the release outside the root."""
     destination = check_still_there(recorded)
-    folder = destination / "releases"
+    folder = destination / name
     folder.mkdir(parents=True, exist_ok=True)
     if folder.is_symlink() or folder.resolve() != folder:
-        raise DestinationError(f"release destination {recorded}: its releases folder "
-                               f"resolves to {folder.resolve()}; refusing to publish through "
+        raise DestinationError(f"release destination {recorded}: its {name} folder "
+                               f"resolves to {folder.resolve()}; refusing to write through "
                                "a changed path")
     return folder

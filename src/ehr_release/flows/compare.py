@@ -33,6 +33,7 @@ from ehr_release.comparison_report import (
     render_comparison_pdf,
 )
 from ehr_release.dataset import Dataset
+from ehr_release.destinations import releases_folder
 from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.intake import load_comparison_dataset
@@ -201,13 +202,14 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
 
 def _write_report(request: ComparisonRequest, report: dict[str, Any],
                   ctx: ComparisonContext) -> None:
-    """All three files appear together or not at all (staged, then one rename).
+    """All three files appear together or not at all (staged, then one rename), under the
+    releases root only (the folder checked as a release's is: no symlink led elsewhere).
 
     Owner-only (folder 0700, files 0600), like the certificate: the report lands under the
     releases root, next to what is published, but its utilities are measured on the
     original data (DiffGen's rows too, which ε does not cover).
     """
-    final = request.folder
+    final = releases_folder(request.out_dir, "comparisons") / request.folder.name
     staging = final.with_name(f".staging-{final.name}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
