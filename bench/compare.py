@@ -152,6 +152,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     home = tmp / "home"
     os.environ["EHR_RELEASE_HOME"] = str(home)
     os.environ["EHR_RELEASE_DATABASE_URL"] = f"sqlite:///{home / 'db.sqlite'}"
+    os.environ["EHR_RELEASE_RELEASES_ROOT"] = str(tmp)  # the report lands under the root
     os.environ.pop("PREFECT_API_URL", None)
     if args.seed is not None:
         os.environ["EHR_RELEASE_TEST_MODE"] = "1"

@@ -277,3 +277,17 @@ def test_audit_key_from_environment(db_url, ehr_home, monkeypatch):
     monkeypatch.setenv(AUDIT_KEY_ENV, "ab" * 8)
     with pytest.raises(ConfigError, match=f"{AUDIT_KEY_ENV}.*at least 32"):
         record_event(actor="t", action="test.event", engine=engine)
+
+
+@pytest.mark.parametrize("name", ["notes.csv", ".hidden"])
+def test_a_file_added_to_a_published_folder_is_reported(db_url, tmp_path, name):
+    """A published folder is exactly the files verified, approved and recorded: one put in
+    beside them afterwards reaches the recipient unverified, so ``audit verify`` names it
+    (a hidden one too: the re-verifier skips hidden files, the recipient gets them)."""
+    engine = get_engine(db_url)
+    out = tmp_path / "out"
+    run_id = _published(engine, out)
+    assert check_integrity(engine)[0] == []
+    (out / "releases" / run_id / name).write_text("patient_id,code\nMRN-1,296.01\n")
+    problems = "\n".join(check_integrity(engine)[0])
+    assert run_id in problems and name in problems and "not recorded" in problems

@@ -74,7 +74,7 @@ def test_line_endings_and_documents_are_held_to_the_rendering_too() -> None:
 def test_nested_lists_and_tuples_keep_their_order_lda() -> None:
     meta = (json.dumps({"algorithm": "lda", "method": "ags", "k": 1, "w_icd": 0.5,
                         "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
-                        "hierarchy": "ICD-9-CM", "ilm": 0.0, "alm": 0.0},
+                        "hierarchy": "ICD-9-CM"},
                        indent=2, sort_keys=True) + "\n").encode()
     line = json.dumps({"patient_id": "a", "trajectory": [["401", [33, 36]], ["250", [40, 40]]]})
     assert list(violations({"trajectories.jsonl": (line + "\n").encode(),

@@ -170,3 +170,43 @@ def test_artucs_own_comparators_are_off_inside_a_comparison() -> None:
     assert within_comparison(artuc, {"k": "5"}) == {"compare": "false", "k": "5"}
     assert within_comparison(artuc, {"k": "5", "compare": "true"})["compare"] == "true"
     assert within_comparison(dis, {"k": "5"}) == {"k": "5"}  # takes no such parameter
+
+
+def test_a_dp_rows_loss_is_not_logged_to_prefect(monkeypatch) -> None:
+    """Prefect keeps the comparison's log lines outside the report: a DP row's loss is
+    measured on the true data (ε does not cover it), so its line names the metric only,
+    as the release flow's utility artifact does; a k-anonymity row's line keeps its loss."""
+    from ehr_release.flows import compare as compare_flow_module
+
+    lines: list[str] = []
+
+    class Logger:
+        def info(self, message: str, *args: object) -> None:
+            lines.append(message % args)
+
+    monkeypatch.setattr(compare_flow_module, "get_run_logger", lambda: Logger())
+    dp = Outcome(Candidate(0, "diffgen", {"epsilon": "1"}, differentially_private=True),
+                 True, "count error: mean absolute", 0.660194)
+    kanon = Outcome(Candidate(1, "disassociation", {"k": "5"}), True, "ARE", 0.123456)
+    compare_flow_module._announce(dp, 1, 2)
+    compare_flow_module._announce(kanon, 2, 2)
+    assert "0.6602" not in lines[0] and "count error: mean absolute" in lines[0]
+    assert "0.1235" in lines[1]
+
+
+def test_a_comparison_lands_only_under_the_releases_root(cli_env_compare, tmp_path,
+                                                         monkeypatch) -> None:
+    """The report holds utilities measured on the original data (DiffGen's rows too): like a
+    release, it may land only under the releases root, never in a folder --out names
+    elsewhere (a share outside the trust boundary)."""
+    data, _ = cli_env_compare
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.setenv("EHR_RELEASE_RELEASES_ROOT", str(root))
+    elsewhere = tmp_path / "share"
+    result = CliRunner().invoke(app, ["compare", "--input", str(data), "--requester", "steward",
+                                      "--out", str(elsewhere), "--algorithm", "disassociation",
+                                      "--param", "k=2"])
+    assert result.exit_code == 1, result.output
+    assert "outside the releases root" in result.output
+    assert not elsewhere.exists()

@@ -106,3 +106,19 @@ def test_the_schema_does_not_import_the_algorithm() -> None:
     modules = {n.module for n in ast.walk(ast.parse(source))
                if isinstance(n, ast.ImportFrom) and n.module}
     assert not any(m.startswith("ehr_release.algorithms") for m in modules), modules
+
+
+@pytest.mark.parametrize("spelling", ["0{}", "+{}", " {}", "{}.0", "{}\u200b"])
+def test_a_count_spelled_another_way_fails(release, spelling: str) -> None:
+    """A count cell reads as the same number whether written 7, 07, +7 or 7.0, so a writer
+    choosing the spelling row by row (e.g. by the parity of the true count) would publish a
+    bit per row that no reader of the numbers sees: the closed world accepts only the one
+    spelling ``to_csv`` writes."""
+    files, data, params = release
+    lines = files["groups.csv"].decode().split("\n")
+    head, *rows = lines
+    marked = [(",".join([*row.split(",")[:-1], spelling.format(row.split(",")[-1])])
+               if row and i % 2 else row) for i, row in enumerate(rows)]
+    planted = {**files, "groups.csv": "\n".join([head, *marked]).encode()}
+    report = verify_release(ENTRY, planted, data, params, None)
+    assert not _closed(report).passed

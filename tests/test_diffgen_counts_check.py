@@ -94,7 +94,7 @@ def test_a_declared_sensitivity_must_be_paid_for(release) -> None:
     ledger = json.loads(files["ledger.json"])
     ledger["charges"][-1]["sensitivity"] = "2"  # same scale: pays 2ε for what charges ε
     doubled = {**files, "ledger.json": json.dumps(ledger).encode()}
-    assert _failed(doubled, data, params) == {"noise calibrated"}
+    assert _failed(doubled, data, params) == {"noise calibrated", "ledger text fixed"}
 
 
 def test_a_set_valued_release_holds_and_exact_counts_fail() -> None:

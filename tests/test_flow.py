@@ -344,3 +344,25 @@ def test_transient_error_is_retried_and_each_attempt_audited(env, monkeypatch):
     assert len(retries) == 1
     assert retries[0]["payload"]["task"] == "certify"
     assert "disk busy" in retries[0]["payload"]["error"]
+
+
+def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monkeypatch,
+                                                                       tmp_path):
+    """The destination is checked again right before publishing; the ``releases`` folder
+    the release lands in under it must be checked too: a symlink put there between the
+    request and the approval led the patient data outside the releases root."""
+    data, out = env
+    monkeypatch.setenv("EHR_RELEASE_RELEASES_ROOT", str(tmp_path))
+    outside = tmp_path.parent / f"outside-{uuid.uuid4().hex}"
+    outside.mkdir()
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "releases").symlink_to(outside, target_is_directory=True)
+    decide(req.run_id, "approve")
+    thread.join(120)
+    assert list(outside.iterdir()) == []
+    assert runs.get_run(req.run_id).status == Status.FAILED
+    assert "releases" in runs.get_run(req.run_id).error

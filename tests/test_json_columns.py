@@ -123,7 +123,7 @@ def test_gccens_attack_reads_edges_as_before() -> None:
 def test_lda_closed_world_refuses_booleans_and_floats_for_ages() -> None:
     meta = json.dumps({"algorithm": "lda", "method": "ags", "k": 1, "w_icd": 0.5,
                        "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
-                       "hierarchy": "ICD-9-CM", "ilm": 0.0, "alm": 0.0},
+                       "hierarchy": "ICD-9-CM"},
                       indent=2, sort_keys=True).encode() + b"\n"
     good = '{"patient_id": "a", "trajectory": [["401", [33, 36]]]}'
     assert not list(violations({"trajectories.jsonl": (good + "\n").encode(),

@@ -159,3 +159,49 @@ def test_suppression_is_judged_on_the_least_suppressing_truthful_assignment(shar
                                                             np.random.default_rng(seed)),
                                      dataset, params, None).holds]
     assert refused == []
+
+
+@pytest.mark.parametrize("low, high", [(44 - 1e-7, 47), (44, 47.000042), (43.5, 47)])
+def test_a_range_bound_no_record_has_is_refused(case, low, high) -> None:
+    """A range still holds its records when its bounds carry extra digits, so truthfulness
+    and k-anonymity pass while the digits — some 50 bits a bound — say whatever the writer
+    put there (a patient's exact age, an id). Every bound must be a value some original
+    record inside the box has: the honest release's [min, max] always is."""
+    records = [dict(r) for r in case[2]]
+    for r in records:
+        if r["demographics"]["age"] == [44, 47]:
+            r["demographics"] = {**r["demographics"], "age": [low, high]}
+    reqs, report = check(case, records)
+    assert reqs["truthfulness"].passed
+    assert not report.holds
+    assert not reqs["attained bounds"].passed
+
+
+@pytest.mark.parametrize("low, passes", [(40, True), (43.5, False), (44 - 1e-7, False)])
+def test_baselines_split_bounds_keep_the_datas_precision(case, low, passes) -> None:
+    """Baseline cuts the domain at split points no record need hold; its bounds may be any
+    whole number (the data's ages are), never carry further digits."""
+    records = [dict(r) for r in case[2]]
+    for r in records:
+        if r["demographics"]["age"] == [44, 47]:
+            r["demographics"] = {**r["demographics"], "age": [low, 47]}
+    reqs, _ = check(case, records, algorithm="artuc-baseline")
+    assert reqs["attained bounds"].passed is passes
+
+
+@pytest.mark.parametrize("planted", ["S000123", "053.20"])
+def test_a_generalized_code_member_no_record_holds_is_refused(case, planted) -> None:
+    """A generalized code reads as 'any non-empty subset of its members', so a member held
+    by no record of the clusters showing it changes no record's truth: the member list
+    would carry any text the writer chose (an MRN, a suppressed patient's code). Every
+    member must be a code some record matched to those clusters holds. (Held to the
+    utility constraints, ArtUC refuses a member outside a constraint's code set; RmR is
+    not, and ArtUC takes any member inside one: 296.01 planted on the MIMIC-III demo.)"""
+    records = [dict(r) for r in case[2]]
+    for r in records:
+        if r["demographics"]["age"] == [51, 51]:
+            r["codes"] = [sorted([*g, planted]) if g == ["493.2"] else g for g in r["codes"]]
+    reqs, report = check(case, records, algorithm="rmr", constrained=False)
+    assert reqs["truthfulness"].passed
+    assert not report.holds
+    assert not reqs["held members"].passed

@@ -99,9 +99,10 @@ def pub_of(rec):
 @FAST
 @given(problems())
 def test_verifier_accepts_lda_output_and_losses_match_brute_force(problem):
-    trajs, *_ = problem
+    trajs, _, method, *_ = problem
     ids, result, files, s = run(problem)
-    report = check_trajectories(files, ids, trajs, H, s)
+    variant = {"ags": "lda", "baseline": "lda-baseline"}[method]  # the method it names
+    report = check_trajectories(files, ids, trajs, H, s, algorithm=variant)
     assert report.holds, report.failures
     losses = [brute_loss(t, pub_of(r), s) for t, r in zip(trajs, records(files), strict=True)]
     assert all(x is not None for x in losses)
@@ -209,9 +210,11 @@ def test_worked_example_release_is_verified_and_losses_recomputed():
 def test_declared_figures_and_settings_must_match():
     files = toy_release()
     meta = json.loads(files[META_FILE])
-    lied = {**files, META_FILE: json.dumps({**meta, "ilm": meta["ilm"] / 2}).encode()}
-    assert failed(check_trajectories(lied, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
-        "declared loss"}
+    # A stated loss fails, even the true one: its last digits could carry anything.
+    for stated in (1 / 6, 1 / 12):
+        lied = {**files, META_FILE: json.dumps({**meta, "ilm": stated}).encode()}
+        assert failed(check_trajectories(lied, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
+            "declared loss"}
     other = LdaSettings(2, w_icd=0.9, w_age=0.1, age_first=33, age_depth=3)
     assert "declared loss" in failed(check_trajectories(files, ["x", "y"], [X, Y], TOY, other))
     higher_k = LdaSettings(3, age_first=33, age_depth=3)
@@ -332,3 +335,17 @@ def test_the_shown_trajectory_is_the_json_dumps_rendering(trajectory):
     from ehr_release.privacy.lda import _rendered
 
     assert _rendered(orjson.dumps(trajectory)) == json.dumps(trajectory)
+
+
+def test_the_stated_algorithm_and_method_are_the_runs():
+    """lda.json names the algorithm and its alignment method: a release of one variant that
+    names the other tells researchers a method that did not run."""
+    files = toy_release()
+    meta = json.loads(files[META_FILE])
+    for key, other in (("algorithm", "lda-baseline"), ("method", "baseline")):
+        stated = {**files, META_FILE: json.dumps({**meta, key: other}).encode()}
+        assert failed(check_trajectories(stated, ["x", "y"], [X, Y], TOY, TOY_SETTINGS)) == {
+            "declared loss"}
+    own = {**files, META_FILE: json.dumps({**meta, "algorithm": "lda",
+                                           "method": "ags"}).encode()}
+    assert check_trajectories(own, ["x", "y"], [X, Y], TOY, TOY_SETTINGS).holds

@@ -273,6 +273,7 @@ def compare(
 
     from ehr_release import service
     from ehr_release.compare import parse_grid
+    from ehr_release.destinations import resolve_destination
     from ehr_release.params import parse_assignments
     from ehr_release.request import ComparisonRequest, check_runner_spec
 
@@ -284,7 +285,7 @@ def compare(
             class_column=class_column, algorithms=algorithm,
             params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
             requirements=list(require or []), max_loss=max_loss, metric=metric,
-            requester=requester, out_dir=str(out.resolve()),
+            requester=requester, out_dir=str(resolve_destination(out)),
             task_runner=check_runner_spec(task_runner))
         candidates = service.comparison_candidates(request)
         from ehr_release.progress import CompareProgress

@@ -52,3 +52,18 @@ def check_still_there(recorded: str) -> Path:
         raise DestinationError(f"release destination {recorded} now resolves to {now}; "
                                "refusing to publish through a changed path")
     return now
+
+
+def releases_folder(recorded: str, name: str = "releases") -> Path:
+    """Before writing: the ``name`` folder under the recorded destination (``releases``, or
+    ``comparisons`` for a comparison's report), created if missing, checked like the
+    destination itself — ``check_still_there`` sees only the destination, and a symlink put
+    in place of ``<destination>/releases`` would lead the release outside the root."""
+    destination = check_still_there(recorded)
+    folder = destination / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or folder.resolve() != folder:
+        raise DestinationError(f"release destination {recorded}: its {name} folder "
+                               f"resolves to {folder.resolve()}; refusing to write through "
+                               "a changed path")
+    return folder

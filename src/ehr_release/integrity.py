@@ -87,6 +87,7 @@ def check_integrity(engine: Engine | None = None) -> tuple[list[str], str]:
         elif sha256_file(path) != art.sha256:
             problems.append(f"{art.run_id}: published file {path} differs from its recorded "
                             f"SHA-256 {art.sha256[:16]}…")
+    problems += unrecorded_files(published)
     if chain.ok:  # against a broken chain every later fact would be reported twice
         problems += _check_manifests(manifests, published, facts)
         problems += _check_tables(engine, facts)
@@ -197,6 +198,30 @@ def _as_recorded(reason: str) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "…'"
+
+
+def unrecorded_files(published: list[Any]) -> list[str]:
+    """Entries of a published folder that are not its recorded files.
+
+    A published folder is exactly what was verified, approved and recorded; a file put in
+    beside them afterwards reaches the recipient unverified. Hidden names count too: the
+    re-verifier skips them, a copy of the folder does not.
+    """
+    recorded: dict[Path, set[str]] = {}
+    run_of: dict[Path, str] = {}
+    for art in published:
+        if art.kind == "published":
+            path = Path(art.path)
+            recorded.setdefault(path.parent, set()).add(path.name)
+            run_of[path.parent] = art.run_id
+    problems = []
+    for folder, names in recorded.items():
+        if not folder.is_dir():
+            continue
+        for extra in sorted(p.name for p in folder.iterdir() if p.name not in names):
+            problems.append(f"{run_of[folder]}: {folder / extra} is in the published folder "
+                            "but not recorded as published")
+    return problems
 
 
 def unrecorded_release_folders(limit: int = 10_000,

@@ -33,6 +33,7 @@ from ehr_release.comparison_report import (
     render_comparison_pdf,
 )
 from ehr_release.dataset import Dataset
+from ehr_release.destinations import releases_folder
 from ehr_release.errors import EhrReleaseError, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.intake import load_comparison_dataset
@@ -52,6 +53,8 @@ __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_compari
 CandidateListener = Callable[[Outcome, int, int], None]
 _LISTENERS: list[CandidateListener] = []
 _LISTENERS_LOCK = threading.Lock()
+#: What Prefect's log line shows instead of an ε-DP row's loss (see :func:`_announce`).
+WITHHELD_LOSS = "(measured on the true data: in the report only)"
 
 
 @contextmanager
@@ -71,10 +74,18 @@ def candidate_listener(listener: CandidateListener) -> Iterator[None]:
 
 
 def _announce(outcome: Outcome, done: int, total: int) -> None:
-    """Log one finished candidate to Prefect and tell the listeners (labels and losses only)."""
+    """Log one finished candidate to Prefect and tell the listeners (labels and losses only).
+
+    An ε-DP row's loss is measured on the true data, which ε does not cover: Prefect keeps
+    its log outside the owner-only report, so the line names the metric and withholds the
+    value (as the release flow's utility artifact does); the listeners — the terminal — get
+    the whole outcome.
+    """
     verdict = ("verified" if outcome.verified
                else "failed to run" if outcome.error else "not verified")
     loss = "" if outcome.loss is None else f", {outcome.loss_metric} {outcome.loss:.4g}"
+    if outcome.loss is not None and outcome.candidate.differentially_private:
+        loss = f", {outcome.loss_metric} {WITHHELD_LOSS}"
     get_run_logger().info("candidate %d/%d %s: %s%s", done, total, outcome.candidate.label,
                           verdict, loss)
     with _LISTENERS_LOCK:
@@ -191,13 +202,14 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
 
 def _write_report(request: ComparisonRequest, report: dict[str, Any],
                   ctx: ComparisonContext) -> None:
-    """All three files appear together or not at all (staged, then one rename).
+    """All three files appear together or not at all (staged, then one rename), under the
+    releases root only (the folder checked as a release's is: no symlink led elsewhere).
 
     Owner-only (folder 0700, files 0600), like the certificate: the report lands under the
     releases root, next to what is published, but its utilities are measured on the
     original data (DiffGen's rows too, which ε does not cover).
     """
-    final = request.folder
+    final = releases_folder(request.out_dir, "comparisons") / request.folder.name
     staging = final.with_name(f".staging-{final.name}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)

@@ -32,8 +32,27 @@ def load_population(path: str) -> Population:
     if not p.exists():
         raise InputError("population dataset does not exist", file=str(path))
     dataset = read_dataset(p)
-    return Population(dataset.patient_ids, [dict(m) for m in dataset.code_multisets()],
-                      {"records": dataset.n_patients, "fingerprint": dataset.fingerprint()})
+    multisets = [dict(m) for m in dataset.code_multisets()]
+    return Population(dataset.patient_ids, multisets,
+                      {"records": dataset.n_patients, "fingerprint": fingerprint(multisets)})
+
+
+def fingerprint(multisets: list[dict[str, int]]) -> str:
+    """SHA-256 of the population as k-map's adversary holds it: its code multisets, sorted.
+
+    Published in the release (``censoring.json``), so it commits to nothing else: not the
+    extract's patient ids, demographics or class column, nor its row order — a hash of
+    those would let whoever knows all but one value of the population (the sample is part
+    of it) confirm the last one by trying each candidate.
+    """
+    import hashlib
+    import json
+
+    lines = sorted(json.dumps(sorted(m.items()), separators=(",", ":")) for m in multisets)
+    digest = hashlib.sha256(b"ehr_release.population.codes.v1\n")
+    for line in lines:
+        digest.update(line.encode() + b"\n")
+    return digest.hexdigest()
 
 
 def population_of(params: Mapping[str, Any]) -> Population:

@@ -318,15 +318,21 @@ def undeclared(what: str, names: list[str], declared: Collection[str]) -> str:
 
 
 def _csv_value_ok(text: str, kind: str) -> bool:
+    """``text`` is a value of ``kind`` in the one spelling ``to_csv`` writes for it.
+
+    A number reads the same written ``7``, ``07``, ``+7``, `` 7`` or ``0_7``, so a
+    writer choosing the spelling cell by cell would publish what no reader of the values
+    sees (as spacing would in JSON: :mod:`.canonical_bytes`); only the canonical one passes.
+    """
     if kind == "str":
         return True
     if kind == "bool":
-        return text in {"true", "false", "True", "False", "0", "1"}
+        return text in {"True", "False"}
     try:
-        int(text) if kind == "int" else float(text)
+        value = int(text) if kind == "int" else float(text)
     except ValueError:
         return False
-    return True
+    return text == (str(value) if kind == "int" else repr(value))
 
 
 def _parquet_kind_ok(arrow_type: Any, kind: Spec) -> bool:

@@ -95,6 +95,8 @@ class Replay:
     cut: dict[str, set[str]] = field(default_factory=dict)
     intervals: dict[str, set[tuple[Fraction, Fraction]]] = field(default_factory=dict)
     points: dict[tuple[str, Fraction, Fraction], Fraction] = field(default_factory=dict)
+    #: The steps that spent nothing, as the ledger's ``events`` must list them.
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name, tree in self.config.categorical.items():
@@ -189,6 +191,8 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     for name, dom in replay_.config.numerical.items():
         lo, hi = Fraction(dom.lo), Fraction(dom.hi)
         if not _splittable(lo, hi, dom.integer):
+            replay_.events.append({"step": 0, "event": "unsplittable domain: no split point "
+                                   "drawn", "attribute": name})
             continue
         c = take()
         _expect(c, phase="initial-split", mechanism="exponential", scope="sequential",
@@ -208,6 +212,9 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                 epsilon=exp.eps1, step=step)
         total += exp.eps1
         total += _specialization(c, step, take, exp, replay_)
+    if len(steps) < exp.h:
+        replay_.events.append({"step": len(steps) + 1, "event": "no candidate left: stopped "
+                               "early", "skipped_steps": exp.h - len(steps)})
     final = take()
     expected_final = exp.epsilon - total if exp.policy == "final-counts" else exp.epsilon / 2
     _expect(final, phase="final-counts", mechanism="laplace", scope="parallel",
@@ -269,6 +276,9 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
             group = c.get("group")
             _record_point(c, attr, a, b, replay_)
             spent = exp.eps1
+        if not spent:
+            replay_.events.append({"step": step, "event": "new intervals cannot be split: "
+                                   "no split point drawn"})
         return spent
     tree = replay_.tree(attr)
     if value not in replay_.cut[attr]:
@@ -279,14 +289,138 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
                              str(d.get("children")))
     replay_.cut[attr] = (replay_.cut[attr] - {value}) | set(children)
     if kind == "categorical":
+        replay_.events.append({"step": step,
+                               "event": "categorical specialization: nothing measured"})
         return Fraction(0)
     c = take()
     _expect(c, phase="emptiness", mechanism="laplace", scope="parallel", epsilon=exp.eps1,
             step=step)
-    if c.get("detail", {}).get("node") != value:
+    test = c.get("detail", {})
+    if test.get("node") != value:
         raise LedgerMismatch(f"emptiness tests of the children of {value}",
-                             str(c.get("detail", {}).get("node")))
+                             str(test.get("node")))
+    # every non-empty combination of the children; the root's empty one too
+    combinations = 2 ** len(children) - (0 if value == tree.root else 1)
+    if test.get("combinations") != combinations:
+        raise LedgerMismatch(f"{combinations} child combinations of {value}",
+                             str(test.get("combinations")))
     return exp.eps1
+
+
+def _round_up(exact: Fraction) -> float:
+    """The smallest double ≥ ``exact``: the one scale that pays exactly the charged ε (a
+    larger one would still be private, but its extra digits would be free to carry data)."""
+    value = float(exact)
+    return math.nextafter(value, math.inf) if Fraction(value) < exact else value
+
+
+def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
+                 n_classes: int) -> list[str]:
+    """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
+
+    ``touched``, the parallel ``group`` names, the events, ``index``, ``epsilon_float``,
+    ``scale``, ``spent_float``, an emptiness test's threshold and the final counts' policy
+    are fixed by the parameters, the public taxonomies and the DP choices the replay walked;
+    left unchecked, each would publish whatever the writer put there (a true count, say). Only
+    what the replay has already accepted is read here (run after :func:`replay`).
+    """
+    problems: list[str] = []
+    threshold = math.sqrt(2) / float(exp.eps1)
+    groups = {"split": "step {step}: split points", "emptiness": "step {step}: emptiness tests",
+              "final-counts": "final counts"}
+    for position, c in enumerate(ledger["charges"]):
+        d, phase = c["detail"], c["phase"]
+        if phase in ("initial-split", "split"):
+            touched = f"records with {d['attribute']} in {d['interval']}"
+        elif phase == "selection":
+            touched = "all live records (scores of every candidate)"
+        elif phase == "emptiness":
+            touched = (f"records of the {d['partitions']} partitions holding {d['node']}, "
+                       f"{d['combinations']} disjoint child combinations each")
+        else:
+            touched = (f"all live records in {d['groups']} disjoint groups "
+                       f"({d['groups'] // n_classes} partitions × {n_classes} classes)")
+        group = groups[phase].format(step=c["step"]) if c["scope"] == "parallel" else None
+        factor = 2 if c["mechanism"] == "exponential" else 1
+        wanted = {"index": position, "epsilon_float": float(Fraction(c["epsilon"])),
+                  "touched": touched, "group": group,
+                  "scale": _round_up(factor * Fraction(c["sensitivity"]) /
+                                     Fraction(c["epsilon"]))}
+        problems += [f"charge {position}: {key} is not the replay's" for key, want in
+                     wanted.items() if c.get(key) != want or type(c.get(key)) is not type(want)]
+        if phase == "emptiness" and d.get("threshold") != threshold:
+            problems.append(f"charge {position}: threshold is not √2/ε'")
+        if phase == "final-counts" and (d.get("policy") != exp.policy
+                                        or d["groups"] % n_classes):
+            problems.append(f"charge {position}: not the final counts of whole partitions "
+                            "under the run's policy")
+    if ledger.get("events") != replay_.events:
+        problems.append("events are not the steps that spent nothing, as the replay finds")
+    spent = ledger.get("spent_float")
+    if type(spent) is not float or spent != float(_composition(ledger)):
+        problems.append("spent_float is not the composed total")
+    return problems
+
+
+#: The format's cut-set label syntax (``cut.json`` restates it; nothing else may stand there).
+SEPARATOR, EMPTY = ";", "(none)"
+NEIGHBOURING = "add/remove one record"
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal as JSON, types included (``1`` is not ``1.0``, ``"2/44"`` is not ``"1/22"``)."""
+    return json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGenConfig,
+                 exp: Expectations, score: str) -> list[str]:
+    """Where cut.json or the ledger's header depart from the parameters and the public
+    configuration they restate, or spell a number another way.
+
+    Each of these fields is data-independent by design, and a verifier that only compares
+    their values (``Fraction("2/44") == Fraction("1/22")``) or skips them leaves them free
+    to carry anything: a configuration name, a taxonomy root, an interval's last digits.
+    """
+    wanted: list[tuple[str, Any, Any]] = [
+        ("cut.json configuration", cut_doc.get("configuration"), config.source),
+        ("cut.json parameters", cut_doc.get("parameters"),
+         {"epsilon": str(exp.epsilon), "h": exp.h, "score": score,
+          "unused_budget": exp.policy}),
+        ("cut.json epsilon_prime", cut_doc.get("epsilon_prime"), str(exp.eps1)),
+        ("ledger neighbouring", ledger.get("neighbouring"), NEIGHBOURING),
+        ("ledger epsilon", ledger.get("epsilon"), str(exp.epsilon)),
+        ("ledger total_budget", ledger.get("total_budget"), str(exp.epsilon)),
+        ("ledger h", ledger.get("h"), exp.h),
+        ("ledger numerical_predictors", ledger.get("numerical_predictors"),
+         len(config.numerical)),
+        ("ledger epsilon_prime", ledger.get("epsilon_prime"), str(exp.eps1)),
+        ("ledger unused_budget", ledger.get("unused_budget"), exp.policy),
+        ("ledger spent", ledger.get("spent"), str(Fraction(str(ledger.get("spent"))))),
+    ]
+    for c in ledger.get("charges", []):
+        for key in ("epsilon", "sensitivity"):
+            wanted.append((f"charge {c.get('index')} {key}", c.get(key),
+                           str(Fraction(str(c.get(key))))))
+    for a in cut_doc.get("attributes", []):
+        name, kind = a.get("name"), a.get("kind")
+        if kind == "categorical" and name in config.categorical:
+            wanted.append((f"{name} taxonomy_root", a.get("taxonomy_root"),
+                           config.categorical[name].root))
+        elif kind == "set-valued" and name in config.set_valued:
+            tax = config.set_valued[name]
+            wanted += [(f"{name} taxonomy", a.get("taxonomy"), tax.as_dict()),
+                       (f"{name} taxonomy_root", a.get("taxonomy_root"), tax.tree.root),
+                       (f"{name} separator", a.get("separator"), SEPARATOR),
+                       (f"{name} empty", a.get("empty"), EMPTY)]
+        elif kind == "numerical" and name in config.numerical:
+            bounds = [_interval(label) for label in a.get("cut", [])]
+            wanted += [(f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
+                       (f"{name} intervals", a.get("intervals"),
+                        [[float(lo), float(hi)] for lo, hi in bounds])]
+        else:
+            wanted.append((f"attribute {name}", kind, "a configured predictor of that kind"))
+    return [f"{what} is not the one the parameters and configuration give"
+            for what, got, want in wanted if not _same(got, want)]
 
 
 # --------------------------------------------------------------------------- checks
@@ -438,12 +572,27 @@ def verify(files: dict[str, bytes], original: Dataset,
     reqs.append(Requirement("ε' derivation", f"ε' = ε/(2·({n_num} + 2·{h})) = {eps1}",
                             f"ledger declares {ledger.get('epsilon_prime')}", eps1_ok))
 
+    try:
+        described = _description(cut_doc, ledger, config, exp, score)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError, LedgerMismatch) as exc:
+        described = [f"unreadable: {type(exc).__name__}"]
+    reqs.append(Requirement("public description fixed", "cut.json and the ledger's header "
+                            "restate the parameters and the public configuration, each "
+                            "number in its one spelling",
+                            described[0] if described else "as the parameters and "
+                            "configuration give", not described, {"problems": described[:10]}))
+
     replay_ = Replay(config)
     try:
         composed = replay(ledger, exp, replay_, len(groups))
         reqs.append(Requirement("charges complete and scoped",
                                 "every charge Algorithm 1 makes, in order, with its scope",
                                 f"{len(ledger['charges'])} charges replayed", True))
+        text = _bookkeeping(ledger, exp, replay_, len(config.class_values))
+        reqs.append(Requirement("ledger text fixed", "every text and bookkeeping number of "
+                                "the ledger is the one its replay gives (no free text)",
+                                text[0] if text else "every charge and event as replayed",
+                                not text, {"problems": text[:10]}))
     except (LedgerMismatch, KeyError, ValueError, TypeError) as exc:
         composed = None
         reqs.append(Requirement("charges complete and scoped",
@@ -503,7 +652,7 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
         complete = Requirement("groups complete", "every group × class the released cut "
                                "requires (only a noisy emptiness test may drop one)",
                                measured, missing == 0, {"missing": missing})
-    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+    except (KeyError, ValueError, TypeError, StopIteration, RuntimeError) as exc:
         complete = Requirement("groups complete", "every group × class the released cut "
                                "requires", f"cannot replay the release: {type(exc).__name__}",
                                False)
@@ -521,7 +670,7 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
                             {"small": test.small, "allowed": test.allowed,
                              "window": test.window, "groups": test.groups},
                             on_original=True)  # residuals against the true counts
-    except (KeyError, ValueError, TypeError, StopIteration) as exc:
+    except (KeyError, ValueError, TypeError, StopIteration, RuntimeError) as exc:
         noisy = Requirement("counts noisy", required,
                             f"cannot test the counts: {type(exc).__name__}", False)
     return [complete, noisy]

@@ -475,6 +475,68 @@ def _truthfulness(records: list[Released], views: dict[str, _ClusterView], confi
     ), owner
 
 
+def _boxes(views: dict[str, _ClusterView], config: RTConfig, data: OriginalView, *,
+           global_splits: bool = False) -> list[Requirement]:
+    """What a box's bounds and its generalized codes' members may say: only what records
+    inside it hold (one pass over the distinct boxes; both requirements below).
+
+    **attained bounds**: a range holds its records whatever digits its bounds carry, so
+    truthfulness and k-anonymity say nothing about ``[43.9999877, 47.00000456]``: the last
+    digits of a bound — some 50 bits — would carry what the writer put there (a patient's
+    exact age, an id). Local recoding (ArtUC, RmR) bounds a box by its records' min and
+    max, values records inside it hold; Baseline's split points (``global_splits``) need
+    not be held, and are held to the data's precision instead — whole numbers when every
+    value of the attribute is one (not checked otherwise).
+
+    **held members**: a generalized code reads as 'any non-empty subset of its members', so
+    a member nobody there holds changes no record's truth: the member list would carry
+    whatever text the writer chose (an MRN, a code of someone elsewhere). The utility
+    constraints bound members to a constraint's code set, for the algorithms held to them.
+
+    Both are judged on the boxes, not on one assignment of records to clusters, which is
+    not unique (clusters may share a box).
+    """
+    numerical = [(i, data.demographics[attr.name].to_numpy(dtype=float))
+                 for i, attr in enumerate(config.attributes)
+                 if isinstance(attr, NumericalAttribute)]
+    whole = [bool(np.all(np.mod(col[~np.isnan(col)], 1) == 0)) for _, col in numerical]
+    holders: dict[str, list[int]] = defaultdict(list)
+    for row, codes in enumerate(data.codes):
+        for code in codes:
+            holders[code].append(row)
+    items_of: dict[DemoKey, set[frozenset[str]]] = defaultdict(set)
+    for view in views.values():
+        items_of[view.demo] |= view.checked
+    cache: dict = {}
+    bounds = off_bounds = members = unheld = 0
+    for demo, items in items_of.items():
+        inside = _inside_mask(demo, config, data, cache)
+        for (i, column), integral in zip(numerical, whole, strict=True):
+            if global_splits:
+                if integral:
+                    bounds += 2
+                    off_bounds += sum(not float(b).is_integer() for b in demo[i])
+                continue
+            held = column[inside]
+            bounds += 2
+            off_bounds += sum(not bool(np.any(held == b)) for b in demo[i])
+        for code in set().union(*items):
+            members += 1
+            rows = holders.get(code)
+            unheld += rows is None or not bool(inside[rows].any())
+    where = ("a whole number where the data's values are" if global_splits else
+             "the value of an original record inside it")
+    return [
+        Requirement("attained bounds", f"every bound of a numerical range is {where} (no "
+                    "digits beyond the data's)",
+                    f"{bounds} bounds checked, {off_bounds} beyond the data's values",
+                    not off_bounds, {"bounds": bounds, "not_attained": off_bounds}),
+        Requirement("held members", "every member of a generalized code is held by an "
+                    "original record inside the box of a cluster showing it",
+                    f"{members} members checked, {unheld} held by no record there",
+                    not unheld, {"members": members, "not_held": unheld})]
+
+
 # --------------------------------------------------------------------------- constraints
 def _constraints(records: list[Released], config: RTConfig) -> Requirement:
     parts = list(dict.fromkeys(u.demographics for u in config.constraints))
@@ -598,6 +660,7 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
     reqs = _anonymity(records, k, m)
     truth, owner = _truthfulness(records, views, config, data)
     reqs.append(truth)
+    reqs += _boxes(views, config, data, global_splits=algorithm in GLOBAL_SPLITS)
     if constrained:
         reqs.append(_constraints(records, config))
     if delta is not None:
@@ -619,6 +682,9 @@ def check_kkm(files: dict[str, bytes], original: Dataset, config: RTConfig, *,
 #: truthfulness: Baseline has no NCP bound (δ only feeds its comparators); RmR and
 #: artuc-unconstrained are not held to the utility constraints.
 NO_NCP_BOUND = frozenset({"artuc-baseline"})
+#: Baseline cuts numerical domains at split points (global recoding), not at its records'
+#: min and max: its bounds are held to the data's precision only (:func:`_boxes`).
+GLOBAL_SPLITS = frozenset({"artuc-baseline"})
 UNCONSTRAINED = frozenset({"rmr", "artuc-unconstrained"})
 
 

@@ -27,7 +27,7 @@ from sqlmodel import Session
 from ehr_release.canonical import canonical_json
 from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
 from ehr_release.datasheet import DATASHEET, public_parameters, render_datasheet_pdf
-from ehr_release.destinations import check_still_there
+from ehr_release.destinations import releases_folder
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
@@ -53,10 +53,6 @@ CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
 
 
-def release_dir(out_dir: str, run_id: str) -> Path:
-    return Path(out_dir) / "releases" / check_safe_name(run_id)
-
-
 def publish_release(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                     utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                     data_use: DataUse | None = None) -> Path:
@@ -78,9 +74,8 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     if digests != runs.pinned_candidate(run_id):
         raise IllegalTransition(f"run {run_id}: these files are not the release that was "
                                 "verified and shown to the reviewer")
-    final = release_dir(str(check_still_there(run.out_dir)), run_id)
+    final = releases_folder(run.out_dir) / check_safe_name(run_id)
     _clear_crash_leftovers(run_id, final)
-    final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".staging-{run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:

@@ -7,8 +7,9 @@ pseudonyms and orders by those), so the order of lines never follows the extract
 the order in which clusters were formed. There is no cluster id: members of a cluster publish
 the same trajectory anyway, and the id's value (the MDAV formation order, which starts from
 the record farthest from the most frequent trajectory) is derived from the data.
-``lda.json``: k, method, weights, leaf convention, age domain and the loss the algorithm
-measured (ILM, ALM), which the verifier recomputes.
+``lda.json``: k, method, weights, leaf convention and age domain. Not the loss (ILM, ALM):
+it is a mean over each patient's *original* trajectory length, which the release hides, and
+a verifier could check its last digits only within a tolerance; the utility report has it.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ def release_files(patient_ids: Sequence[str], result: LdaResult,
                          "trajectory": [[code, [lo, hi]] for code, (lo, hi) in traj]},
                         ensure_ascii=False)
              for pid, traj in rows]
-    info = {**meta, "ilm": result.ilm, "alm": result.alm}
     return {RECORDS_FILE: ("\n".join(lines) + "\n").encode() if lines else b"",
-            META_FILE: (json.dumps(info, indent=2, sort_keys=True) + "\n").encode()}
+            META_FILE: (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode()}
 
 
 def read_records(data: bytes) -> list[tuple[str, list[PublishedPair]]]:

@@ -60,10 +60,12 @@ META = FileSchema(
                       "below); nothing in it comes from the sample.",
         "population.records": "The population's size: the attacker's own table, public to "
                               "them by the model's assumption.",
-        "population.fingerprint": "SHA-256 of the population extract, so a verifier can "
-                                  "check the release against the same population; computed "
-                                  "from the population only, it reveals nothing about the "
-                                  "sample.",
+        "population.fingerprint": "SHA-256 of the population's code multisets, sorted, so a "
+                                  "verifier can check the release against the same "
+                                  "population: the attacker's own table, nothing else — not "
+                                  "the extract's ids, demographics, class or row order (a "
+                                  "hash of those, sample members' included, would let "
+                                  "whoever knows all but one value confirm it).",
     },
 )
 

@@ -80,11 +80,9 @@ META = FileSchema(
         "leaf_count": Enum((0, 1)),
         "age_domain": TupleOf(("int", "int")),
         "hierarchy": Enum(("ICD-9-CM",)),
-        "ilm": "number",
-        "alm": "number",
     }),
-    doc="The run's settings (parameters, hierarchies) and the loss the algorithm measured, "
-        "which the verifier recomputes.",
+    doc="The run's settings (parameters, hierarchies), which the verifier checks against "
+        "the run's.",
     fields_doc={
         "algorithm": "Registry name of the algorithm: a constant of the request.",
         "method": "Alignment method (A-GS or Baseline): a constant of the algorithm.",
@@ -94,9 +92,12 @@ META = FileSchema(
         "leaf_count": "L(leaf) convention of the loss metric (0 or 1): a parameter.",
         "age_domain": "The age hierarchy's fixed domain [1, 128], not the data's ages.",
         "hierarchy": "Name of the ICD hierarchy: a constant.",
-        "ilm": "Average ICD loss over all patients (one number for the whole release, "
-               "recomputed exactly by the verifier): it cannot single out a patient.",
-        "alm": "Average age loss over all patients, as ilm.",
+        "ilm, alm (removed)": "Were the average ICD and age loss: means over each "
+                              "patient's original trajectory length, which the release "
+                              "hides — figures of the original data the model does not "
+                              "cover — that the verifier could check only within a "
+                              "tolerance, leaving their last digits free. The utility "
+                              "report keeps them.",
         "clusters (removed)": "Was the number of clusters; dropped with the per-record "
                               "cluster id (the number of distinct trajectories is visible "
                               "in the records anyway).",

@@ -1,0 +1,130 @@
+"""Every field of a DiffGen ledger is pinned by the verifier's replay: no free text.
+
+The ledger's texts and bookkeeping numbers (``touched``, parallel ``group`` names, events,
+``index``, ``epsilon_float``, an emptiness test's public threshold and number of child
+combinations) are functions of the parameters, the public taxonomies and the DP choices the
+replay walks. Left unchecked, each would publish whatever the writer put there — a true
+count, say — in a release whose guarantee covers only the mechanisms' outputs; the datasheet
+calls ``touched`` "fixed text ... no record count".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ehr_release.privacy import diffgen as verifier
+from tests.test_diffgen_counts_check import make_release
+
+
+@pytest.fixture(scope="module")
+def release():
+    return make_release(n=400, predictors="gender,age,codes", h=5)
+
+
+def _dump(ledger: dict[str, Any]) -> bytes:
+    return (json.dumps(ledger, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _first(ledger: dict[str, Any], phase: str) -> dict[str, Any]:
+    return next(c for c in ledger["charges"] if c["phase"] == phase)
+
+
+def _touched(ledger: dict[str, Any]) -> None:
+    _first(ledger, "selection")["touched"] += " (true total 400)"
+
+
+def _group(ledger: dict[str, Any]) -> None:
+    _first(ledger, "final-counts")["group"] = "final counts: 400 true records"
+
+
+def _event(ledger: dict[str, Any]) -> None:
+    ledger["events"].append({"step": 1, "event": "400 records"})
+
+
+def _index(ledger: dict[str, Any]) -> None:
+    ledger["charges"][0]["index"] = 400
+
+
+def _epsilon_float(ledger: dict[str, Any]) -> None:
+    _first(ledger, "selection")["epsilon_float"] += 4e-12
+
+
+def _threshold(ledger: dict[str, Any]) -> None:
+    _first(ledger, "emptiness")["detail"]["threshold"] += 4e-12
+
+
+def _combinations(ledger: dict[str, Any]) -> None:
+    _first(ledger, "emptiness")["detail"]["combinations"] += 1
+
+
+def _scale(ledger: dict[str, Any]) -> None:
+    ledger["charges"][0]["scale"] += 4e-12  # more noise, as the ledger says: no loss above ε
+
+
+def test_the_honest_ledger_holds(release) -> None:
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    assert any(c["phase"] == "emptiness" for c in ledger["charges"]), "no emptiness test"
+    assert verifier.verify(files, data, params).holds
+
+
+@pytest.mark.parametrize("plant", [_touched, _group, _event, _index, _epsilon_float,
+                                   _threshold, _combinations, _scale])
+def test_a_ledger_field_off_its_replay_fails(release, plant: Callable) -> None:
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    plant(ledger)
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert not report.holds
+
+
+def _doubled(fraction: str) -> str:
+    """``"1/22"`` → ``"2/44"``: the same number, spelled another way."""
+    top, bottom = fraction.split("/")
+    return f"{2 * int(top)}/{2 * int(bottom)}"
+
+
+def _attr(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(a for a in doc["attributes"] if a["kind"] == kind)
+
+
+HEADER_PLANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
+    "configuration": ("cut.json", lambda d: d.__setitem__("configuration", "mimic-demo 400")),
+    "epsilon spelled": ("cut.json", lambda d: d["parameters"].__setitem__("epsilon", "1.0")),
+    "epsilon_prime spelled": ("cut.json", lambda d: d.__setitem__(
+        "epsilon_prime", _doubled(d["epsilon_prime"]))),
+    "categorical root": ("cut.json", lambda d: _attr(d, "categorical").__setitem__(
+        "taxonomy_root", "R400")),
+    "set-valued root": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "taxonomy_root", "R400")),
+    "set-valued taxonomy": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "taxonomy", {"taxonomy": "icd9-400", "depth": 3, "max_fanout": 4})),
+    "set-valued empty": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "empty", "(400)")),
+    "set-valued separator": ("cut.json", lambda d: _attr(d, "set-valued").__setitem__(
+        "separator", "|400|")),
+    "interval digits": ("cut.json", lambda d: _attr(d, "numerical")["intervals"][0].__setitem__(
+        0, _attr(d, "numerical")["intervals"][0][0] + 4e-12)),
+    "neighbouring": ("ledger.json", lambda d: d.__setitem__("neighbouring", "400 records")),
+    "numerical_predictors": ("ledger.json", lambda d: d.__setitem__("numerical_predictors",
+                                                                     400)),
+    "total_budget": ("ledger.json", lambda d: d.__setitem__("total_budget", "400")),
+    "charge epsilon spelled": ("ledger.json", lambda d: d["charges"][0].__setitem__(
+        "epsilon", _doubled(d["charges"][0]["epsilon"]))),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(HEADER_PLANTS))
+def test_a_public_description_off_the_configuration_fails(release, plant: str) -> None:
+    """cut.json and the ledger's header restate the parameters and the public configuration:
+    each field must be exactly that, in its one spelling (``1/22``, not ``2/44``)."""
+    files, data, params = release
+    name, change = HEADER_PLANTS[plant]
+    doc = json.loads(files[name])
+    change(doc)
+    report = verifier.verify({**files, name: _dump(doc)}, data, params)
+    assert not report.holds
