@@ -1,0 +1,82 @@
+"""The (k, k^m) verifier counts suppression on the truthful assignment that suppresses least.
+
+Hand-made releases where several original records fit fewer released ones: which are
+released is not published, and the verifier's earlier greedy choice (rows in order, first fit)
+counted more than the least a truthful assignment loses.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ehr_release.configuration.constraints import parse_config
+from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.privacy import kkm_least
+from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
+from ehr_release.privacy.kkm_inputs import read_original
+from ehr_release.privacy.kkm_least import least_suppressing
+from tests.kkm_release import to_files
+from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset
+
+CFG = parse_config({"attributes": ATTRS, "constraints": TEMPLATES[1]}, lambda ref: icd9_hierarchy())
+PLAIN = {"age": [0, 0], "origin": "Oslo", "sex": "F"}
+
+
+def _release(n: int) -> dict[str, bytes]:
+    """One cluster of ``n`` records at age 0 in Oslo, F, showing no code."""
+    return to_files([{"cluster": "C1", "demographics": PLAIN, "codes": []}] * n, canonical=True)
+
+
+def _suppression(rows, files, epsilon):
+    report = check_kkm(files, _dataset(rows), CFG, algorithm="artuc-unconstrained", k=2, m=1,
+                       delta=None, epsilon=epsilon, constrained=False)
+    return {r.name: r for r in report.requirements}["suppression bound ε"]
+
+
+def test_the_least_distinct_codes_are_counted() -> None:
+    """Three records fit two released ones. Releasing the two with 001.0 loses one code;
+    the first two in row order (001.0, 001.1) lose two, and ε = 1 refused the release."""
+    rows = [(0, "Oslo", "F", {"001.0"}), (0, "Oslo", "F", {"001.1"}),
+            (0, "Oslo", "F", {"001.0"})]
+    req = _suppression(rows, _release(2), epsilon=1)
+    assert req.evidence == {"suppressed_codes": 1}
+    assert req.passed
+
+
+def test_among_the_least_codes_the_fewest_occurrences_are_counted() -> None:
+    """Every choice of two of these loses 001.0 and 001.1 (two codes); releasing the two
+    single-code records loses two occurrences, the first two in row order three."""
+    rows = [(0, "Oslo", "F", {"001.0", "001.1"}), (0, "Oslo", "F", {"001.0"}),
+            (0, "Oslo", "F", {"001.1"})]
+    files = _release(2)
+    assert _suppression(rows, files, epsilon=2).evidence == {"suppressed_codes": 2}
+    assert suppressed_occurrences(files, read_original(_dataset(rows), CFG), CFG) == 2
+
+
+def test_a_component_the_solver_does_not_settle_keeps_a_complete_assignment(monkeypatch):
+    """Out of time: without an incumbent the given (complete, truthful) assignment is kept,
+    with one its count if lower; either way reported unproven — a count maybe too high,
+    never one no assignment reaches."""
+    adj = {0: [0], 1: [0], 2: [0]}
+    lost = {(0, 0): frozenset({"a"}), (1, 0): frozenset({"b"}), (2, 0): frozenset({"a"})}
+    given = {0: 0, 1: 0}  # loses a and b; rows 0 and 2 lose only a
+    least = least_suppressing(given, adj, lost, [2], ["C1"])
+    assert least.owner == {0: 0, 2: 0} and (least.solved, least.unproven) == (1, 0)
+    least = least_suppressing(given, adj, lost, [2], ["C1"], budget=0.0)  # no time left
+    assert least.owner == given and (least.solved, least.unproven) == (1, 1)
+    real = kkm_least.milp
+    monkeypatch.setattr(kkm_least, "milp", lambda *a, **kw: SimpleNamespace(x=None, status=1))
+    least = least_suppressing(given, adj, lost, [2], ["C1"])
+    assert least.owner == given and (least.solved, least.unproven) == (1, 1)
+    monkeypatch.setattr(kkm_least, "milp", lambda *a, **kw: SimpleNamespace(
+        x=real(*a, **kw).x, status=1))  # an incumbent, not proven optimal
+    least = least_suppressing(given, adj, lost, [2], ["C1"])
+    assert least.owner == {0: 0, 2: 0} and (least.solved, least.unproven) == (1, 1)
+
+
+def test_components_with_nothing_to_choose_need_no_solver() -> None:
+    """Loss-free, or forced (every row needed, each in its one place): nothing is solved."""
+    adj = {0: [0, 1], 1: [0, 1], 2: [2]}
+    lost = {(0, 1): frozenset({"a"}), (2, 2): frozenset({"b"})}
+    least = least_suppressing({0: 0, 1: 1, 2: 2}, adj, lost, [1, 1, 1], ["C1", "C2", "C3"])
+    assert least.owner == {0: 0, 1: 1, 2: 2} and least.solved == 0
