@@ -7,14 +7,19 @@ counted more than the least a truthful assignment loses.
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from types import SimpleNamespace
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from ehr_release.configuration.constraints import parse_config
 from ehr_release.hierarchy import icd9_hierarchy
 from ehr_release.privacy import kkm_least
 from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.privacy.kkm_inputs import read_original
-from ehr_release.privacy.kkm_least import least_suppressing
+from ehr_release.privacy.kkm_least import cost, least_suppressing
 from tests.kkm_release import to_files
 from tests.test_artuc_properties import ATTRS, TEMPLATES, _dataset
 
@@ -80,3 +85,46 @@ def test_components_with_nothing_to_choose_need_no_solver() -> None:
     lost = {(0, 1): frozenset({"a"}), (2, 2): frozenset({"b"})}
     least = least_suppressing({0: 0, 1: 1, 2: 2}, adj, lost, [1, 1, 1], ["C1", "C2", "C3"])
     assert least.owner == {0: 0, 1: 1, 2: 2} and least.solved == 0
+
+
+@st.composite
+def _instances(draw):
+    """A few rows, slots of two or three clusters, random truthful edges and losses."""
+    clusters = draw(st.lists(st.sampled_from(["C1", "C2", "C3"]), min_size=1, max_size=4))
+    capacity = draw(st.lists(st.integers(1, 2), min_size=len(clusters), max_size=len(clusters)))
+    n = draw(st.integers(1, 6))
+    adj, lost = {}, {}
+    for row in range(n):
+        slots = draw(st.sets(st.integers(0, len(clusters) - 1), max_size=3))
+        slots = {s for s in slots if clusters[s] not in {clusters[t] for t in slots if t < s}}
+        if slots:
+            adj[row] = sorted(slots)
+        for s in slots:
+            codes = draw(st.frozensets(st.sampled_from("abc")))
+            if codes:
+                lost[(row, s)] = codes
+    return adj, lost, capacity, clusters
+
+
+def _complete(adj, capacity):
+    """Every complete assignment (slots full, rows at most once), by enumeration."""
+    rows = sorted(adj)
+    for choice in itertools.product(*[[None, *adj[r]] for r in rows]):
+        owner = {r: s for r, s in zip(rows, choice, strict=True) if s is not None}
+        if Counter(owner.values()) == Counter({s: c for s, c in enumerate(capacity)}):
+            yield owner
+
+
+@settings(max_examples=300, deadline=None)
+@given(_instances())
+def test_the_least_matches_brute_force(instance) -> None:
+    """On every small instance with a complete assignment, the result is complete, each row a
+    slot it fits, and its (codes, occurrences) are the least of all complete assignments."""
+    adj, lost, capacity, clusters = instance
+    every = list(_complete(adj, capacity))
+    assume(every)
+    least = least_suppressing(every[-1], adj, lost, capacity, clusters)
+    assert least.unproven == 0
+    assert least.owner in every
+    assert cost(least.owner.items(), lost, clusters) == min(
+        cost(o.items(), lost, clusters) for o in every)
