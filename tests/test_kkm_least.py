@@ -48,6 +48,16 @@ def test_the_least_distinct_codes_are_counted() -> None:
     assert req.passed
 
 
+def test_a_count_not_proven_least_says_so(monkeypatch) -> None:
+    """Without a solution in time the greedy assignment's count stands, named as such."""
+    monkeypatch.setattr(kkm_least, "milp", lambda *a, **kw: SimpleNamespace(x=None, status=1))
+    rows = [(0, "Oslo", "F", {"001.0"}), (0, "Oslo", "F", {"001.1"}),
+            (0, "Oslo", "F", {"001.0"})]
+    req = _suppression(rows, _release(2), epsilon=1)
+    assert req.evidence == {"suppressed_codes": 2, "unproven_components": 1}
+    assert not req.passed and "the least may be lower" in req.measured
+
+
 def test_among_the_least_codes_the_fewest_occurrences_are_counted() -> None:
     """Every choice of two of these loses 001.0 and 001.1 (two codes); releasing the two
     single-code records loses two occurrences, the first two in row order three."""

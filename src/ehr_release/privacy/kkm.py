@@ -644,8 +644,8 @@ def _suppression(views: dict[str, _ClusterView], matching: _Matching, data: Orig
     measured = f"{lost} codes suppressed (distinct per cluster"
     evidence: dict[str, Any] = {"suppressed_codes": lost}
     if matching.unproven:
-        measured += (f"; at most: {matching.unproven} groups of clusters not solved to the "
-                     "least-suppressing assignment in time")
+        measured += (f"; the least may be lower: {matching.unproven} groups of clusters not "
+                     "solved to the least-suppressing assignment in time")
         evidence["unproven_components"] = matching.unproven
     return Requirement("suppression bound ε", f"≤ {epsilon:g} codes suppressed",
                        measured + ")", lost <= epsilon + _TOL, evidence)
