@@ -45,10 +45,18 @@ def _dataset(rows):
     return Dataset.from_records([sorted(r[3]) for r in rows], demo)
 
 
-#: Found by this property in CI (stop 27): the verifier's greedy assignment (loss-free edges
-#: first, then augmenting paths) counted more suppressed codes than the anonymizer did
-#: (22 > 21 distinct, 7 > 6 occurrences), refusing an honest release for ε. The verifier now
-#: counts the least-suppressing truthful assignment exactly (privacy/kkm_least.py).
+def _ambiguous(anon, n: int) -> bool:
+    """Whether some record's demographics lie inside two clusters' generalizations."""
+    space, boxes = anon.space, [c.box.key() for c in anon.clusters]
+    return any(sum(space.join(c.box, space.record_box(row)).key() == box
+                   for c, box in zip(anon.clusters, boxes, strict=True)) > 1
+               for row in range(n))
+
+
+#: Found by this property in CI (stop 27): two clusters' generalizations hold the same
+#: record, the verifier's matching releases another record than ArtUC did, and recovers 7
+#: suppressed occurrences for UL where ArtUC lost 6. Both assignments are truthful; the release
+#: cannot say which is ArtUC's, so UL is compared only where the assignment is unique.
 OVERCOUNTED = dict(
     rows=[(0, "Oslo", "F", set()), (0, "Riga", "F", set()), (0, "Riga", "F", {"001.0"}),
           (0, "Oslo", "F", set()), (54, "Oslo", "F", {"001.0", "001.1"}),
@@ -65,11 +73,8 @@ OVERCOUNTED = dict(
     template=0, k=2, m=1, delta=0.2, seed=1)
 
 
-def test_the_verifier_counts_the_least_suppressing_assignment() -> None:
-    test_every_release_verifies_and_measures_agree.hypothesis.inner_test(**OVERCOUNTED)
-
-
 @settings(max_examples=40, deadline=None, derandomize=True)
+@example(**OVERCOUNTED)
 @given(rows=records, template=st.sampled_from(range(len(TEMPLATES))), k=st.integers(2, 3),
        m=st.integers(1, 2), delta=st.floats(0.2, 1.0), seed=st.integers(0, 2**16))
 @example(rows=[(0, "Oslo", "F", set())] * 5 + [(0, "Rome", "F", set()),
@@ -92,21 +97,26 @@ def test_every_release_verifies_and_measures_agree(rows, template, k, m, delta, 
             assert exc.parameter == "delta" and name != "artuc-baseline"
             continue
         files = release_files(anon)
+        # ε = the anonymizer's own count. The verifier sees only the release: where a
+        # record's demographics fall inside more than one cluster's generalization (equal or
+        # overlapping) it cannot tell which record went where, so an honest release must hold
+        # whichever truthful assignment its matching starts from (when that one exceeds ε it
+        # solves for the least-suppressing one; OVERCOUNTED is a case).
         report = check_kkm(files, ds, cfg, algorithm=name, k=k, m=m,
-                            delta=None if name == "artuc-baseline" else delta, epsilon=1e9,
+                            delta=None if name == "artuc-baseline" else delta,
+                            epsilon=anon.suppressed_codes,
                             constrained=name != "artuc-unconstrained")
         assert report.holds, (name, report.failures)
         reqs = {r.name: r for r in report.requirements}
-        # The verifier sees only the release: where a record's demographics fall inside more
-        # than one cluster's generalization (equal or overlapping) it cannot tell which record
-        # went where, and counts the truthful assignment that suppresses least: fewest codes
-        # (distinct per cluster), then fewest occurrences (Σ s(r), unpublished). The
-        # anonymizer's own assignment is one of them, so it is never beaten; it can be
-        # undercut (hypothesis: ArtUC without constraints lost 2 codes where 1 would do).
+        assert reqs["suppression bound ε"].evidence["suppressed_codes"] <= anon.suppressed_codes
+        # Σ s(r) is not published: recovered from the matching's assignment, a complete
+        # truthful one — the anonymizer's own where only one fits.
         lost = suppressed_occurrences(files, data, cfg)
         own = sum(round(g.ul_suppression) for g in anon.codes)
-        assert ((reqs["suppression bound ε"].evidence["suppressed_codes"], lost)
-                <= (anon.suppressed_codes, own))
+        if not _ambiguous(anon, len(rows)):
+            assert reqs["suppression bound ε"].evidence["suppressed_codes"] \
+                == anon.suppressed_codes
+            assert lost == own
         if name != "artuc-baseline":
             assert reqs["NCP bound δ"].evidence["ncp"] == pytest.approx(anon.ncp)
             assert anon.ncp <= delta + 1e-9

@@ -21,13 +21,15 @@ assignment it knows (the given one or the solver's incumbent): the count may the
 high — an honest release refused, never a leaky one passed — but it is always the count of a
 complete truthful assignment. Such components are reported as ``unproven``, and since the
 limits are in seconds their count can differ between machines or runs (never below the
-least). Small releases (the property tests, the MIMIC demo) are solved exactly in
-milliseconds. Large generated ones are not: on bench/artuc.py's EHRD-like data at 52,096
-records, 13 components of 60–8,941 rows (2–5 possible clusters per row) need the solver;
-those of 60–842 rows (and one of 7,894, nearly all forced) are proven in under a second, two
-of 1,215 and 3,113 rows in 10–20 s, the other seven not in 25–120 s each (gaps left
-0.2–1.2 %; HiGHS spends that time at the root node). With the limits below verification took
-42–45 s there instead of 9 s, and 31 s instead of 0.7 s at 10,419 records.
+least). That is why the verifier asks for this only when its matching's assignment exceeds ε
+(:func:`ehr_release.privacy.kkm._suppression`): every other verdict is settled in linear time
+and reads the same everywhere. Small releases (the property tests, the MIMIC demo) are solved
+exactly in milliseconds. Large generated ones are not: on bench/artuc.py's EHRD-like data at
+52,096 records, 13 components of 60–8,941 rows (2–5 possible clusters per row) need the
+solver; those of 60–842 rows (and one of 7,894, nearly all forced) are proven in under a
+second, two of 1,215 and 3,113 rows in 10–20 s, the other seven not in 25–120 s each (gaps
+left 0.2–1.2 %; HiGHS spends that time at the root node). Solving every release there took
+42–45 s instead of 9 s.
 """
 
 from __future__ import annotations
