@@ -11,7 +11,7 @@ import itertools
 from collections import Counter
 from types import SimpleNamespace
 
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ehr_release.configuration.constraints import parse_config
@@ -126,7 +126,10 @@ def _complete(adj, capacity):
             yield owner
 
 
-@settings(max_examples=300, deadline=None)
+#: Derandomized, filter health check off: ``assume`` drops instances without a complete
+#: assignment (most of them), which once tripped the check on a loaded machine.
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(_instances())
 def test_the_least_matches_brute_force(instance) -> None:
     """On every small instance with a complete assignment, the result is complete, each row a
