@@ -85,3 +85,17 @@ def test_synthetic_mimic_shape_with_a_predictor_subset() -> None:
     files = entry.anonymize(data, params, np.random.default_rng(0))
     report = entry.verify(files, data, params)
     assert report.holds, report.to_dict()
+
+
+def test_the_utility_notes_say_the_publish_decision_is_outside_epsilon() -> None:
+    """The low-utility refusal and the reviewer read figures measured on the true records, so
+    whether a draw is published depends on them: the certificate must not let ε seem to
+    cover that choice."""
+    data = generate_sample(400, seed=5)
+    entry = registry.get("diffgen")
+    params = entry.parse({"epsilon": "1", "h": "2", "taxonomies": "mimic-demo",
+                          "predictors": "age,gender,insurance,codes", "eval_runs": "0",
+                          "seed": "5"})
+    files = entry.anonymize(data, params, np.random.default_rng(5))
+    notes = " ".join(entry.evaluate(files, data, params, np.random.default_rng(5)).notes)
+    assert "whether this draw is published is not covered by ε" in notes

@@ -386,7 +386,10 @@ def evaluate(files: dict[str, bytes], original: Dataset, params: dict[str, Any],
     notes = [
         "All utility figures are computed from the original records and are not covered by "
         "the release's ε; the evaluation runs of DiffGen spend budget of their own on the "
-        "same records. Share this certificate only where that is acceptable.",
+        "same records. Share this certificate only where that is acceptable. The low-utility "
+        "refusal and a reviewer's decision made on these figures depend on the original "
+        "records too: whether this draw is published is not covered by ε either (the "
+        "extract's ε account counts every draw shown, refused or not).",
         "In-release accuracy tests the published groups on the records they were built "
         f"from (optimistic); CA follows the paper: {held_out}",
     ]
