@@ -138,3 +138,36 @@ def test_initial_q_by_matrix_and_by_sort_equal_the_python_one(seed, n, k, m) -> 
     for matrix_max in (0, 1 << 20):
         got = gendiag_kernel.initial_q(n, rec, local, sup, k, m, matrix_max)
         assert sorted(got.tolist()) == want
+        # the loop reads them in order after a counting sort that relies on initial_q's order
+        assert gendiag_kernel._sorted_keys(got, k).tolist() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=300))
+def test_q_heap_pops_in_heapq_order(ops) -> None:
+    """Q's heap (pushes, pops, and a purge of dead items at the end) against ``heapq``."""
+    import heapq
+
+    q, qlen, want = np.empty(len(ops) + 1, dtype=np.int64), 0, []
+    for push, value in ops:
+        if push or not want:
+            key = value << gendiag_kernel.ID_BITS | value % 7
+            gendiag_kernel._q_push(q, qlen, key)
+            qlen += 1
+            heapq.heappush(want, key)
+        else:
+            assert q[0] == heapq.heappop(want)
+            qlen -= 1
+            q[0] = q[qlen]
+            gendiag_kernel._q_sift_down(q, 0, qlen)
+    alive = np.arange(51) % 3 > 0
+    qlen = gendiag_kernel._q_purge(q, qlen, alive)
+    want = sorted(key for key in want if alive[key >> gendiag_kernel.ID_BITS])
+    got = []
+    while qlen:
+        got.append(int(q[0]))
+        qlen -= 1
+        q[0] = q[qlen]
+        gendiag_kernel._q_sift_down(q, 0, qlen)
+    assert got == want
+

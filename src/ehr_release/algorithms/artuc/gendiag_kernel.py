@@ -3,14 +3,17 @@
 Why: ArtUC's merge step runs GenDiag on C ∪ C′ for every feasible partner — thousands of
 calls — and the pure-Python loop (:class:`~ehr_release.algorithms.artuc.gendiag.BorderQueue`)
 spends its time in interpreter overhead on small ints (heap entries, bitset ANDs, popcounts).
-This is the same loop on arrays: postings are rows of 64-bit words, Q is an int64 heap with
-the same keys, and each code set's partner heap is a slice of one table.
+This is the same loop on arrays: postings are rows of 64-bit words, Q holds the same int64
+keys — its initial entries as one sorted array read in order, the entries pushed later in a
+4-ary heap (most pops find stale entries: in the sorted part they cost one read, and the heap
+is smaller and shallower) — and each code set's partner heap is a slice of one table.
 
 Same output: the loop only compares integers (no float is touched here; UL is computed
 afterwards by the NumPy code, unchanged). Every choice is a minimum over a total order, so the
 heap implementations may differ from Python's ``heapq``:
 
-* Q: the live entries (every alive infrequent item, every infrequent co-occurring pair of
+* Q: each pop takes the least key of the sorted part's next entry and the heap's top. The
+  live entries (every alive infrequent item, every infrequent co-occurring pair of
   alive frequent items, at its current support) are a function of the state; equal keys are
   equal ints, so which copy is popped cannot matter. Pushes are those of ``BorderQueue``
   (a fix's changed pairs, once per fix); stale entries are skipped as there.
@@ -118,19 +121,25 @@ def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
 # ----------------------------------------------------------------- Q (int64 keys)
 @njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
+    """Q is a 4-ary heap: half the levels of a binary one, for pops that mostly find stale
+    entries."""
+    key = q[pos]
     while True:
-        left = 2 * pos + 1
-        if left >= end:
-            return
-        child = left
-        if left + 1 < end and q[left + 1] < q[left]:
-            child = left + 1
-        if q[child] >= q[pos]:
-            return
-        t = q[pos]
-        q[pos] = q[child]
-        q[child] = t
+        first = 4 * pos + 1
+        if first >= end:
+            break
+        child = first
+        best = q[first]
+        last = min(first + 4, end)
+        for c in range(first + 1, last):
+            if q[c] < best:
+                best = q[c]
+                child = c
+        if best >= key:
+            break
+        q[pos] = best
         pos = child
+    q[pos] = key
 
 
 @njit(cache=True, nogil=True)
@@ -154,7 +163,7 @@ def _q_push(q: np.ndarray, qlen: int, key: int) -> None:
     pos = qlen
     q[pos] = key
     while pos > 0:
-        up = (pos - 1) // 2
+        up = (pos - 1) // 4
         if q[up] <= q[pos]:
             break
         t = q[up]
@@ -174,7 +183,7 @@ def _q_purge(q: np.ndarray, qlen: int, alive: np.ndarray) -> int:
         if alive[a] and (not key & _PAIR or alive[key & _MASK]):
             q[out] = key
             out += 1
-    for pos in range(out // 2 - 1, -1, -1):
+    for pos in range((out - 2) // 4, -1, -1):
         _q_sift_down(q, pos, out)
     return out
 
@@ -261,6 +270,26 @@ def initial_q(
             at += 1
         start = end
     return q[:at]
+
+
+@njit(cache=True, nogil=True)
+def _sorted_keys(keys: np.ndarray, k: int) -> np.ndarray:
+    """``keys`` (from :func:`initial_q`) in ascending order, by a stable counting sort on
+    their (k − support, pair bit) field: :func:`initial_q` lists the keys of each such field
+    in ascending order already (singles by item, pairs by (a, b)), so only the fields need
+    ordering — O(n + k), where numba's quicksort cost a fifth of the loop."""
+    shift = 2 * ID_BITS
+    start = np.zeros(2 * k + 2, dtype=np.int64)
+    for key in keys:
+        start[(key >> shift) + 1] += 1
+    for f in range(1, len(start)):
+        start[f] += start[f - 1]
+    out = np.empty(len(keys), dtype=np.int64)
+    for key in keys:
+        f = key >> shift
+        out[start[f]] = key
+        start[f] += 1
+    return out
 
 
 # ----------------------------------------------------------------- set-up and labels
@@ -389,8 +418,8 @@ def border_run(
     # frequent items (alive, support ≥ k), dirty items of the current fix
     fpos = np.full(d, -1, dtype=np.int64)
     farr = np.empty(max(d, 1), dtype=np.int64)
-    # counts: frequent, dirty, Q length, suppressed codes, alive items
-    counts = np.zeros(5, dtype=np.int64)
+    # counts: frequent, dirty, Q's heap length, suppressed codes, alive items, Q's read position
+    counts = np.zeros(6, dtype=np.int64)
     counts[4] = d
     for u in range(d):
         if sup[u] >= k:
@@ -401,12 +430,10 @@ def border_run(
     dirty_full = np.zeros(_DIRTY_MAX, dtype=np.bool_)
     dirty_bits = np.zeros((_DIRTY_MAX, words), dtype=np.uint64)
     delta = np.zeros(words, dtype=np.uint64)
-    q_init = initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX)
-    q = np.empty(2 * len(q_init) + 16, dtype=np.int64)
-    q[: len(q_init)] = q_init
-    counts[2] = len(q_init)
-    for pos in range(counts[2] // 2 - 1, -1, -1):
-        _q_sift_down(q, pos, counts[2])
+    # Q in two parts: the initial entries, sorted once and read in order (``fixed`` up to
+    # counts[5]), and a heap of the entries pushed since; each pop takes the smaller head
+    fixed = _sorted_keys(initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX), k)
+    q = np.empty(len(fixed) + 16, dtype=np.int64)
 
     def best_partner(u: int) -> int:
         """The least alive item of u's code set other than u by (size, −support, mincode);
@@ -541,19 +568,22 @@ def border_run(
     alive_at_purge = d
     pops = 0
     check_at = _PURGE_EVERY
-    while counts[2] > 0:
+    n_fixed = len(fixed)
+    while counts[2] > 0 or counts[5] < n_fixed:
         pops += 1
         if pops == check_at:
             check_at += _PURGE_EVERY
             if counts[4] <= _PURGE_WHEN_ALIVE * alive_at_purge:
                 counts[2] = _q_purge(q, counts[2], alive)
                 alive_at_purge = counts[4]
-                if counts[2] == 0:
-                    break
-        key = q[0]
-        counts[2] -= 1
-        q[0] = q[counts[2]]
-        _q_sift_down(q, 0, counts[2])
+        if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
+            key = fixed[counts[5]]
+            counts[5] += 1
+        else:
+            key = q[0]
+            counts[2] -= 1
+            q[0] = q[counts[2]]
+            _q_sift_down(q, 0, counts[2])
         a = (key >> ID_BITS) & _MASK
         need = k - (key >> _SHIFT)
         if not key & _PAIR:
