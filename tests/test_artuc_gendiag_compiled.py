@@ -187,10 +187,11 @@ def test_numpy_exp2_of_integers_is_the_table_the_compiled_ul_reads() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 40))
+@given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 300))
 def test_compiled_ul_equals_record_ul(seed, n, d) -> None:
-    """``unweighted_ul`` against NumPy's ``record_ul`` on random labellings, sizes up to
-    hundreds of codes (exp2 of large negative integers, down to 0)."""
+    """``unweighted_ul`` against NumPy's ``record_ul`` on random labellings (up to 300 items:
+    masks of several words), sizes up to hundreds of codes (exp2 of large negative integers,
+    down to 0)."""
     rng = np.random.default_rng(seed)
     per = rng.integers(0, 12, n)
     rec = np.repeat(np.arange(n), per)

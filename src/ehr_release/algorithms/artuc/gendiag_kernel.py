@@ -368,6 +368,20 @@ def _pow2(x: float, pow2: np.ndarray) -> float:
     return pow2[i] if i < len(pow2) else 0.0
 
 
+@intrinsic
+def _cttz(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
+    """Trailing zero bits of a non-zero uint64, as an int64 (LLVM's cttz: tzcnt on x86-64)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # noqa: ARG001
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, ir.IntType(1)])
+        fn = builder.module.declare_intrinsic("llvm.cttz", [i64], fnty)
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def unweighted_ul(
     n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray, pow2: np.ndarray
@@ -378,44 +392,61 @@ def unweighted_ul(
     The same floats as the NumPy code: every ``exp2`` there takes an integer argument x ≤ 0,
     read here from ``pow2[−x]`` (NumPy's own ``exp2(−i)``, see ``gendiag._POW2``; 0 beyond
     it); and each record's terms are added in the same order (its distinct items ascending,
-    as ``record_ul``'s sorted (record, item) pairs, and ``np.bincount`` adds in turn).
-    ``rec`` is ascending (``cluster_codes``), so a record's occurrences are one run.
+    as ``record_ul``'s sorted (record, item) pairs, and ``np.bincount`` adds in turn): a
+    record's items are bits of a mask over the items ranked in ascending order, read back
+    lowest first. ``rec`` is ascending (``cluster_codes``), so a record's occurrences are one
+    run.
     """
+    d = len(size)
+    rank = np.full(d, -1, dtype=np.int64)
+    for x in item:
+        if x >= 0:
+            rank[x] = 0
+    n_items = 0
+    for x in range(d):
+        if rank[x] == 0:
+            rank[x] = n_items
+            n_items += 1
+    z = np.empty(n_items, dtype=np.float64)  # each ranked item's size, and 1 − 2^−size
+    keep = np.empty(n_items, dtype=np.float64)
+    for x in range(d):
+        if rank[x] >= 0:
+            z[rank[x]] = float(size[x])
+            keep[rank[x]] = 1 - _pow2(-z[rank[x]], pow2)
+    mask = np.zeros((n_items + 63) // 64, dtype=np.uint64)
     gen = np.zeros(n, dtype=np.float64)
     dropped = 0
-    buf = np.empty(16, dtype=np.int64)
     start = 0
     total = len(rec)
     while start < total:
         r = rec[start]
+        lo, hi = len(mask), -1
         end = start
         while end < total and rec[end] == r:
+            x = item[end]
             end += 1
-        if end - start > len(buf):
-            buf = np.empty(2 * (end - start), dtype=np.int64)
-        count = 0
-        for i in range(start, end):  # insertion sort of the kept items, without repeats
-            x = item[i]
             if x < 0:
                 dropped += 1
                 continue
-            j = count
-            while j > 0 and buf[j - 1] > x:
-                j -= 1
-            if j > 0 and buf[j - 1] == x:
-                continue
-            for t in range(count, j, -1):
-                buf[t] = buf[t - 1]
-            buf[j] = x
-            count += 1
-        sigma = 0.0
-        for j in range(count):
-            sigma += float(size[buf[j]])
+            at = rank[x]
+            w = at >> 6
+            mask[w] |= np.uint64(1) << np.uint64(at & 63)
+            lo, hi = min(lo, w), max(hi, w)
+        sigma = 0.0  # Σ of integers: exact in any order
+        for w in range(lo, hi + 1):
+            bits = mask[w]
+            while bits:
+                sigma += z[w << 6 | _cttz(bits)]
+                bits &= bits - np.uint64(1)
         num = 0.0
-        for j in range(count):
-            z = float(size[buf[j]])
-            if z >= 2:
-                num += _pow2(z - sigma, pow2) * (1 - _pow2(-z, pow2))
+        for w in range(lo, hi + 1):
+            bits = mask[w]
+            mask[w] = 0
+            while bits:
+                at = w << 6 | _cttz(bits)
+                bits &= bits - np.uint64(1)
+                if z[at] >= 2:
+                    num += _pow2(z[at] - sigma, pow2) * keep[at]
         if sigma > 0:
             gen[r] = num / (1 - _pow2(-sigma, pow2))
         start = end
