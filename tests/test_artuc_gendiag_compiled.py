@@ -138,3 +138,67 @@ def test_initial_q_by_matrix_and_by_sort_equal_the_python_one(seed, n, k, m) -> 
     for matrix_max in (0, 1 << 20):
         got = gendiag_kernel.initial_q(n, rec, local, sup, k, m, matrix_max)
         assert sorted(got.tolist()) == want
+        # the loop reads them in order after a counting sort that relies on initial_q's order
+        assert gendiag_kernel._sorted_keys(got, k).tolist() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=300))
+def test_q_heap_pops_in_heapq_order(ops) -> None:
+    """Q's heap (pushes, pops, and a purge of dead items at the end) against ``heapq``."""
+    import heapq
+
+    q, qlen, want = np.empty(len(ops) + 1, dtype=np.int64), 0, []
+    for push, value in ops:
+        if push or not want:
+            key = value << gendiag_kernel.ID_BITS | value % 7
+            gendiag_kernel._q_push(q, qlen, key)
+            qlen += 1
+            heapq.heappush(want, key)
+        else:
+            assert q[0] == heapq.heappop(want)
+            qlen -= 1
+            q[0] = q[qlen]
+            gendiag_kernel._q_sift_down(q, 0, qlen)
+    alive = np.arange(51) % 3 > 0
+    qlen = gendiag_kernel._q_purge(q, qlen, alive)
+    want = sorted(key for key in want if alive[key >> gendiag_kernel.ID_BITS])
+    got = []
+    while qlen:
+        got.append(int(q[0]))
+        qlen -= 1
+        q[0] = q[qlen]
+        gendiag_kernel._q_sift_down(q, 0, qlen)
+    assert got == want
+
+
+def test_numpy_exp2_of_integers_is_the_table_the_compiled_ul_reads() -> None:
+    """The compiled UL reads exp2(−i) from ``gendiag._POW2`` (0 beyond it): NumPy's exp2 must
+    give those floats for integer arguments wherever they sit in an array (SIMD lanes and
+    tails alike), or compiled and NumPy UL could differ in the last bit."""
+    table = gendiag_module._POW2
+    x = -np.arange(len(table) + 3000, dtype=np.float64)
+    want = np.concatenate([table, np.zeros(3000)])
+    for offset in range(9):
+        for length in (1, 2, 3, 7, 8, 9, 16, 17, 33, len(x) - offset):
+            got = np.exp2(x[offset : offset + length])
+            assert np.array_equal(got, want[offset : offset + length])
+    assert np.exp2(-1e6) == 0.0 and np.exp2(np.array([-1e6]))[0] == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 120), st.integers(1, 300))
+def test_compiled_ul_equals_record_ul(seed, n, d) -> None:
+    """``unweighted_ul`` against NumPy's ``record_ul`` on random labellings (up to 300 items:
+    masks of several words), sizes up to hundreds of codes (exp2 of large negative integers,
+    down to 0)."""
+    rng = np.random.default_rng(seed)
+    per = rng.integers(0, 12, n)
+    rec = np.repeat(np.arange(n), per)
+    item = rng.integers(-1, d, len(rec))
+    size = rng.choice([1, 2, 3, 40, 700, 1500], d)
+    gen, dropped = gendiag_kernel.unweighted_ul(n, rec, item, size, gendiag_module._POW2)
+    want_gen, want_sup = gendiag_module.record_ul(n, rec, item, size)
+    assert np.array_equal(gen, want_gen)
+    assert float(gen.sum()) == float(want_gen.sum())
+    assert float(dropped) == float(want_sup.sum())

@@ -32,7 +32,8 @@ what :meth:`CodeTable.gather` already returns in order.
 of the step-by-step implementation.
 
 By default the same loop runs compiled (:mod:`.gendiag_kernel`, numba) for m ≤ 2 — with the
-set-up and the labelling, while UL stays the NumPy code below so its floats are unchanged;
+set-up and the labelling, and for unweighted code tables with UL too, in one compiled call
+(its floats are those of :func:`record_ul`, which weighted tables still use);
 ``compiled=False`` runs the Python loop, the reference that
 ``tests/test_artuc_gendiag_compiled.py`` holds the compiled one to, field by field.
 """
@@ -130,6 +131,14 @@ def record_ul(n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray,
     return gen, np.bincount(rec[~kept], minlength=n).astype(float)
 
 
+#: exp2(−i) for i = 0, 1, …, as NumPy computes it: ``record_ul`` only takes exp2 of integers
+#: x ≤ 0, so the compiled UL (``gendiag_kernel.unweighted_ul``) reads them here and its floats
+#: are NumPy's (below this table exp2 is 0: 2^−1075 rounds to 0).
+#: ``tests/test_artuc_gendiag_compiled.py`` holds NumPy's exp2 to this table.
+_POW2 = np.exp2(-np.arange(1100, dtype=np.float64))
+_POW2.flags.writeable = False
+
+
 def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
             full_queue: bool = False, compiled: bool = True) -> CodeGeneralization:
     """Run GenDiag on the records ``rows`` (dataset row indices) of one cluster.
@@ -138,6 +147,13 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     against (both return the same result, field by field).
     """
     if compiled and _compiles(len(rows), len(table.code_set), k, m, full_queue):
+        if table.weight is None:  # record_ul in compiled code too, with the same floats
+            rec, code, uniq, item, label, gen, dropped, count = gendiag_kernel.unweighted_gendiag(
+                table.indptr, table.indices, table.code_set, np.asarray(rows, dtype=np.int64),
+                k, m, _POW2)
+            return CodeGeneralization(rows, rec, code.astype(table.indices.dtype, copy=False),
+                                      item, ItemCodes(label, uniq), float(gen.sum()),
+                                      float(dropped), int(count))
         rec, code, uniq, item, label, size, suppressed_codes = _run_compiled(table, rows, k, m)
     else:
         rec, code = table.gather(rows)

@@ -3,14 +3,18 @@
 Why: ArtUC's merge step runs GenDiag on C ∪ C′ for every feasible partner — thousands of
 calls — and the pure-Python loop (:class:`~ehr_release.algorithms.artuc.gendiag.BorderQueue`)
 spends its time in interpreter overhead on small ints (heap entries, bitset ANDs, popcounts).
-This is the same loop on arrays: postings are rows of 64-bit words, Q is an int64 heap with
-the same keys, and each code set's partner heap is a slice of one table.
+This is the same loop on arrays: postings are rows of 64-bit words, Q holds the same int64
+keys — its initial entries as one sorted array read in order, the entries pushed later in a
+4-ary heap (most pops find stale entries: in the sorted part they cost one read, and the heap
+is smaller and shallower) — and each code set's partner heap is a slice of one table.
 
-Same output: the loop only compares integers (no float is touched here; UL is computed
-afterwards by the NumPy code, unchanged). Every choice is a minimum over a total order, so the
+Same output: the loop only compares integers (no float is touched there). UL, for unweighted
+code tables, is computed here too (:func:`unweighted_ul`) with NumPy's floats bit for bit;
+weighted tables keep the NumPy code. Every choice is a minimum over a total order, so the
 heap implementations may differ from Python's ``heapq``:
 
-* Q: the live entries (every alive infrequent item, every infrequent co-occurring pair of
+* Q: each pop takes the least key of the sorted part's next entry and the heap's top. The
+  live entries (every alive infrequent item, every infrequent co-occurring pair of
   alive frequent items, at its current support) are a function of the state; equal keys are
   equal ints, so which copy is popped cannot matter. Pushes are those of ``BorderQueue``
   (a fix's changed pairs, once per fix); stale entries are skipped as there.
@@ -118,19 +122,25 @@ def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
 # ----------------------------------------------------------------- Q (int64 keys)
 @njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
+    """Q is a 4-ary heap: half the levels of a binary one, for pops that mostly find stale
+    entries."""
+    key = q[pos]
     while True:
-        left = 2 * pos + 1
-        if left >= end:
-            return
-        child = left
-        if left + 1 < end and q[left + 1] < q[left]:
-            child = left + 1
-        if q[child] >= q[pos]:
-            return
-        t = q[pos]
-        q[pos] = q[child]
-        q[child] = t
+        first = 4 * pos + 1
+        if first >= end:
+            break
+        child = first
+        best = q[first]
+        last = min(first + 4, end)
+        for c in range(first + 1, last):
+            if q[c] < best:
+                best = q[c]
+                child = c
+        if best >= key:
+            break
+        q[pos] = best
         pos = child
+    q[pos] = key
 
 
 @njit(cache=True, nogil=True)
@@ -154,7 +164,7 @@ def _q_push(q: np.ndarray, qlen: int, key: int) -> None:
     pos = qlen
     q[pos] = key
     while pos > 0:
-        up = (pos - 1) // 2
+        up = (pos - 1) // 4
         if q[up] <= q[pos]:
             break
         t = q[up]
@@ -174,7 +184,7 @@ def _q_purge(q: np.ndarray, qlen: int, alive: np.ndarray) -> int:
         if alive[a] and (not key & _PAIR or alive[key & _MASK]):
             q[out] = key
             out += 1
-    for pos in range(out // 2 - 1, -1, -1):
+    for pos in range((out - 2) // 4, -1, -1):
         _q_sift_down(q, pos, out)
     return out
 
@@ -263,6 +273,26 @@ def initial_q(
     return q[:at]
 
 
+@njit(cache=True, nogil=True)
+def _sorted_keys(keys: np.ndarray, k: int) -> np.ndarray:
+    """``keys`` (from :func:`initial_q`) in ascending order, by a stable counting sort on
+    their (k − support, pair bit) field: :func:`initial_q` lists the keys of each such field
+    in ascending order already (singles by item, pairs by (a, b)), so only the fields need
+    ordering — O(n + k), where numba's quicksort cost a fifth of the loop."""
+    shift = 2 * ID_BITS
+    start = np.zeros(2 * k + 2, dtype=np.int64)
+    for key in keys:
+        start[(key >> shift) + 1] += 1
+    for f in range(1, len(start)):
+        start[f] += start[f - 1]
+    out = np.empty(len(keys), dtype=np.int64)
+    for key in keys:
+        f = key >> shift
+        out[start[f]] = key
+        start[f] += 1
+    return out
+
+
 # ----------------------------------------------------------------- set-up and labels
 @njit(cache=True, nogil=True)
 def cluster_codes(
@@ -331,6 +361,98 @@ def item_labels(
     return label, item, size
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _pow2(x: float, pow2: np.ndarray) -> float:
+    """2^x for an integer-valued x ≤ 0, as ``pow2`` holds it."""
+    i = int(-x)
+    return pow2[i] if i < len(pow2) else 0.0
+
+
+@intrinsic
+def _cttz(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
+    """Trailing zero bits of a non-zero uint64, as an int64 (LLVM's cttz: tzcnt on x86-64)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # noqa: ARG001
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, ir.IntType(1)])
+        fn = builder.module.declare_intrinsic("llvm.cttz", [i64], fnty)
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def unweighted_ul(
+    n: int, rec: np.ndarray, item: np.ndarray, size: np.ndarray, pow2: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """``gendiag.record_ul`` without weights: each record's generalization UL, and the number
+    of suppressed occurrences (Σ s(r)).
+
+    The same floats as the NumPy code: every ``exp2`` there takes an integer argument x ≤ 0,
+    read here from ``pow2[−x]`` (NumPy's own ``exp2(−i)``, see ``gendiag._POW2``; 0 beyond
+    it); and each record's terms are added in the same order (its distinct items ascending,
+    as ``record_ul``'s sorted (record, item) pairs, and ``np.bincount`` adds in turn): a
+    record's items are bits of a mask over the items ranked in ascending order, read back
+    lowest first. ``rec`` is ascending (``cluster_codes``), so a record's occurrences are one
+    run.
+    """
+    d = len(size)
+    rank = np.full(d, -1, dtype=np.int64)
+    for x in item:
+        if x >= 0:
+            rank[x] = 0
+    n_items = 0
+    for x in range(d):
+        if rank[x] == 0:
+            rank[x] = n_items
+            n_items += 1
+    z = np.empty(n_items, dtype=np.float64)  # each ranked item's size, and 1 − 2^−size
+    keep = np.empty(n_items, dtype=np.float64)
+    for x in range(d):
+        if rank[x] >= 0:
+            z[rank[x]] = float(size[x])
+            keep[rank[x]] = 1 - _pow2(-z[rank[x]], pow2)
+    mask = np.zeros((n_items + 63) // 64, dtype=np.uint64)
+    gen = np.zeros(n, dtype=np.float64)
+    dropped = 0
+    start = 0
+    total = len(rec)
+    while start < total:
+        r = rec[start]
+        lo, hi = len(mask), -1
+        end = start
+        while end < total and rec[end] == r:
+            x = item[end]
+            end += 1
+            if x < 0:
+                dropped += 1
+                continue
+            at = rank[x]
+            w = at >> 6
+            mask[w] |= np.uint64(1) << np.uint64(at & 63)
+            lo, hi = min(lo, w), max(hi, w)
+        sigma = 0.0  # Σ of integers: exact in any order
+        for w in range(lo, hi + 1):
+            bits = mask[w]
+            while bits:
+                sigma += z[w << 6 | _cttz(bits)]
+                bits &= bits - np.uint64(1)
+        num = 0.0
+        for w in range(lo, hi + 1):
+            bits = mask[w]
+            mask[w] = 0
+            while bits:
+                at = w << 6 | _cttz(bits)
+                bits &= bits - np.uint64(1)
+                if z[at] >= 2:
+                    num += _pow2(z[at] - sigma, pow2) * keep[at]
+        if sigma > 0:
+            gen[r] = num / (1 - _pow2(-sigma, pow2))
+        start = end
+    return gen, dropped
+
+
 # ----------------------------------------------------------------- the loop
 @njit(cache=True, nogil=True)
 def border_run(
@@ -389,8 +511,8 @@ def border_run(
     # frequent items (alive, support ≥ k), dirty items of the current fix
     fpos = np.full(d, -1, dtype=np.int64)
     farr = np.empty(max(d, 1), dtype=np.int64)
-    # counts: frequent, dirty, Q length, suppressed codes, alive items
-    counts = np.zeros(5, dtype=np.int64)
+    # counts: frequent, dirty, Q's heap length, suppressed codes, alive items, Q's read position
+    counts = np.zeros(6, dtype=np.int64)
     counts[4] = d
     for u in range(d):
         if sup[u] >= k:
@@ -401,12 +523,10 @@ def border_run(
     dirty_full = np.zeros(_DIRTY_MAX, dtype=np.bool_)
     dirty_bits = np.zeros((_DIRTY_MAX, words), dtype=np.uint64)
     delta = np.zeros(words, dtype=np.uint64)
-    q_init = initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX)
-    q = np.empty(2 * len(q_init) + 16, dtype=np.int64)
-    q[: len(q_init)] = q_init
-    counts[2] = len(q_init)
-    for pos in range(counts[2] // 2 - 1, -1, -1):
-        _q_sift_down(q, pos, counts[2])
+    # Q in two parts: the initial entries, sorted once and read in order (``fixed`` up to
+    # counts[5]), and a heap of the entries pushed since; each pop takes the smaller head
+    fixed = _sorted_keys(initial_q(n_records, rec, local, sup, k, m, _PAIR_MATRIX_MAX), k)
+    q = np.empty(len(fixed) + 16, dtype=np.int64)
 
     def best_partner(u: int) -> int:
         """The least alive item of u's code set other than u by (size, −support, mincode);
@@ -541,19 +661,22 @@ def border_run(
     alive_at_purge = d
     pops = 0
     check_at = _PURGE_EVERY
-    while counts[2] > 0:
+    n_fixed = len(fixed)
+    while counts[2] > 0 or counts[5] < n_fixed:
         pops += 1
         if pops == check_at:
             check_at += _PURGE_EVERY
             if counts[4] <= _PURGE_WHEN_ALIVE * alive_at_purge:
                 counts[2] = _q_purge(q, counts[2], alive)
                 alive_at_purge = counts[4]
-                if counts[2] == 0:
-                    break
-        key = q[0]
-        counts[2] -= 1
-        q[0] = q[counts[2]]
-        _q_sift_down(q, 0, counts[2])
+        if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
+            key = fixed[counts[5]]
+            counts[5] += 1
+        else:
+            key = q[0]
+            counts[2] -= 1
+            q[0] = q[counts[2]]
+            _q_sift_down(q, 0, counts[2])
         a = (key >> ID_BITS) & _MASK
         need = k - (key >> _SHIFT)
         if not key & _PAIR:
@@ -596,3 +719,26 @@ def border_run(
             q = _q_room(q, counts[2], counts[1] * counts[0])
         flush(q)
     return parent, suppressed, counts[3]
+
+
+@njit(cache=True, nogil=True)
+def unweighted_gendiag(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    code_set: np.ndarray,
+    rows: np.ndarray,
+    k: int,
+    m: int,
+    pow2: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """A whole unweighted GenDiag call (set-up, loop, labels, UL) in one compiled call:
+    (rec, code, uniq, item, label, each record's generalization UL, suppressed occurrences,
+    suppressed codes). One call instead of five: ArtUC makes tens of thousands of them."""
+    rec, code, uniq, local, sets, n_sets = cluster_codes(indptr, indices, code_set, rows)
+    sup = np.zeros(len(uniq), dtype=np.int64)
+    for x in local:
+        sup[x] += 1
+    parent, suppressed, count = border_run(len(rows), rec, local, sets, n_sets, sup, k, m)
+    label, item, size = item_labels(parent, suppressed, local)
+    gen, dropped = unweighted_ul(len(rows), rec, item, size, pow2)
+    return rec, code, uniq, item, label, gen, dropped, count
