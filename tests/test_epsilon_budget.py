@@ -111,3 +111,45 @@ def test_the_reviewer_sees_the_account_on_the_certificate(any_db):
     assert text is not None and "1 other differentially private run" in text
     assert "1.5" in text
     assert _epsilon_account(_run(engine, algorithm="code-counts")) is None
+
+
+# --------------------------------------------------------------------------- comparisons
+def _draw(engine, comparison, epsilon, fingerprint="ab" * 32, algorithm="diffgen"):
+    """What a comparison's DP candidate records as it is drawn (flows/compare.py)."""
+    budget.record_comparison_draw(comparison, fingerprint, 0, algorithm,
+                                  {"epsilon": epsilon, "h": "2"}, engine)
+
+
+def test_a_comparisons_dp_draws_count_on_the_account_of_a_later_run(db_url, monkeypatch):
+    """The steward saw those candidates' utility (true data) and may pick ε and h from it:
+    a choice among draws of the same records, which composes."""
+    engine = get_engine(db_url)
+    _draw(engine, "cmp-1", "0.5")
+    _draw(engine, "cmp-1", "0.25")
+    _draw(engine, "cmp-2", "1/8")
+    _draw(engine, "cmp-3", "8", fingerprint="cd" * 32)  # another extract
+    later = _run(engine, epsilon="1")
+    spent = budget.account(later, budget.dp_algorithm_names(), engine)
+    assert spent is not None
+    assert (spent.earlier, spent.compared, spent.compared_draws, spent.comparisons) == (
+        0, Fraction(7, 8), 3, 2)
+    assert spent.after == Fraction(15, 8)
+    assert "by 3 DP candidates of 2 comparisons: 0.875" in spent.text()
+    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
+    with pytest.raises(budget.EpsilonBudgetExhausted, match="EHR_RELEASE_EPSILON_TOTAL"):
+        budget.refuse_beyond_total(later, budget.dp_algorithm_names(), engine)
+
+
+def test_a_comparison_beyond_the_site_total_is_refused_as_a_whole(db_url, monkeypatch):
+    """Each candidate would fit; together with what the extract spent, they do not."""
+    engine = get_engine(db_url)
+    dp = budget.dp_algorithm_names()
+    _approve(_run(engine, epsilon="1"), engine)
+    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "2")
+    two = [{"epsilon": "0.5"}, {"epsilon": "0.75"}]
+    with pytest.raises(budget.EpsilonBudgetExhausted,
+                       match=r"comparison would exceed .* 2 DP candidates \(ε = 1.25\): 2.25"):
+        budget.refuse_comparison_beyond_total("ab" * 32, two, dp, engine)
+    fits = budget.refuse_comparison_beyond_total("ab" * 32, two[:1], dp, engine)
+    assert fits is not None and fits.after == Fraction(3, 2) and not fits.exceeded
+    assert budget.refuse_comparison_beyond_total("ab" * 32, [], dp, engine) is None

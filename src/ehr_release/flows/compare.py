@@ -3,7 +3,10 @@
 Each candidate (algorithm × grid point) is one Prefect task submitted to the flow's task
 runner, so candidates run in parallel. Candidates are never published and never become
 release runs: the flow writes only the comparison report (JSON for machines, HTML + PDF for
-people) and one audit event. A steward then requests a release from one row of it.
+people) and audit events: one for the comparison, and one per ε-DP candidate drawn, which
+spends the extract's ε (:mod:`ehr_release.storage.budget`; a comparison whose DP candidates
+the site's total cannot pay for is refused before any draw). A steward then requests a
+release from one row of it.
 
 Each finished candidate is logged (INFO, to the Prefect UI) and handed to the listeners
 registered with :func:`candidate_listener` — the CLI's progress display — as it finishes,
@@ -34,7 +37,7 @@ from ehr_release.comparison_report import (
 )
 from ehr_release.dataset import Dataset
 from ehr_release.destinations import releases_folder
-from ehr_release.errors import EhrReleaseError, stored_message
+from ehr_release.errors import EhrReleaseError, stored_error, stored_message
 from ehr_release.files import fsync_dir, write_durably
 from ehr_release.intake import load_comparison_dataset
 from ehr_release.prepared import PREPARED
@@ -43,6 +46,12 @@ from ehr_release.registry import get as get_algorithm
 from ehr_release.request import ComparisonRequest
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.budget import (
+    EpsilonBudgetExhausted,
+    dp_algorithm_names,
+    record_comparison_draw,
+    refuse_comparison_beyond_total,
+)
 from ehr_release.tasks.naming import candidate_run_name
 from ehr_release.tasks.redaction import redacted
 from ehr_release.verification import anonymize_as_released, as_released, verify_and_attack
@@ -123,9 +132,11 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
     The candidate goes through the release's own path (:mod:`ehr_release.verification`):
     pseudonymized as it would be published, then closed world, the model's verifier, the
     source-id check and the attack audit — a candidate a release would fail is not
-    recommended. ``comparators`` is the comparison's store of releases an evaluation
-    compares with (:mod:`ehr_release.comparators`): this candidate's release is made through
-    it (once, whoever asks first), and its evaluation takes the others from it.
+    recommended. An ε-DP candidate's draw is counted on its extract's ε account as soon as
+    it exists (:func:`~ehr_release.storage.budget.record_comparison_draw`). ``comparators``
+    is the comparison's store of releases an evaluation compares with
+    (:mod:`ehr_release.comparators`): this candidate's release is made through it (once,
+    whoever asks first), and its evaluation takes the others from it.
     """
     entry = get_algorithm(candidate.algorithm)
     loss_metric = metric or entry.headline_loss
@@ -150,6 +161,9 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
                                     anonymize)
         else:  # pseudonymized per candidate: never shared
             files = anonymize()
+        if candidate.differentially_private:  # drawn: counted now, whatever follows
+            record_comparison_draw(comparison_id, dataset.fingerprint(), candidate.index,
+                                   candidate.algorithm, candidate.params)
         verification, _ = verify_and_attack(entry, files, dataset, parsed, release_id)
         if not verification.holds:
             # Names only: what was measured on a failed release may quote what failed.
@@ -171,6 +185,8 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
                       request.grid)
     dataset = load_comparison_dataset(request)
+    fingerprint = dataset.fingerprint()
+    _refuse_beyond_total(request, candidates, fingerprint)  # before the first draw
     comparators = ComparatorReleases(dataset)
     futures = [candidate_task.submit(c, dataset, request.metric, request.comparison_id,
                                      comparators)
@@ -179,7 +195,6 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
         _announce(future.result(), done, len(futures))
     outcomes = [f.result() for f in futures]
     best, reasons = recommend(outcomes, requirements, request.max_loss)
-    fingerprint = dataset.fingerprint()
     report = {
         "comparison_id": request.comparison_id, "requester": request.requester,
         "dataset_fingerprint": fingerprint, "dataset_rows": dataset.n_patients,
@@ -198,6 +213,25 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
                           "candidates": len(outcomes),
                           "recommended": best.candidate.label if best else None})
     return report
+
+
+def _refuse_beyond_total(request: ComparisonRequest, candidates: list[Candidate],
+                         fingerprint: str) -> None:
+    """Refuse the whole comparison, before anything is drawn, if its DP candidates together
+    would take the extract beyond the site's total ε (:mod:`ehr_release.storage.budget`).
+
+    Each DP candidate drawn counts on the extract's account (its utility is shown, measured
+    on the true data). The refusal is an audit event of its own, as a refused run's is.
+    """
+    try:
+        refuse_comparison_beyond_total(
+            fingerprint, [c.params for c in candidates if c.differentially_private],
+            dp_algorithm_names())
+    except EpsilonBudgetExhausted as exc:
+        record_event(actor=request.requester, action=AuditAction.COMPARISON_REFUSED,
+                     payload={"comparison": request.comparison_id, "dataset": fingerprint,
+                              "error": stored_error(exc)})
+        raise
 
 
 def _write_report(request: ComparisonRequest, report: dict[str, Any],

@@ -34,6 +34,8 @@ class AuditAction(StrEnum):
     PUBLISH_ORPHAN_REMOVED = "publish.orphan_removed"
     TASK_RETRYING = "task.retrying"
     COMPARISON_COMPLETED = "comparison.completed"
+    COMPARISON_DRAWN = "comparison.drawn"
+    COMPARISON_REFUSED = "comparison.refused"
     # people: accounts, sign-ins, the dashboard
     USER_ADDED = "user.added"
     AUTH_SIGNED_IN = "auth.signed_in"

@@ -18,42 +18,63 @@ choice made on figures from the true data is not covered by any ε). Not counted
 runs that failed before drawing anything, and the evaluation's own DiffGen runs, which are
 never shown (their accuracy is, on the internal certificate only, marked as not covered).
 
+Counted too: every DP candidate a comparison drew from the extract
+(:func:`record_comparison_draw`). A comparison never recommends nor releases a DP row, but
+the steward sees its utility, measured on the true data, and may then pick ε and h for a
+direct ``run``: a choice among draws of the same records, which composes like any other
+(the sum counts the draws; the choice, made on true-data figures, is as above covered by no
+ε -- why such rows are never recommended).
+A comparison makes no run, so each draw is an audit event (``comparison.drawn``: the
+comparison, the extract's fingerprint, the candidate and its ε); the chain is append-only
+and tamper-evident, so this part of the account is a query too.
+
 Limits (why this is an account of one extract, not of the patients): an extract that differs
 by one record has another fingerprint, so overlapping extracts of the same patients are not
 summed; the site must keep to one extract per cohort for the cap to mean what it says.
 
 Site policy: :data:`EPSILON_TOTAL_ENV` (a positive number) is the most ε the drawn DP
-releases of one extract may spend together; an approval or a publish that would go beyond
-it is refused. Unset, nothing is refused, and the reviewer still sees the account.
+releases and comparison candidates of one extract may spend together; a run's draw, a
+comparison's draws (all its DP candidates together, before the first), an approval or a
+publish that would go beyond it is refused. Unset, nothing is refused, and the reviewer
+still sees the account. The check before a draw is not atomic with the draw: two requests on
+one extract started at the same moment may both pass it; both draws are then counted, and
+approval and publish refuse what lies beyond the total.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.storage.actions import AuditAction
+from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import engine_or_default as _engine
-from ehr_release.storage.models import ArtifactRecord, DatasetRecord, ReleaseRun
+from ehr_release.storage.models import ArtifactRecord, AuditEvent, DatasetRecord, ReleaseRun
 
 #: Site policy: the total ε one source extract may spend over all its DP releases.
 EPSILON_TOTAL_ENV = "EHR_RELEASE_EPSILON_TOTAL"
 #: The artifact kind of a drawn release (:func:`~ehr_release.storage.runs.pin_candidate`).
 DRAWN = "candidate"
+#: The actor of a comparison's ``comparison.drawn`` events (the candidate task draws).
+COMPARISON_ACTOR = "system:compare_flow"
 
 
 @dataclass(frozen=True)
 class EpsilonAccount:
-    """ε of one run against what other runs already spent on the same extract.
+    """ε of one run, or one comparison, against what was already spent on the same extract.
 
     ``earlier`` is the sum over ``releases`` other DP runs whose release was drawn, of which
-    ``published`` were published; ``total`` the site's cap, None when the site set none.
+    ``published`` were published; ``compared`` the sum over ``compared_draws`` DP candidates
+    drawn in ``comparisons`` comparisons; ``this_run`` what ``subject`` adds (a run's ε, or
+    a comparison's DP candidates' together); ``total`` the site's cap, None when unset.
     """
 
     fingerprint: str
@@ -62,25 +83,31 @@ class EpsilonAccount:
     published: Fraction
     this_run: Fraction
     total: Fraction | None
+    compared: Fraction = Fraction(0)
+    compared_draws: int = 0
+    comparisons: int = 0
+    subject: str = "this release"
 
     @property
     def after(self) -> Fraction:
-        return self.earlier + self.this_run
+        return self.earlier + self.compared + self.this_run
 
     @property
     def exceeded(self) -> bool:
         return self.total is not None and self.after > self.total
 
     def text(self) -> str:
-        """The account in one sentence for the reviewer (no data: ε and run counts)."""
-        cap = ("no site total is set (EHR_RELEASE_EPSILON_TOTAL)" if self.total is None
-               else f"site total ε = {_show(self.total)}"
+        """The account in one sentence for the reviewer (no data: ε and counts)."""
+        cap = (f"no site total is set ({EPSILON_TOTAL_ENV})" if self.total is None
+               else f"site total ε = {_show(self.total)}, {EPSILON_TOTAL_ENV}"
                + (" — EXCEEDED" if self.exceeded else ""))
-        return (f"ε spent on this extract by {self.releases} other differentially private "
-                f"run{'s' if self.releases != 1 else ''} whose release was drawn: "
-                f"{_show(self.earlier)} (published: {_show(self.published)}); with this "
-                f"release: {_show(self.after)} ({cap}). Releases of the same records compose, "
-                "and so does choosing among draws after a rejection: their ε add up.")
+        return (f"ε drawn from this extract by {self.releases} other differentially private "
+                f"run{_s(self.releases)}: {_show(self.earlier)} (published: "
+                f"{_show(self.published)}); by {self.compared_draws} DP candidate"
+                f"{_s(self.compared_draws)} of {self.comparisons} comparison"
+                f"{_s(self.comparisons)}: {_show(self.compared)}; with {self.subject}: "
+                f"{_show(self.after)} ({cap}). Draws from the same records compose, and so "
+                "does choosing among them: their ε add up.")
 
 
 class EpsilonBudgetExhausted(EhrReleaseError):
@@ -106,8 +133,53 @@ def refuse_beyond_total(run_id: str, dp_algorithms: Collection[str],
     return spent
 
 
+def refuse_comparison_beyond_total(fingerprint: str, candidates: Sequence[Mapping[str, Any]],
+                                   dp_algorithms: Collection[str],
+                                   engine: Engine | None = None) -> EpsilonAccount | None:
+    """The account a comparison's DP candidates (their parameters) would leave; raises
+    before the first draw when they would take the extract beyond the total together.
+
+    All or nothing: a comparison missing some of its rows would mislead more than it tells,
+    and every row it did draw would count all the same. None when no candidate is DP.
+
+    Raises
+    ------
+    EpsilonBudgetExhausted
+        The site set a total and these candidates' ε would take the extract beyond it.
+    """
+    if not candidates:
+        return None
+    spent = comparison_account(fingerprint, [params_epsilon(p) for p in candidates],
+                               dp_algorithms, engine)
+    if spent.exceeded:
+        raise EpsilonBudgetExhausted(
+            "this comparison would exceed the ε budget of its extract: " + spent.text()
+            + " Nothing was drawn: lower their epsilon, or compare without them.")
+    return spent
+
+
+def record_comparison_draw(comparison_id: str, fingerprint: str, candidate: int,
+                           algorithm: str, params: Mapping[str, Any],
+                           engine: Engine | None = None) -> None:
+    """Count one DP candidate a comparison drew from the extract ``fingerprint``.
+
+    Called as soon as the draw exists, before anything about it is shown (the progress
+    display, the report), so a comparison that stops half-way has counted what it drew.
+    An audit event (``comparison.drawn``): no run holds a comparison, the chain is append-only
+    and tamper-evident, and its payload is parameters and counts only.
+    """
+    record_event(actor=COMPARISON_ACTOR, action=AuditAction.COMPARISON_DRAWN,
+                 payload={"comparison": comparison_id, "dataset": fingerprint,
+                          "candidate": candidate, "algorithm": algorithm,
+                          "epsilon": str(params_epsilon(params))}, engine=engine)
+
+
 def _show(x: Fraction) -> str:
     return f"{float(x):.6g}"
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
 
 
 def epsilon_total() -> Fraction | None:
@@ -131,10 +203,15 @@ def epsilon_total() -> Fraction | None:
     return value
 
 
+def params_epsilon(params: Mapping[str, Any]) -> Fraction:
+    """The ε a request's parameters give it (0 if they have none)."""
+    value = params.get("epsilon")
+    return Fraction(0) if value is None else Fraction(str(value))
+
+
 def run_epsilon(run: ReleaseRun) -> Fraction:
     """The ε a run's parameters give it (0 if it has none)."""
-    value = json.loads(run.parameters_json).get("epsilon")
-    return Fraction(0) if value is None else Fraction(str(value))
+    return params_epsilon(json.loads(run.parameters_json))
 
 
 def account(run_id: str, dp_algorithms: Collection[str],
@@ -145,17 +222,56 @@ def account(run_id: str, dp_algorithms: Collection[str],
         if run is None or run.algorithm not in dp_algorithms:
             return None
         fingerprint = s.get(DatasetRecord, run.dataset_id).fingerprint
-        drawn = select(ArtifactRecord.run_id).where(ArtifactRecord.kind == DRAWN)
-        others = s.exec(
-            select(ReleaseRun).join(DatasetRecord, ReleaseRun.dataset_id == DatasetRecord.id)
-            .where(DatasetRecord.fingerprint == fingerprint, ReleaseRun.id != run_id,
-                   col(ReleaseRun.algorithm).in_(list(dp_algorithms)),
-                   col(ReleaseRun.id).in_(drawn))).all()
-        earlier = sum((run_epsilon(r) for r in others), Fraction(0))
-        published = sum((run_epsilon(r) for r in others if r.status == "published"),
-                        Fraction(0))
-        return EpsilonAccount(fingerprint, earlier, len(others), published, run_epsilon(run),
-                              epsilon_total())
+        return _account(s, fingerprint, dp_algorithms, run_epsilon(run), "this release",
+                        exclude=run_id)
+
+
+def comparison_account(fingerprint: str, epsilons: Sequence[Fraction],
+                       dp_algorithms: Collection[str],
+                       engine: Engine | None = None) -> EpsilonAccount:
+    """The extract's ε account as seen by a comparison whose DP candidates have ``epsilons``."""
+    this = sum(epsilons, Fraction(0))
+    subject = (f"this comparison's {len(epsilons)} DP candidate{_s(len(epsilons))} "
+               f"(ε = {_show(this)})")
+    with Session(_engine(engine)) as s:
+        return _account(s, fingerprint, dp_algorithms, this, subject, exclude=None)
+
+
+def _account(s: Session, fingerprint: str, dp_algorithms: Collection[str], this: Fraction,
+             subject: str, exclude: str | None) -> EpsilonAccount:
+    drawn = select(ArtifactRecord.run_id).where(ArtifactRecord.kind == DRAWN)
+    query = (select(ReleaseRun)
+             .join(DatasetRecord, ReleaseRun.dataset_id == DatasetRecord.id)
+             .where(DatasetRecord.fingerprint == fingerprint,
+                    col(ReleaseRun.algorithm).in_(list(dp_algorithms)),
+                    col(ReleaseRun.id).in_(drawn)))
+    if exclude is not None:
+        query = query.where(ReleaseRun.id != exclude)
+    others = s.exec(query).all()
+    earlier = sum((run_epsilon(r) for r in others), Fraction(0))
+    published = sum((run_epsilon(r) for r in others if r.status == "published"), Fraction(0))
+    draws = _comparison_draws(s, fingerprint)
+    return EpsilonAccount(fingerprint, earlier, len(others), published, this, epsilon_total(),
+                          compared=sum((e for _, e in draws), Fraction(0)),
+                          compared_draws=len(draws), comparisons=len({c for c, _ in draws}),
+                          subject=subject)
+
+
+def _comparison_draws(s: Session, fingerprint: str) -> list[tuple[str, Fraction]]:
+    """(comparison id, ε) of every DP candidate drawn from the extract in a comparison.
+
+    The LIKE only narrows the scan (a fingerprint is hex: no wildcard); the payload's own
+    field decides.
+    """
+    rows = s.exec(select(AuditEvent.payload_json).where(
+        AuditEvent.action == AuditAction.COMPARISON_DRAWN.value,
+        col(AuditEvent.payload_json).contains(fingerprint))).all()
+    draws = []
+    for raw in rows:
+        payload = json.loads(raw)
+        if payload.get("dataset") == fingerprint:
+            draws.append((str(payload.get("comparison")), Fraction(str(payload["epsilon"]))))
+    return draws
 
 
 def dp_algorithm_names() -> frozenset[str]:
