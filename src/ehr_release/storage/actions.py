@@ -36,6 +36,8 @@ class AuditAction(StrEnum):
     COMPARISON_COMPLETED = "comparison.completed"
     COMPARISON_DRAWN = "comparison.drawn"
     COMPARISON_REFUSED = "comparison.refused"
+    EPSILON_RESERVED = "epsilon.reserved"
+    EPSILON_RELEASED = "epsilon.released"
     # people: accounts, sign-ins, the dashboard
     USER_ADDED = "user.added"
     AUTH_SIGNED_IN = "auth.signed_in"

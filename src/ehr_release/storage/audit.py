@@ -223,10 +223,24 @@ def _capped(value: Any) -> Any:
     return value
 
 
-def _append(s: Session, actor: str, action: AuditAction | str, run_id: str | None,
-            payload_json: str, key: bytes) -> AuditEvent:
+def lock_chain(s: Session) -> None:
+    """Take the chain's write lock in ``s``'s transaction; it is held until that ends.
+
+    PostgreSQL: a transaction-scoped advisory lock (taking it again is harmless). SQLite:
+    every transaction begins with ``BEGIN IMMEDIATE`` (:mod:`~ehr_release.storage.engine`),
+    the database's write lock, so beginning the transaction is enough. Besides
+    :func:`_append`, a writer whose check and append must be one step takes it first, so that
+    what it reads cannot change before its event commits (the ε reservation:
+    :mod:`~ehr_release.storage.budget`).
+    """
+    s.connection()  # begins the transaction (on SQLite: BEGIN IMMEDIATE)
     if s.get_bind().dialect.name == "postgresql":
         s.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=_ADVISORY_LOCK_KEY))
+
+
+def _append(s: Session, actor: str, action: AuditAction | str, run_id: str | None,
+            payload_json: str, key: bytes) -> AuditEvent:
+    lock_chain(s)
     head = s.exec(select(AuditEvent).order_by(col(AuditEvent.seq).desc()).limit(1)).first()
     seq = head.seq + 1 if head else 1
     prev = head.hash if head else GENESIS
