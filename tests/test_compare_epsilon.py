@@ -56,6 +56,7 @@ def test_a_comparisons_diffgen_draws_count_and_its_other_rows_do_not(sample, mon
     assert not report["rows"][0]["error"] and not report["rows"][1]["error"]
     events = export_events(None, "jsonl")
     assert events.count('"action":"comparison.drawn"') == 2 and verify_chain().ok
+    assert events.count('"action":"epsilon.reserved"') == 1  # both, before the first draw
     later = _later_diffgen_run(report["dataset_fingerprint"], "1")
     spent = budget.account(later, budget.dp_algorithm_names())
     assert spent is not None
@@ -73,6 +74,7 @@ def test_a_comparison_without_dp_candidates_spends_nothing(sample) -> None:
     report = compare_flow(_request(data, out, ["disassociation"], {"k": ["2", "3"]}))
     assert len(report["rows"]) == 2
     assert "comparison.drawn" not in export_events(None, "jsonl")
+    assert "epsilon.reserved" not in export_events(None, "jsonl")
     later = _later_diffgen_run(report["dataset_fingerprint"], "1")
     spent = budget.account(later, budget.dp_algorithm_names())
     assert spent is not None and (spent.compared, spent.compared_draws) == (0, 0)
@@ -97,3 +99,4 @@ def test_a_comparison_beyond_the_site_total_is_refused_before_any_draw(sample, m
     events = export_events(None, "jsonl")
     assert '"action":"comparison.refused"' in events and verify_chain().ok
     assert "comparison.drawn" not in events and "comparison.completed" not in events
+    assert "epsilon.reserved" not in events

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_path) -> None:
     from ehr_release.request import ReleaseRequest
+    from ehr_release.storage.audit import export_events
 
     data = write_sample(generate_sample(400, seed=2), tmp_path / "patients.csv")
     out = tmp_path / "out"
@@ -41,6 +42,7 @@ def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_pat
         {p.name for p in folder.iterdir()}
     ledger = json.loads((folder / "ledger.json").read_text())
     assert ledger["spent"] == "1" and ledger["epsilon_prime"] == "1/18"
+    assert export_events(req.run_id, "jsonl").count('"action":"epsilon.reserved"') == 1
 
 
 def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_home, tmp_path,
@@ -48,6 +50,7 @@ def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_hom
     """With a site total below the request's ε the run fails before DiffGen runs: nothing is
     drawn, so nothing is pinned (a draw the steward sees would itself spend ε)."""
     from ehr_release.request import ReleaseRequest
+    from ehr_release.storage.audit import export_events
     from ehr_release.storage.budget import EPSILON_TOTAL_ENV
 
     monkeypatch.setenv(EPSILON_TOTAL_ENV, "0.5")
@@ -62,4 +65,38 @@ def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_hom
                        timeout=120) == Status.FAILED
     thread.join(60)
     assert "exceed the ε budget" in (runs.get_run(req.run_id).error or "")
+    assert runs.pinned_candidate(req.run_id) == {}
+    assert "epsilon.reserved" not in export_events(req.run_id, "jsonl")  # refused: none
+
+
+def test_a_run_that_fails_before_drawing_gives_its_reservation_back(harness, ehr_home,
+                                                                    tmp_path, monkeypatch):
+    """The run reserves its ε before DiffGen runs (``epsilon.reserved``); the anonymizer
+    fails, nothing is drawn nor pinned, so the flow gives the ε back (``epsilon.released``):
+    nothing of it was seen."""
+    from ehr_release.flows import release
+    from ehr_release.request import ReleaseRequest
+    from ehr_release.storage.audit import export_events
+
+    class Broken:
+        def with_options(self, **_):
+            return self
+
+        def __call__(self, plan):
+            raise RuntimeError("the anonymizer broke")
+
+    monkeypatch.setattr(release, "anonymize_task", Broken())
+    data = write_sample(generate_sample(60, seed=2), tmp_path / "patients.csv")
+    req = ReleaseRequest(
+        run_id=runs.new_run_id(), input_path=str(data), class_column=CLASS_COLUMN,
+        algorithm="diffgen", requester="steward", out_dir=str(tmp_path / "out"),
+        params={"epsilon": "1", "h": "2", "taxonomies": "mimic-demo", "eval_runs": "0",
+                "predictors": "age,gender,codes"})
+    thread, _ = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED},
+                       timeout=120) == Status.FAILED
+    thread.join(60)
+    events = export_events(req.run_id, "jsonl")
+    assert events.count('"action":"epsilon.reserved"') == 1
+    assert events.count('"action":"epsilon.released"') == 1
     assert runs.pinned_candidate(req.run_id) == {}

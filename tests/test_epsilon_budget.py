@@ -149,7 +149,7 @@ def test_a_comparison_beyond_the_site_total_is_refused_as_a_whole(db_url, monkey
     two = [{"epsilon": "0.5"}, {"epsilon": "0.75"}]
     with pytest.raises(budget.EpsilonBudgetExhausted,
                        match=r"comparison would exceed .* 2 DP candidates \(ε = 1.25\): 2.25"):
-        budget.refuse_comparison_beyond_total("ab" * 32, two, dp, engine)
-    fits = budget.refuse_comparison_beyond_total("ab" * 32, two[:1], dp, engine)
+        budget.refuse_comparison_beyond_total("cmp-1", "ab" * 32, two, dp, engine)
+    fits = budget.refuse_comparison_beyond_total("cmp-2", "ab" * 32, two[:1], dp, engine)
     assert fits is not None and fits.after == Fraction(3, 2) and not fits.exceeded
-    assert budget.refuse_comparison_beyond_total("ab" * 32, [], dp, engine) is None
+    assert budget.refuse_comparison_beyond_total("cmp-3", "ab" * 32, [], dp, engine) is None

@@ -221,12 +221,13 @@ def _refuse_beyond_total(request: ComparisonRequest, candidates: list[Candidate]
     would take the extract beyond the site's total ε (:mod:`ehr_release.storage.budget`).
 
     Each DP candidate drawn counts on the extract's account (its utility is shown, measured
-    on the true data). The refusal is an audit event of its own, as a refused run's is.
+    on the true data). The refusal is an audit event of its own, as a refused run's is;
+    otherwise their ε is reserved before the first draw (``epsilon.reserved``).
     """
     try:
         refuse_comparison_beyond_total(
-            fingerprint, [c.params for c in candidates if c.differentially_private],
-            dp_algorithm_names())
+            request.comparison_id, fingerprint,
+            [c.params for c in candidates if c.differentially_private], dp_algorithm_names())
     except EpsilonBudgetExhausted as exc:
         record_event(actor=request.requester, action=AuditAction.COMPARISON_REFUSED,
                      payload={"comparison": request.comparison_id, "dataset": fingerprint,

@@ -28,7 +28,7 @@ from ehr_release.request import ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
-from ehr_release.storage.budget import dp_algorithm_names, refuse_beyond_total
+from ehr_release.storage.budget import dp_algorithm_names, refuse_beyond_total, release_undrawn
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.algorithm_stages import (
@@ -112,6 +112,7 @@ def _release(request: ReleaseRequest) -> str:
         return Status.AWAITING_APPROVAL.value  # a decision may already have moved it on
     except Exception as exc:
         fail_run(run_id, FLOW_ACTOR, exc)
+        release_undrawn(run_id)  # nothing drawn, nothing seen: its ε is given back
         stop_worker()  # work begun aside is not waited for
         raise
 
