@@ -128,3 +128,30 @@ def test_a_public_description_off_the_configuration_fails(release, plant: str) -
     change(doc)
     report = verifier.verify({**files, name: _dump(doc)}, data, params)
     assert not report.holds
+
+
+#: Detail fields the release does not determine: each is a function of noisy emptiness
+#: decisions about partitions that a later test drops entirely (no released group descends
+#: from them), so the verifier cannot recompute it and it would carry whatever its writer put
+#: there. The ledger publishes none of them; a ledger that does fails.
+UNDERIVABLE = [("selection", "candidates")]
+
+
+@pytest.mark.parametrize(("phase", "field"), UNDERIVABLE)
+def test_an_underivable_detail_field_is_not_published(release, phase: str, field: str) -> None:
+    files, _, _ = release
+    ledger = json.loads(files["ledger.json"])
+    assert all(field not in c["detail"] for c in ledger["charges"] if c["phase"] == phase)
+
+
+@pytest.mark.parametrize(("phase", "field"), UNDERIVABLE)
+@pytest.mark.parametrize("value", [0, 1, 7])
+def test_a_ledger_carrying_an_underivable_field_fails(release, phase: str, field: str,
+                                                      value: int) -> None:
+    """Before this check, ``candidates`` + 1 (or any small integer) verified: a few bits
+    per charge, free for a patient's value."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    _first(ledger, phase)["detail"][field] = value
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "ledger text fixed" in {r.name for r in report.failures}

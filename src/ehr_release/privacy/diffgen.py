@@ -314,6 +314,25 @@ def _round_up(exact: Fraction) -> float:
     return math.nextafter(value, math.inf) if Fraction(value) < exact else value
 
 
+def _detail_keys(c: dict[str, Any]) -> set[str]:
+    """The fields a charge's ``detail`` holds: each one replayed or checked by the verifier.
+
+    A field the replay cannot give -- a count of the candidates a selection chose from, say:
+    which values are held depends on partitions that a later noisy emptiness test may drop
+    entirely, so the release does not determine it -- would carry whatever its writer put
+    there, so it must not be there at all.
+    """
+    phase = c["phase"]
+    if phase in ("initial-split", "split"):
+        return {"attribute", "interval", "point"}
+    if phase == "selection":
+        numerical = c["detail"].get("kind") == "numerical"
+        return {"attribute", "kind", "value", "children"} | ({"point"} if numerical else set())
+    if phase == "emptiness":
+        return {"node", "partitions", "combinations", "threshold", "kept"}
+    return {"groups", "policy"}
+
+
 def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                  n_classes: int) -> list[str]:
     """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
@@ -348,6 +367,8 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                                      Fraction(c["epsilon"]))}
         problems += [f"charge {position}: {key} is not the replay's" for key, want in
                      wanted.items() if c.get(key) != want or type(c.get(key)) is not type(want)]
+        if set(d) != _detail_keys(c):
+            problems.append(f"charge {position}: detail holds fields the replay does not give")
         if phase == "emptiness" and d.get("threshold") != threshold:
             problems.append(f"charge {position}: threshold is not √2/ε'")
         if phase == "final-counts" and (d.get("policy") != exp.policy

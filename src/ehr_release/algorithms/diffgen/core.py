@@ -132,10 +132,11 @@ class DiffGen:
 
     def _select(self, step: int, cands: list[Candidate]) -> tuple[Candidate, dict[str, Any]]:
         mech = Exponential(self.eps1, self.du)
+        # No count of ``cands``: which values are held depends on partitions a later
+        # emptiness test may drop entirely, so no reader of the release could check it.
         charge = self.ledger.charge(
             mech, step=step, phase="selection", scope=SEQUENTIAL,
-            touched="all live records (scores of every candidate)",
-            detail={"candidates": len(cands)})
+            touched="all live records (scores of every candidate)")
         chosen = cands[self.noise.exponential(self.state.scores(cands), mech.scale)]
         charge.detail.update(attribute=self.state.names[chosen.col], kind=chosen.kind,
                              value=self.state.node_name(chosen.col, chosen.value))

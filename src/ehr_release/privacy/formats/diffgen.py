@@ -137,10 +137,9 @@ CUT_JSON = FileSchema(
 
 _DETAIL = OneOf((
     Obj({"attribute": "str", "interval": "str", "point": "number"}),
-    Obj({"candidates": "int", "attribute": "str", "kind": "str", "value": "str",
+    Obj({"attribute": "str", "kind": "str", "value": "str", "children": ListOf("str")}),
+    Obj({"attribute": "str", "kind": "str", "value": "str", "point": "number",
          "children": ListOf("str")}),
-    Obj({"candidates": "int", "attribute": "str", "kind": "str", "value": "str",
-         "point": "number", "children": ListOf("str")}),
     Obj({"node": "str", "partitions": "int", "combinations": "int", "threshold": "number",
          "kept": "int"}),
     Obj({"groups": "int", "policy": "str"}),
@@ -187,10 +186,14 @@ LEDGER_JSON = FileSchema(
                             "the public taxonomy's children), a split point drawn by the "
                             "exponential mechanism (paid in the same charge, published even "
                             "when unused), sizes of the cut and partition structure "
-                            "(candidates, partitions, combinations, groups: " + _DP_STRUCTURE
+                            "(partitions, combinations, groups: " + _DP_STRUCTURE
                             + "), how many child combinations passed the noisy emptiness test "
                             "(kept; Laplace, paid ε') and its public threshold √2/ε', the "
-                            "unused-budget policy.",
+                            "unused-budget policy. No number of candidates a selection chose "
+                            "from: which values are held depends on partitions a later "
+                            "emptiness test may drop entirely, which the release does not "
+                            "show, so no verifier could check it (the verifier fails a detail "
+                            "field its replay does not give).",
         "events": "steps that spent nothing (a categorical specialization, an unsplittable "
                   "interval, an early stop when no candidate is left): " + _DP_STRUCTURE
                   + ".",
