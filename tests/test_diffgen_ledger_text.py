@@ -134,7 +134,7 @@ def test_a_public_description_off_the_configuration_fails(release, plant: str) -
 #: decisions about partitions that a later test drops entirely (no released group descends
 #: from them), so the verifier cannot recompute it and it would carry whatever its writer put
 #: there. The ledger publishes none of them; a ledger that does fails.
-UNDERIVABLE = [("selection", "candidates")]
+UNDERIVABLE = [("selection", "candidates"), ("emptiness", "partitions")]
 
 
 @pytest.mark.parametrize(("phase", "field"), UNDERIVABLE)
@@ -148,10 +148,25 @@ def test_an_underivable_detail_field_is_not_published(release, phase: str, field
 @pytest.mark.parametrize("value", [0, 1, 7])
 def test_a_ledger_carrying_an_underivable_field_fails(release, phase: str, field: str,
                                                       value: int) -> None:
-    """Before this check, ``candidates`` + 1 (or any small integer) verified: a few bits
-    per charge, free for a patient's value."""
+    """Before this check, ``candidates`` or ``partitions`` + 1 (or any small integer)
+    verified: a few bits per charge, free for a patient's value."""
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     _first(ledger, phase)["detail"][field] = value
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "ledger text fixed" in {r.name for r in report.failures}
+
+
+@pytest.mark.parametrize("value", [1, 7])
+def test_a_partition_count_with_a_touched_text_to_match_fails(release, value: int) -> None:
+    """The ledger once published how many partitions an emptiness test covered, in its detail
+    and its ``touched`` text; a writer changing both consistently verified."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    charge = _first(ledger, "emptiness")
+    d = charge["detail"]
+    d["partitions"] = value
+    charge["touched"] = (f"records of the {value} partitions holding {d['node']}, "
+                         f"{d['combinations']} disjoint child combinations each")
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "ledger text fixed" in {r.name for r in report.failures}

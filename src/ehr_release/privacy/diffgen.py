@@ -317,10 +317,10 @@ def _round_up(exact: Fraction) -> float:
 def _detail_keys(c: dict[str, Any]) -> set[str]:
     """The fields a charge's ``detail`` holds: each one replayed or checked by the verifier.
 
-    A field the replay cannot give -- a count of the candidates a selection chose from, say:
-    which values are held depends on partitions that a later noisy emptiness test may drop
-    entirely, so the release does not determine it -- would carry whatever its writer put
-    there, so it must not be there at all.
+    A field the replay cannot give -- a count of the candidates a selection chose from or of
+    the partitions an emptiness test covered, say: which exist depends on partitions that a
+    later noisy emptiness test may drop entirely, so the release does not determine it --
+    would carry whatever its writer put there, so it must not be there at all.
     """
     phase = c["phase"]
     if phase in ("initial-split", "split"):
@@ -329,7 +329,7 @@ def _detail_keys(c: dict[str, Any]) -> set[str]:
         numerical = c["detail"].get("kind") == "numerical"
         return {"attribute", "kind", "value", "children"} | ({"point"} if numerical else set())
     if phase == "emptiness":
-        return {"node", "partitions", "combinations", "threshold", "kept"}
+        return {"node", "combinations", "threshold", "kept"}
     return {"groups", "policy"}
 
 
@@ -354,7 +354,7 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
         elif phase == "selection":
             touched = "all live records (scores of every candidate)"
         elif phase == "emptiness":
-            touched = (f"records of the {d['partitions']} partitions holding {d['node']}, "
+            touched = (f"records of every partition holding {d['node']}, "
                        f"{d['combinations']} disjoint child combinations each")
         else:
             touched = (f"all live records in {d['groups']} disjoint groups "

@@ -140,8 +140,7 @@ _DETAIL = OneOf((
     Obj({"attribute": "str", "kind": "str", "value": "str", "children": ListOf("str")}),
     Obj({"attribute": "str", "kind": "str", "value": "str", "point": "number",
          "children": ListOf("str")}),
-    Obj({"node": "str", "partitions": "int", "combinations": "int", "threshold": "number",
-         "kept": "int"}),
+    Obj({"node": "str", "combinations": "int", "threshold": "number", "kept": "int"}),
     Obj({"groups": "int", "policy": "str"}),
 ))
 _CHARGE = Obj({
@@ -179,21 +178,21 @@ LEDGER_JSON = FileSchema(
                 "charges[].mechanism", "charges[].epsilon", "charges[].epsilon_float",
                 "charges[].sensitivity", "charges[].scale", "charges[].scope",
                 "charges[].group"),
-        "charges[].touched": "fixed text naming the attribute or interval and how many "
-                             "partitions of the DP structure a charge touched; no record "
-                             "count.",
+        "charges[].touched": "fixed text naming the attribute, interval or node a charge "
+                             "touched (the final counts: how many released groups); no "
+                             "record count, no number the release does not determine.",
         "charges[].detail": "what the step did: the DP selection (attribute, value, kind, "
                             "the public taxonomy's children), a split point drawn by the "
                             "exponential mechanism (paid in the same charge, published even "
                             "when unused), sizes of the cut and partition structure "
-                            "(partitions, combinations, groups: " + _DP_STRUCTURE
+                            "(combinations, groups: " + _DP_STRUCTURE
                             + "), how many child combinations passed the noisy emptiness test "
                             "(kept; Laplace, paid ε') and its public threshold √2/ε', the "
                             "unused-budget policy. No number of candidates a selection chose "
-                            "from: which values are held depends on partitions a later "
-                            "emptiness test may drop entirely, which the release does not "
-                            "show, so no verifier could check it (the verifier fails a detail "
-                            "field its replay does not give).",
+                            "from, nor of partitions an emptiness test covered: which exist "
+                            "depends on partitions a later emptiness test may drop entirely, "
+                            "which the release does not show, so no verifier could check it "
+                            "(the verifier fails a detail field its replay does not give).",
         "events": "steps that spent nothing (a categorical specialization, an unsplittable "
                   "interval, an early stop when no candidate is left): " + _DP_STRUCTURE
                   + ".",
