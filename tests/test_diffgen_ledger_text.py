@@ -134,7 +134,8 @@ def test_a_public_description_off_the_configuration_fails(release, plant: str) -
 #: decisions about partitions that a later test drops entirely (no released group descends
 #: from them), so the verifier cannot recompute it and it would carry whatever its writer put
 #: there. The ledger publishes none of them; a ledger that does fails.
-UNDERIVABLE = [("selection", "candidates"), ("emptiness", "partitions")]
+UNDERIVABLE = [("selection", "candidates"), ("emptiness", "partitions"),
+               ("emptiness", "kept")]
 
 
 @pytest.mark.parametrize(("phase", "field"), UNDERIVABLE)
@@ -148,8 +149,8 @@ def test_an_underivable_detail_field_is_not_published(release, phase: str, field
 @pytest.mark.parametrize("value", [0, 1, 7])
 def test_a_ledger_carrying_an_underivable_field_fails(release, phase: str, field: str,
                                                       value: int) -> None:
-    """Before this check, ``candidates`` or ``partitions`` + 1 (or any small integer)
-    verified: a few bits per charge, free for a patient's value."""
+    """Before this check, ``candidates``, ``partitions`` or ``kept`` + 1 (or any small
+    integer) verified: a few bits per charge, free for a patient's value."""
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     _first(ledger, phase)["detail"][field] = value

@@ -318,7 +318,7 @@ def _detail_keys(c: dict[str, Any]) -> set[str]:
     """The fields a charge's ``detail`` holds: each one replayed or checked by the verifier.
 
     A field the replay cannot give -- a count of the candidates a selection chose from or of
-    the partitions an emptiness test covered, say: which exist depends on partitions that a
+    the partitions an emptiness test covered or kept, say: which exist depends on ones that a
     later noisy emptiness test may drop entirely, so the release does not determine it --
     would carry whatever its writer put there, so it must not be there at all.
     """
@@ -329,7 +329,7 @@ def _detail_keys(c: dict[str, Any]) -> set[str]:
         numerical = c["detail"].get("kind") == "numerical"
         return {"attribute", "kind", "value", "children"} | ({"point"} if numerical else set())
     if phase == "emptiness":
-        return {"node", "combinations", "threshold", "kept"}
+        return {"node", "combinations", "threshold"}
     return {"groups", "policy"}
 
 

@@ -172,9 +172,9 @@ class DiffGen:
         mech = Laplace(self.eps1)
         threshold = emptiness_threshold(self.eps1)
         name = st.node_name(chosen.col, chosen.value)
-        # No number of partitions tested: some are dropped entirely by a later test, which
-        # the release does not show, so no reader could check how many there were.
-        charge = self.ledger.charge(
+        # No number of partitions tested nor of combinations kept: some are dropped entirely
+        # by a later test, which the release does not show, so no reader could check them.
+        self.ledger.charge(
             mech, step=step, phase="emptiness", scope=PARALLEL,
             group=f"step {step}: emptiness tests",
             touched=f"records of every partition holding {name}, "
@@ -184,7 +184,6 @@ class DiffGen:
         noisy = self.noise.laplace(split.counts.ravel(), mech.scale)
         keep = (noisy > threshold).reshape(split.counts.shape)
         st.apply_set(split, keep)
-        charge.detail["kept"] = int(keep.sum())
 
     def run(self) -> DiffGenResult:
         """Run Algorithm 1 and return the release (see the module docstring)."""

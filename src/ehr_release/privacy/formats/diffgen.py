@@ -140,7 +140,7 @@ _DETAIL = OneOf((
     Obj({"attribute": "str", "kind": "str", "value": "str", "children": ListOf("str")}),
     Obj({"attribute": "str", "kind": "str", "value": "str", "point": "number",
          "children": ListOf("str")}),
-    Obj({"node": "str", "combinations": "int", "threshold": "number", "kept": "int"}),
+    Obj({"node": "str", "combinations": "int", "threshold": "number"}),
     Obj({"groups": "int", "policy": "str"}),
 ))
 _CHARGE = Obj({
@@ -186,13 +186,13 @@ LEDGER_JSON = FileSchema(
                             "exponential mechanism (paid in the same charge, published even "
                             "when unused), sizes of the cut and partition structure "
                             "(combinations, groups: " + _DP_STRUCTURE
-                            + "), how many child combinations passed the noisy emptiness test "
-                            "(kept; Laplace, paid ε') and its public threshold √2/ε', the "
+                            + "), an emptiness test's public threshold √2/ε', the "
                             "unused-budget policy. No number of candidates a selection chose "
-                            "from, nor of partitions an emptiness test covered: which exist "
-                            "depends on partitions a later emptiness test may drop entirely, "
-                            "which the release does not show, so no verifier could check it "
-                            "(the verifier fails a detail field its replay does not give).",
+                            "from, nor of partitions an emptiness test covered or kept: which "
+                            "exist depends on partitions a later emptiness test may drop "
+                            "entirely, which the release does not show, so no verifier could "
+                            "check them (the verifier fails a detail field its replay does not "
+                            "give).",
         "events": "steps that spent nothing (a categorical specialization, an unsplittable "
                   "interval, an early stop when no candidate is left): " + _DP_STRUCTURE
                   + ".",
