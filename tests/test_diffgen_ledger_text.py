@@ -171,3 +171,23 @@ def test_a_partition_count_with_a_touched_text_to_match_fails(release, value: in
                          f"{d['combinations']} disjoint child combinations each")
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "ledger text fixed" in {r.name for r in report.failures}
+
+
+@pytest.fixture(scope="module")
+def numerical_release():
+    """A release whose selections specialize a numerical interval (age) more than once."""
+    return make_release(n=200, seed=9, predictors="gender,age,codes", h=8)
+
+
+def test_a_numerical_selection_restates_its_drawn_point(numerical_release) -> None:
+    """A numerical selection repeats the split point its interval drew earlier (already
+    paid); the verifier took any number there, so it could carry anything."""
+    files, data, params = numerical_release
+    ledger = json.loads(files["ledger.json"])
+    chosen = [c for c in ledger["charges"]
+              if c["phase"] == "selection" and c["detail"]["kind"] == "numerical"]
+    assert chosen, "no numerical selection"
+    assert verifier.verify(files, data, params).holds
+    chosen[0]["detail"]["point"] += 1
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "charges complete and scoped" in {r.name for r in report.failures}

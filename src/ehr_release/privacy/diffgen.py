@@ -256,6 +256,8 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
         point = replay_.points.get((attr, lo, hi))
         if point is None:
             raise LedgerMismatch(f"a split point drawn earlier for {value}", "none")
+        if Fraction(str(d.get("point"))) != point:  # restated, so nothing new may stand here
+            raise LedgerMismatch(f"the split point drawn earlier for {value}", "another")
         children = [(lo, point), (point, hi)]
         if [_interval(x) for x in d.get("children", [])] != children:
             raise LedgerMismatch(f"children {children}", str(d.get("children")))
