@@ -191,3 +191,16 @@ def test_a_numerical_selection_restates_its_drawn_point(numerical_release) -> No
     chosen[0]["detail"]["point"] += 1
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "charges complete and scoped" in {r.name for r in report.failures}
+
+
+def test_a_selections_children_come_in_name_order(release) -> None:
+    """The children of a categorical or set-valued selection are the taxonomy's, in name
+    order; the verifier compared them as sets, so their order (log2 k! bits) was free."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    chosen = next(c for c in ledger["charges"] if c["phase"] == "selection"
+                  and c["detail"]["kind"] != "numerical" and len(c["detail"]["children"]) > 1)
+    assert chosen["detail"]["children"] == sorted(chosen["detail"]["children"])
+    chosen["detail"]["children"].reverse()
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "charges complete and scoped" in {r.name for r in report.failures}

@@ -285,8 +285,8 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
     tree = replay_.tree(attr)
     if value not in replay_.cut[attr]:
         raise LedgerMismatch(f"a value of the current cut of {attr}", repr(value))
-    children = list(tree.children.get(value, []))
-    if not children or sorted(d.get("children", [])) != sorted(children):
+    children = sorted(tree.children.get(value, []))
+    if not children or d.get("children") != children:  # in name order: no free permutation
         raise LedgerMismatch(f"the taxonomy children of {value} {children}",
                              str(d.get("children")))
     replay_.cut[attr] = (replay_.cut[attr] - {value}) | set(children)
