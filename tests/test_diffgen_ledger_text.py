@@ -14,9 +14,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ehr_release.privacy import diffgen as verifier
+from ehr_release.registry.diffgen import ENTRY
+from ehr_release.sample import generate_sample
 from tests.test_diffgen_counts_check import make_release
 
 
@@ -204,3 +207,40 @@ def test_a_selections_children_come_in_name_order(release) -> None:
     chosen["detail"]["children"].reverse()
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "charges complete and scoped" in {r.name for r in report.failures}
+
+
+def _respell(point: int | float) -> float:
+    return float(point)
+
+
+def _fraction(point: int | float) -> float:
+    return point + 0.5
+
+
+@pytest.mark.parametrize("change", [_respell, _fraction])
+def test_a_split_point_has_one_spelling_and_is_whole_in_an_integer_domain(
+        release, change: Callable) -> None:
+    """Age's domain is integer: the mechanism draws whole points, written as JSON integers.
+    ``25.0`` for ``25``, or ``25.5``, verified (a drawn but unused point changes nothing
+    else), so the spelling and the fraction were free bits."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    split = _first(ledger, "initial-split")
+    assert type(split["detail"]["point"]) is int
+    split["detail"]["point"] = change(split["detail"]["point"])
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "charges complete and scoped" in {r.name for r in report.failures}
+
+
+def test_an_honest_release_over_a_real_domain_holds() -> None:
+    """Over a real domain the drawn points are decimals: the one spelling the verifier
+    requires is the one the algorithm writes."""
+    data = generate_sample(200, seed=9)
+    params = ENTRY.parse({"epsilon": "1", "h": "8", "taxonomies": "mimic-demo",
+                          "predictors": "gender,age,codes", "domains": "age=0.0:91.0",
+                          "seed": "9", "eval_runs": "0"})
+    files = ENTRY.anonymize(data, params, np.random.default_rng(9))
+    points = [c["detail"]["point"] for c in json.loads(files["ledger.json"])["charges"]
+              if "point" in c["detail"]]
+    assert len(points) > 2 and any(type(p) is float for p in points)
+    assert verifier.verify(files, data, params).holds

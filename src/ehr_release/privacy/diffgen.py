@@ -197,7 +197,7 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
         c = take()
         _expect(c, phase="initial-split", mechanism="exponential", scope="sequential",
                 epsilon=exp.eps1, step=0)
-        _record_point(c, name, lo, hi, replay_)
+        _record_point(c, name, lo, hi, replay_, dom.integer)
         total += exp.eps1
     steps = sorted({int(c["step"]) for c in charges[pos:] if c.get("phase") == "selection"})
     if steps != list(range(1, len(steps) + 1)) or len(steps) > exp.h:
@@ -228,13 +228,28 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     return total + Fraction(final["epsilon"])
 
 
+def _point(raw: Any, integer: bool) -> Fraction:
+    """A split point as the ledger must write it: a whole number as a JSON integer, any other
+    as a decimal, and whole in an integer domain (where the mechanism only draws integers).
+    Another spelling (``25.0`` for ``25``) or a fraction there would be free to carry bits."""
+    if type(raw) not in (int, float):
+        raise LedgerMismatch("a split point written as a JSON number", type(raw).__name__)
+    value = Fraction(str(raw))
+    if (type(raw) is int) != (value.denominator == 1):
+        raise LedgerMismatch("a whole split point as an integer, any other as a decimal",
+                             "another spelling")
+    if integer and value.denominator != 1:
+        raise LedgerMismatch("a whole split point in an integer domain", "a fraction")
+    return value
+
+
 def _record_point(c: dict[str, Any], name: str, lo: Fraction, hi: Fraction,
-                  replay_: Replay) -> None:
+                  replay_: Replay, integer: bool) -> None:
     detail = c.get("detail", {})
     if detail.get("attribute") != name or _interval(detail.get("interval", "")) != (lo, hi):
         raise LedgerMismatch(f"a split of {name} on [{lo},{hi})",
                              f"{detail.get('attribute')} {detail.get('interval')}")
-    point = Fraction(str(detail.get("point")))
+    point = _point(detail.get("point"), integer)
     if not lo < point < hi:
         raise LedgerMismatch(f"a split point strictly inside [{lo},{hi})", str(point))
     replay_.points[(name, lo, hi)] = point
@@ -256,7 +271,8 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
         point = replay_.points.get((attr, lo, hi))
         if point is None:
             raise LedgerMismatch(f"a split point drawn earlier for {value}", "none")
-        if Fraction(str(d.get("point"))) != point:  # restated, so nothing new may stand here
+        integer = replay_.config.numerical[attr].integer
+        if _point(d.get("point"), integer) != point:  # restated: nothing new may stand here
             raise LedgerMismatch(f"the split point drawn earlier for {value}", "another")
         children = [(lo, point), (point, hi)]
         if [_interval(x) for x in d.get("children", [])] != children:
@@ -276,7 +292,7 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
                 raise LedgerMismatch("both split points in one parallel group",
                                      f"{group!r} and {c.get('group')!r}")
             group = c.get("group")
-            _record_point(c, attr, a, b, replay_)
+            _record_point(c, attr, a, b, replay_, dom.integer)
             spent = exp.eps1
         if not spent:
             replay_.events.append({"step": step, "event": "new intervals cannot be split: "
