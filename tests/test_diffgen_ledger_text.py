@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -244,3 +245,28 @@ def test_an_honest_release_over_a_real_domain_holds() -> None:
               if "point" in c["detail"]]
     assert len(points) > 2 and any(type(p) is float for p in points)
     assert verifier.verify(files, data, params).holds
+
+
+@pytest.mark.parametrize("phase", ["initial-split", "selection", "emptiness", "final-counts"])
+def test_a_sensitivity_other_than_the_parameters_fails(release, phase: str) -> None:
+    """Δ = 1 for a count, Δu = 1 for the Max score. A larger one with the scale to match
+    is still private, so it verified -- which value stood there was the writer's choice."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    charge = _first(ledger, phase)
+    assert charge["sensitivity"] == "1"
+    factor = 2 if charge["mechanism"] == "exponential" else 1
+    charge["sensitivity"] = "3"
+    charge["scale"] = verifier._round_up(factor * 3 / Fraction(charge["epsilon"]))
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "ledger text fixed" in {r.name for r in report.failures}
+
+
+def test_the_verifier_spells_infogains_sensitivity_as_the_format_does() -> None:
+    """With the sensitivity pinned, the verifier's own Δu of InfoGain must be the one the
+    format writes for every class count (both configurations have two classes, so a 3-class
+    release is only reachable with a custom configuration)."""
+    from ehr_release.algorithms.diffgen.noise import class_count_sensitivity
+
+    for n in range(2, 41):
+        assert verifier._log2_upper(n) == class_count_sensitivity(n), n

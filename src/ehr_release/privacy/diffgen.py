@@ -70,10 +70,12 @@ def _splittable(lo: Fraction, hi: Fraction, integer: bool) -> bool:
 
 
 def _log2_upper(n_classes: int) -> Fraction:
-    """Δu of InfoGain is log2 |classes|; any recorded Δu must be at least this."""
+    """Δu of InfoGain, log2 |classes|, as the format writes it: exact for a power of two,
+    else the double two steps above ``math.log2`` (a bound above the true logarithm whatever
+    the last bit ``log2`` rounds to). The one value the ledger may record."""
     if n_classes & (n_classes - 1) == 0:
         return Fraction(n_classes.bit_length() - 1)
-    return Fraction(math.log2(n_classes))
+    return Fraction(math.nextafter(math.nextafter(math.log2(n_classes), math.inf), math.inf))
 
 
 def _is_cut(tree: Hierarchy, nodes: set[str]) -> bool:
@@ -356,11 +358,11 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
 
     ``touched``, the parallel ``group`` names, the events, ``index``, ``epsilon_float``,
-    ``scale``, ``spent_float``, an emptiness test's threshold and the final counts' policy
-    are fixed by the parameters, the public taxonomies and the DP choices the replay walked;
-    left unchecked, each would publish whatever the writer put there (a true count, say). Only
-    what the replay has already accepted is read here (run after :func:`replay`).
-    """
+    ``sensitivity``, ``scale``, ``spent_float``, an emptiness test's threshold and the final
+    counts' policy are fixed by the parameters, the public taxonomies and the DP choices the
+    replay walked; left unchecked, each would publish whatever the writer put there (a true
+    count, say). Only what the replay has already accepted is read here (run after
+    :func:`replay`)."""
     problems: list[str] = []
     threshold = math.sqrt(2) / float(exp.eps1)
     groups = {"split": "step {step}: split points", "emptiness": "step {step}: emptiness tests",
@@ -379,6 +381,11 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                        f"({d['groups'] // n_classes} partitions × {n_classes} classes)")
         group = groups[phase].format(step=c["step"]) if c["scope"] == "parallel" else None
         factor = 2 if c["mechanism"] == "exponential" else 1
+        # Δ of a count (add/remove) or Δu of the score: a larger one stays private (the
+        # scale follows it), but which one would be the writer's free choice.
+        sensitivity = Fraction(1) if c["mechanism"] == "laplace" else exp.du
+        if Fraction(c["sensitivity"]) != sensitivity:
+            problems.append(f"charge {position}: sensitivity is not the parameters'")
         wanted = {"index": position, "epsilon_float": float(Fraction(c["epsilon"])),
                   "touched": touched, "group": group,
                   "scale": _round_up(factor * Fraction(c["sensitivity"]) /
