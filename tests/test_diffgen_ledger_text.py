@@ -270,3 +270,17 @@ def test_the_verifier_spells_infogains_sensitivity_as_the_format_does() -> None:
 
     for n in range(2, 41):
         assert verifier._log2_upper(n) == class_count_sensitivity(n), n
+
+
+def test_the_noise_label_is_the_one_the_seed_parameter_gives(release) -> None:
+    """A seeded (test-mode) run must say so and a production run must not: the label
+    follows the ``seed`` parameter, so flipping it (one bit, and a false claim) fails."""
+    files, data, params = release
+    ledger = json.loads(files["ledger.json"])
+    assert params.get("seed") is not None
+    assert ledger["noise"] == verifier.SEEDED_NOISE
+    ledger["noise"] = verifier.NOISE
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "public description fixed" in {r.name for r in report.failures}
+    unseeded = verifier.verify(files, data, {**params, "seed": None})
+    assert "public description fixed" in {r.name for r in unseeded.failures}

@@ -133,6 +133,8 @@ class Expectations:
     eps1: Fraction
     du: Fraction
     policy: str
+    #: The run's test-mode seed (None in production): it picks the sampler.
+    seed: Any = None
 
 
 def _check_scale(c: dict[str, Any], exp: Expectations) -> str | None:
@@ -411,6 +413,8 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
 #: The format's cut-set label syntax (``cut.json`` restates it; nothing else may stand there).
 SEPARATOR, EMPTY = ";", "(none)"
 NEIGHBOURING = "add/remove one record"
+#: The sampler a run used: OpenDP unless the (test-mode only) ``seed`` parameter was given.
+NOISE, SEEDED_NOISE = "opendp", "seeded-numpy (test mode)"
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -434,6 +438,7 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
           "unused_budget": exp.policy}),
         ("cut.json epsilon_prime", cut_doc.get("epsilon_prime"), str(exp.eps1)),
         ("ledger neighbouring", ledger.get("neighbouring"), NEIGHBOURING),
+        ("ledger noise", ledger.get("noise"), NOISE if exp.seed is None else SEEDED_NOISE),
         ("ledger epsilon", ledger.get("epsilon"), str(exp.epsilon)),
         ("ledger total_budget", ledger.get("total_budget"), str(exp.epsilon)),
         ("ledger h", ledger.get("h"), exp.h),
@@ -595,7 +600,8 @@ def verify(files: dict[str, bytes], original: Dataset,
     eps1 = epsilon / (2 * (n_num + 2 * h))
     score = params.get("score", "max")
     du = Fraction(1) if score == "max" else _log2_upper(len(config.class_values))
-    exp = Expectations(epsilon, h, eps1, du, params.get("unused_budget", "final-counts"))
+    exp = Expectations(epsilon, h, eps1, du, params.get("unused_budget", "final-counts"),
+                       params.get("seed"))
     try:
         ledger = json.loads(files["ledger.json"])
         cut_doc = json.loads(files["cut.json"])

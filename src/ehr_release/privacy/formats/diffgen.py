@@ -169,7 +169,8 @@ LEDGER_JSON = FileSchema(
         "noise": "which sampler drew every draw of the run: opendp (OpenDP, seeded from the "
                  "operating system's entropy; the production path) or the seeded test-mode "
                  "generator, whose draws anyone with the seed replays (such a release is not "
-                 "private, and says so); a fact about the run, never about the data.",
+                 "private, and says so); a fact about the run, never about the data: the "
+                 "verifier requires the one the run's seed parameter gives.",
         **_each("the composition of the charges: computed from the ledger, re-checked by the "
                 "verifier.", "spent", "spent_float"),
         **_each("the budget accounting of one invocation: determined by the parameters and "
