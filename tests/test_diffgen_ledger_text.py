@@ -284,3 +284,35 @@ def test_the_noise_label_is_the_one_the_seed_parameter_gives(release) -> None:
     assert "public description fixed" in {r.name for r in report.failures}
     unseeded = verifier.verify(files, data, {**params, "seed": None})
     assert "public description fixed" in {r.name for r in unseeded.failures}
+
+
+def _reverse_cut(kind: str) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        attr = _attr(doc, kind)
+        assert len(attr["cut"]) > 1, "a cut of one value cannot be reordered"
+        attr["cut"].reverse()
+        if kind == "numerical":
+            attr["intervals"].reverse()
+    return change
+
+
+CUT_PLANTS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "class value added": lambda d: d["class"]["values"].append("400"),
+    "class values reordered": lambda d: d["class"]["values"].reverse(),
+    "count column renamed": lambda d: d.__setitem__("count_column", "n"),
+    "set-valued cut reordered": _reverse_cut("set-valued"),
+    "numerical cut reordered": _reverse_cut("numerical"),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(CUT_PLANTS))
+def test_cut_json_class_and_cut_order_are_the_configurations(numerical_release,
+                                                             plant: str) -> None:
+    """cut.json's class entry restates the configuration and each cut is sorted (by name,
+    by interval): an extra class value (any text), or a permutation of a cut (log2 n! bits:
+    18 for 9 nodes), verified before."""
+    files, data, params = numerical_release
+    doc = json.loads(files["cut.json"])
+    CUT_PLANTS[plant](doc)
+    report = verifier.verify({**files, "cut.json": _dump(doc)}, data, params)
+    assert "public description fixed" in {r.name for r in report.failures}

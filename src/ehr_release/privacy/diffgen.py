@@ -413,6 +413,7 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
 #: The format's cut-set label syntax (``cut.json`` restates it; nothing else may stand there).
 SEPARATOR, EMPTY = ";", "(none)"
 NEIGHBOURING = "add/remove one record"
+COUNT = "count"
 #: The sampler a run used: OpenDP unless the (test-mode only) ``seed`` parameter was given.
 NOISE, SEEDED_NOISE = "opendp", "seeded-numpy (test mode)"
 
@@ -437,6 +438,9 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
          {"epsilon": str(exp.epsilon), "h": exp.h, "score": score,
           "unused_budget": exp.policy}),
         ("cut.json epsilon_prime", cut_doc.get("epsilon_prime"), str(exp.eps1)),
+        ("cut.json class", cut_doc.get("class"),
+         {"column": config.class_column, "values": list(config.class_values)}),
+        ("cut.json count_column", cut_doc.get("count_column"), COUNT),
         ("ledger neighbouring", ledger.get("neighbouring"), NEIGHBOURING),
         ("ledger noise", ledger.get("noise"), NOISE if exp.seed is None else SEEDED_NOISE),
         ("ledger epsilon", ledger.get("epsilon"), str(exp.epsilon)),
@@ -454,6 +458,9 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
                            str(Fraction(str(c.get(key))))))
     for a in cut_doc.get("attributes", []):
         name, kind = a.get("name"), a.get("kind")
+        if kind in ("categorical", "set-valued") and name in config.predictors:
+            # in name order, as the numerical cut in interval order: no free permutation
+            wanted.append((f"{name} cut order", a.get("cut"), sorted(a.get("cut", []))))
         if kind == "categorical" and name in config.categorical:
             wanted.append((f"{name} taxonomy_root", a.get("taxonomy_root"),
                            config.categorical[name].root))
@@ -465,7 +472,9 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
                        (f"{name} empty", a.get("empty"), EMPTY)]
         elif kind == "numerical" and name in config.numerical:
             bounds = [_interval(label) for label in a.get("cut", [])]
-            wanted += [(f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
+            wanted += [(f"{name} cut order", a.get("cut"),
+                        sorted(a.get("cut", []), key=_interval)),
+                       (f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
                        (f"{name} intervals", a.get("intervals"),
                         [[float(lo), float(hi)] for lo, hi in bounds])]
         else:
