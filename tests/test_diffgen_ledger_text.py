@@ -10,12 +10,14 @@ calls ``touched`` "fixed text ... no record count".
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ehr_release.privacy import diffgen as verifier
@@ -316,3 +318,24 @@ def test_cut_json_class_and_cut_order_are_the_configurations(numerical_release,
     CUT_PLANTS[plant](doc)
     report = verifier.verify({**files, "cut.json": _dump(doc)}, data, params)
     assert "public description fixed" in {r.name for r in report.failures}
+
+
+def _respelled_cut_set(nodes: list[str]) -> str:
+    return ";".join(reversed(nodes))
+
+
+def _repeated_node(nodes: list[str]) -> str:
+    return ";".join([*nodes, nodes[0]])
+
+
+@pytest.mark.parametrize("respell", [_respelled_cut_set, _repeated_node])
+def test_a_released_cut_set_has_one_spelling(release, respell: Callable) -> None:
+    """A group's cut-set label lists its nodes sorted, each once. The verifier read labels
+    as sets, so a permutation (log2 k! bits per group) or a repeated node verified."""
+    files, data, params = release
+    groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
+    label = next(v for v in groups["codes"] if ";" in v)
+    groups.loc[groups["codes"] == label, "codes"] = respell(label.split(";"))
+    planted = {**files, "groups.csv": groups.to_csv(index=False).encode()}
+    report = verifier.verify(planted, data, params)
+    assert "released values public" in {r.name for r in report.failures}

@@ -545,6 +545,10 @@ def _released_values(groups: pd.DataFrame, cut_doc: dict[str, Any], replay_: Rep
             if not nodes <= cut:
                 problems.append(f"{name}: a released cut-set is outside the cut")
                 break
+            if label != (sep.join(sorted(nodes)) if nodes else empty):
+                # its nodes sorted, each once: another order or a repeat would be free bits
+                problems.append(f"{name}: a released cut-set is not in its one spelling")
+                break
     cls = config.class_column
     if cls not in groups or not set(groups[cls]) <= set(config.class_values):
         problems.append(f"class column {cls!r} missing or with undeclared values")
