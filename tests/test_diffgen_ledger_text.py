@@ -339,3 +339,33 @@ def test_a_released_cut_set_has_one_spelling(release, respell: Callable) -> None
     planted = {**files, "groups.csv": groups.to_csv(index=False).encode()}
     report = verifier.verify(planted, data, params)
     assert "released values public" in {r.name for r in report.failures}
+
+
+def _decimal_point(label: str) -> str:
+    lo, hi = label[1:-1].split(",")
+    return f"[{lo}.0,{hi})"
+
+
+def test_an_interval_label_has_one_spelling_in_the_cut_and_groups(numerical_release) -> None:
+    """``[46.0,47)`` for ``[46,47)``, written alike in cut.json and the groups, verified:
+    a free bit per interval label."""
+    files, data, params = numerical_release
+    doc = json.loads(files["cut.json"])
+    age = _attr(doc, "numerical")
+    old = age["cut"][1]
+    age["cut"][1] = _decimal_point(old)
+    groups = pd.read_csv(io.BytesIO(files["groups.csv"]), dtype=str, keep_default_na=False)
+    groups.loc[groups["age"] == old, "age"] = _decimal_point(old)
+    planted = {**files, "cut.json": _dump(doc),
+               "groups.csv": groups.to_csv(index=False).encode()}
+    assert not verifier.verify(planted, data, params).holds
+
+
+def test_an_interval_label_has_one_spelling_in_the_ledger(numerical_release) -> None:
+    files, data, params = numerical_release
+    ledger = json.loads(files["ledger.json"])
+    split = _first(ledger, "split")
+    split["detail"]["interval"] = _decimal_point(split["detail"]["interval"])
+    split["touched"] = f"records with age in {split['detail']['interval']}"
+    report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
+    assert "charges complete and scoped" in {r.name for r in report.failures}

@@ -58,11 +58,22 @@ class LedgerMismatch(EhrReleaseError):
 
 
 # --------------------------------------------------------------------------- small helpers
+def _bound_text(x: Fraction) -> str:
+    """An interval bound as the format writes it: an integer without a decimal point, any
+    other as the shortest decimal of its double."""
+    return str(int(x)) if x.denominator == 1 else repr(float(x))
+
+
 def _interval(label: str) -> tuple[Fraction, Fraction]:
+    """``"[18,37)"`` → (18, 37), in its one spelling only: ``[18.0,37)`` or ``[018,37)``
+    would be free bits in every interval label of the ledger, the cut and the groups."""
     m = _INTERVAL.match(label)
     if not m:
         raise LedgerMismatch("an interval label [lo,hi)", repr(label))
-    return Fraction(m.group(1)), Fraction(m.group(2))
+    lo, hi = Fraction(m.group(1)), Fraction(m.group(2))
+    if label != f"[{_bound_text(lo)},{_bound_text(hi)})":
+        raise LedgerMismatch("an interval label in its one spelling", "another spelling")
+    return lo, hi
 
 
 def _splittable(lo: Fraction, hi: Fraction, integer: bool) -> bool:
