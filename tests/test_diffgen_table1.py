@@ -160,6 +160,6 @@ def test_the_example_runs_end_to_end_and_verifies(config_path, seed) -> None:
     assert all(c.epsilon == Fraction(1, 10) for c in charges if c.phase != "final-counts")
     assert result.ledger.spent() == 1
     files = release_files(result, config, params)
-    report = verify(files, table1_dataset(), {"epsilon": 1.0, "h": 2,
+    report = verify(files, table1_dataset(), {"epsilon": 1.0, "h": 2, "seed": seed,
                                               "taxonomies": str(config_path)})
     assert report.holds, report.to_dict()

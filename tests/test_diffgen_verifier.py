@@ -48,7 +48,7 @@ def release(tmp_path: Path):
     result = run_diffgen(encode_dataset(data, config), params,
                          noise_source(5, np.random.default_rng(5)))
     files = release_files(result, config, params)
-    vparams = {"epsilon": 1.0, "h": H, "taxonomies": str(path)}
+    vparams = {"epsilon": 1.0, "h": H, "taxonomies": str(path), "seed": 5}
     return files, data, vparams
 
 

@@ -58,11 +58,22 @@ class LedgerMismatch(EhrReleaseError):
 
 
 # --------------------------------------------------------------------------- small helpers
+def _bound_text(x: Fraction) -> str:
+    """An interval bound as the format writes it: an integer without a decimal point, any
+    other as the shortest decimal of its double."""
+    return str(int(x)) if x.denominator == 1 else repr(float(x))
+
+
 def _interval(label: str) -> tuple[Fraction, Fraction]:
+    """``"[18,37)"`` → (18, 37), in its one spelling only: ``[18.0,37)`` or ``[018,37)``
+    would be free bits in every interval label of the ledger, the cut and the groups."""
     m = _INTERVAL.match(label)
     if not m:
         raise LedgerMismatch("an interval label [lo,hi)", repr(label))
-    return Fraction(m.group(1)), Fraction(m.group(2))
+    lo, hi = Fraction(m.group(1)), Fraction(m.group(2))
+    if label != f"[{_bound_text(lo)},{_bound_text(hi)})":
+        raise LedgerMismatch("an interval label in its one spelling", "another spelling")
+    return lo, hi
 
 
 def _splittable(lo: Fraction, hi: Fraction, integer: bool) -> bool:
@@ -70,10 +81,12 @@ def _splittable(lo: Fraction, hi: Fraction, integer: bool) -> bool:
 
 
 def _log2_upper(n_classes: int) -> Fraction:
-    """Δu of InfoGain is log2 |classes|; any recorded Δu must be at least this."""
+    """Δu of InfoGain, log2 |classes|, as the format writes it: exact for a power of two,
+    else the double two steps above ``math.log2`` (a bound above the true logarithm whatever
+    the last bit ``log2`` rounds to). The one value the ledger may record."""
     if n_classes & (n_classes - 1) == 0:
         return Fraction(n_classes.bit_length() - 1)
-    return Fraction(math.log2(n_classes))
+    return Fraction(math.nextafter(math.nextafter(math.log2(n_classes), math.inf), math.inf))
 
 
 def _is_cut(tree: Hierarchy, nodes: set[str]) -> bool:
@@ -131,6 +144,8 @@ class Expectations:
     eps1: Fraction
     du: Fraction
     policy: str
+    #: The run's test-mode seed (None in production): it picks the sampler.
+    seed: Any = None
 
 
 def _check_scale(c: dict[str, Any], exp: Expectations) -> str | None:
@@ -197,7 +212,7 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
         c = take()
         _expect(c, phase="initial-split", mechanism="exponential", scope="sequential",
                 epsilon=exp.eps1, step=0)
-        _record_point(c, name, lo, hi, replay_)
+        _record_point(c, name, lo, hi, replay_, dom.integer)
         total += exp.eps1
     steps = sorted({int(c["step"]) for c in charges[pos:] if c.get("phase") == "selection"})
     if steps != list(range(1, len(steps) + 1)) or len(steps) > exp.h:
@@ -228,13 +243,28 @@ def replay(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
     return total + Fraction(final["epsilon"])
 
 
+def _point(raw: Any, integer: bool) -> Fraction:
+    """A split point as the ledger must write it: a whole number as a JSON integer, any other
+    as a decimal, and whole in an integer domain (where the mechanism only draws integers).
+    Another spelling (``25.0`` for ``25``) or a fraction there would be free to carry bits."""
+    if type(raw) not in (int, float):
+        raise LedgerMismatch("a split point written as a JSON number", type(raw).__name__)
+    value = Fraction(str(raw))
+    if (type(raw) is int) != (value.denominator == 1):
+        raise LedgerMismatch("a whole split point as an integer, any other as a decimal",
+                             "another spelling")
+    if integer and value.denominator != 1:
+        raise LedgerMismatch("a whole split point in an integer domain", "a fraction")
+    return value
+
+
 def _record_point(c: dict[str, Any], name: str, lo: Fraction, hi: Fraction,
-                  replay_: Replay) -> None:
+                  replay_: Replay, integer: bool) -> None:
     detail = c.get("detail", {})
     if detail.get("attribute") != name or _interval(detail.get("interval", "")) != (lo, hi):
         raise LedgerMismatch(f"a split of {name} on [{lo},{hi})",
                              f"{detail.get('attribute')} {detail.get('interval')}")
-    point = Fraction(str(detail.get("point")))
+    point = _point(detail.get("point"), integer)
     if not lo < point < hi:
         raise LedgerMismatch(f"a split point strictly inside [{lo},{hi})", str(point))
     replay_.points[(name, lo, hi)] = point
@@ -256,6 +286,9 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
         point = replay_.points.get((attr, lo, hi))
         if point is None:
             raise LedgerMismatch(f"a split point drawn earlier for {value}", "none")
+        integer = replay_.config.numerical[attr].integer
+        if _point(d.get("point"), integer) != point:  # restated: nothing new may stand here
+            raise LedgerMismatch(f"the split point drawn earlier for {value}", "another")
         children = [(lo, point), (point, hi)]
         if [_interval(x) for x in d.get("children", [])] != children:
             raise LedgerMismatch(f"children {children}", str(d.get("children")))
@@ -274,7 +307,7 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
                 raise LedgerMismatch("both split points in one parallel group",
                                      f"{group!r} and {c.get('group')!r}")
             group = c.get("group")
-            _record_point(c, attr, a, b, replay_)
+            _record_point(c, attr, a, b, replay_, dom.integer)
             spent = exp.eps1
         if not spent:
             replay_.events.append({"step": step, "event": "new intervals cannot be split: "
@@ -283,8 +316,8 @@ def _specialization(sel: dict[str, Any], step: int, take, exp: Expectations,
     tree = replay_.tree(attr)
     if value not in replay_.cut[attr]:
         raise LedgerMismatch(f"a value of the current cut of {attr}", repr(value))
-    children = list(tree.children.get(value, []))
-    if not children or sorted(d.get("children", [])) != sorted(children):
+    children = sorted(tree.children.get(value, []))
+    if not children or d.get("children") != children:  # in name order: no free permutation
         raise LedgerMismatch(f"the taxonomy children of {value} {children}",
                              str(d.get("children")))
     replay_.cut[attr] = (replay_.cut[attr] - {value}) | set(children)
@@ -314,16 +347,35 @@ def _round_up(exact: Fraction) -> float:
     return math.nextafter(value, math.inf) if Fraction(value) < exact else value
 
 
+def _detail_keys(c: dict[str, Any]) -> set[str]:
+    """The fields a charge's ``detail`` holds: each one replayed or checked by the verifier.
+
+    A field the replay cannot give -- a count of the candidates a selection chose from or of
+    the partitions an emptiness test covered or kept, say: which exist depends on ones that a
+    later noisy emptiness test may drop entirely, so the release does not determine it --
+    would carry whatever its writer put there, so it must not be there at all.
+    """
+    phase = c["phase"]
+    if phase in ("initial-split", "split"):
+        return {"attribute", "interval", "point"}
+    if phase == "selection":
+        numerical = c["detail"].get("kind") == "numerical"
+        return {"attribute", "kind", "value", "children"} | ({"point"} if numerical else set())
+    if phase == "emptiness":
+        return {"node", "combinations", "threshold"}
+    return {"groups", "policy"}
+
+
 def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
                  n_classes: int) -> list[str]:
     """Where the ledger's texts and bookkeeping numbers depart from what the replay gives.
 
     ``touched``, the parallel ``group`` names, the events, ``index``, ``epsilon_float``,
-    ``scale``, ``spent_float``, an emptiness test's threshold and the final counts' policy
-    are fixed by the parameters, the public taxonomies and the DP choices the replay walked;
-    left unchecked, each would publish whatever the writer put there (a true count, say). Only
-    what the replay has already accepted is read here (run after :func:`replay`).
-    """
+    ``sensitivity``, ``scale``, ``spent_float``, an emptiness test's threshold and the final
+    counts' policy are fixed by the parameters, the public taxonomies and the DP choices the
+    replay walked; left unchecked, each would publish whatever the writer put there (a true
+    count, say). Only what the replay has already accepted is read here (run after
+    :func:`replay`)."""
     problems: list[str] = []
     threshold = math.sqrt(2) / float(exp.eps1)
     groups = {"split": "step {step}: split points", "emptiness": "step {step}: emptiness tests",
@@ -335,19 +387,26 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
         elif phase == "selection":
             touched = "all live records (scores of every candidate)"
         elif phase == "emptiness":
-            touched = (f"records of the {d['partitions']} partitions holding {d['node']}, "
+            touched = (f"records of every partition holding {d['node']}, "
                        f"{d['combinations']} disjoint child combinations each")
         else:
             touched = (f"all live records in {d['groups']} disjoint groups "
                        f"({d['groups'] // n_classes} partitions × {n_classes} classes)")
         group = groups[phase].format(step=c["step"]) if c["scope"] == "parallel" else None
         factor = 2 if c["mechanism"] == "exponential" else 1
+        # Δ of a count (add/remove) or Δu of the score: a larger one stays private (the
+        # scale follows it), but which one would be the writer's free choice.
+        sensitivity = Fraction(1) if c["mechanism"] == "laplace" else exp.du
+        if Fraction(c["sensitivity"]) != sensitivity:
+            problems.append(f"charge {position}: sensitivity is not the parameters'")
         wanted = {"index": position, "epsilon_float": float(Fraction(c["epsilon"])),
                   "touched": touched, "group": group,
                   "scale": _round_up(factor * Fraction(c["sensitivity"]) /
                                      Fraction(c["epsilon"]))}
         problems += [f"charge {position}: {key} is not the replay's" for key, want in
                      wanted.items() if c.get(key) != want or type(c.get(key)) is not type(want)]
+        if set(d) != _detail_keys(c):
+            problems.append(f"charge {position}: detail holds fields the replay does not give")
         if phase == "emptiness" and d.get("threshold") != threshold:
             problems.append(f"charge {position}: threshold is not √2/ε'")
         if phase == "final-counts" and (d.get("policy") != exp.policy
@@ -365,6 +424,9 @@ def _bookkeeping(ledger: dict[str, Any], exp: Expectations, replay_: Replay,
 #: The format's cut-set label syntax (``cut.json`` restates it; nothing else may stand there).
 SEPARATOR, EMPTY = ";", "(none)"
 NEIGHBOURING = "add/remove one record"
+COUNT = "count"
+#: The sampler a run used: OpenDP unless the (test-mode only) ``seed`` parameter was given.
+NOISE, SEEDED_NOISE = "opendp", "seeded-numpy (test mode)"
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -387,7 +449,11 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
          {"epsilon": str(exp.epsilon), "h": exp.h, "score": score,
           "unused_budget": exp.policy}),
         ("cut.json epsilon_prime", cut_doc.get("epsilon_prime"), str(exp.eps1)),
+        ("cut.json class", cut_doc.get("class"),
+         {"column": config.class_column, "values": list(config.class_values)}),
+        ("cut.json count_column", cut_doc.get("count_column"), COUNT),
         ("ledger neighbouring", ledger.get("neighbouring"), NEIGHBOURING),
+        ("ledger noise", ledger.get("noise"), NOISE if exp.seed is None else SEEDED_NOISE),
         ("ledger epsilon", ledger.get("epsilon"), str(exp.epsilon)),
         ("ledger total_budget", ledger.get("total_budget"), str(exp.epsilon)),
         ("ledger h", ledger.get("h"), exp.h),
@@ -403,6 +469,9 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
                            str(Fraction(str(c.get(key))))))
     for a in cut_doc.get("attributes", []):
         name, kind = a.get("name"), a.get("kind")
+        if kind in ("categorical", "set-valued") and name in config.predictors:
+            # in name order, as the numerical cut in interval order: no free permutation
+            wanted.append((f"{name} cut order", a.get("cut"), sorted(a.get("cut", []))))
         if kind == "categorical" and name in config.categorical:
             wanted.append((f"{name} taxonomy_root", a.get("taxonomy_root"),
                            config.categorical[name].root))
@@ -414,7 +483,9 @@ def _description(cut_doc: dict[str, Any], ledger: dict[str, Any], config: DiffGe
                        (f"{name} empty", a.get("empty"), EMPTY)]
         elif kind == "numerical" and name in config.numerical:
             bounds = [_interval(label) for label in a.get("cut", [])]
-            wanted += [(f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
+            wanted += [(f"{name} cut order", a.get("cut"),
+                        sorted(a.get("cut", []), key=_interval)),
+                       (f"{name} domain", a.get("domain"), config.numerical[name].as_dict()),
                        (f"{name} intervals", a.get("intervals"),
                         [[float(lo), float(hi)] for lo, hi in bounds])]
         else:
@@ -485,6 +556,10 @@ def _released_values(groups: pd.DataFrame, cut_doc: dict[str, Any], replay_: Rep
             if not nodes <= cut:
                 problems.append(f"{name}: a released cut-set is outside the cut")
                 break
+            if label != (sep.join(sorted(nodes)) if nodes else empty):
+                # its nodes sorted, each once: another order or a repeat would be free bits
+                problems.append(f"{name}: a released cut-set is not in its one spelling")
+                break
     cls = config.class_column
     if cls not in groups or not set(groups[cls]) <= set(config.class_values):
         problems.append(f"class column {cls!r} missing or with undeclared values")
@@ -549,7 +624,8 @@ def verify(files: dict[str, bytes], original: Dataset,
     eps1 = epsilon / (2 * (n_num + 2 * h))
     score = params.get("score", "max")
     du = Fraction(1) if score == "max" else _log2_upper(len(config.class_values))
-    exp = Expectations(epsilon, h, eps1, du, params.get("unused_budget", "final-counts"))
+    exp = Expectations(epsilon, h, eps1, du, params.get("unused_budget", "final-counts"),
+                       params.get("seed"))
     try:
         ledger = json.loads(files["ledger.json"])
         cut_doc = json.loads(files["cut.json"])

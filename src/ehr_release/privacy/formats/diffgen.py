@@ -137,12 +137,10 @@ CUT_JSON = FileSchema(
 
 _DETAIL = OneOf((
     Obj({"attribute": "str", "interval": "str", "point": "number"}),
-    Obj({"candidates": "int", "attribute": "str", "kind": "str", "value": "str",
+    Obj({"attribute": "str", "kind": "str", "value": "str", "children": ListOf("str")}),
+    Obj({"attribute": "str", "kind": "str", "value": "str", "point": "number",
          "children": ListOf("str")}),
-    Obj({"candidates": "int", "attribute": "str", "kind": "str", "value": "str",
-         "point": "number", "children": ListOf("str")}),
-    Obj({"node": "str", "partitions": "int", "combinations": "int", "threshold": "number",
-         "kept": "int"}),
+    Obj({"node": "str", "combinations": "int", "threshold": "number"}),
     Obj({"groups": "int", "policy": "str"}),
 ))
 _CHARGE = Obj({
@@ -171,7 +169,8 @@ LEDGER_JSON = FileSchema(
         "noise": "which sampler drew every draw of the run: opendp (OpenDP, seeded from the "
                  "operating system's entropy; the production path) or the seeded test-mode "
                  "generator, whose draws anyone with the seed replays (such a release is not "
-                 "private, and says so); a fact about the run, never about the data.",
+                 "private, and says so); a fact about the run, never about the data: the "
+                 "verifier requires the one the run's seed parameter gives.",
         **_each("the composition of the charges: computed from the ledger, re-checked by the "
                 "verifier.", "spent", "spent_float"),
         **_each("the budget accounting of one invocation: determined by the parameters and "
@@ -180,17 +179,21 @@ LEDGER_JSON = FileSchema(
                 "charges[].mechanism", "charges[].epsilon", "charges[].epsilon_float",
                 "charges[].sensitivity", "charges[].scale", "charges[].scope",
                 "charges[].group"),
-        "charges[].touched": "fixed text naming the attribute or interval and how many "
-                             "partitions of the DP structure a charge touched; no record "
-                             "count.",
+        "charges[].touched": "fixed text naming the attribute, interval or node a charge "
+                             "touched (the final counts: how many released groups); no "
+                             "record count, no number the release does not determine.",
         "charges[].detail": "what the step did: the DP selection (attribute, value, kind, "
                             "the public taxonomy's children), a split point drawn by the "
                             "exponential mechanism (paid in the same charge, published even "
                             "when unused), sizes of the cut and partition structure "
-                            "(candidates, partitions, combinations, groups: " + _DP_STRUCTURE
-                            + "), how many child combinations passed the noisy emptiness test "
-                            "(kept; Laplace, paid ε') and its public threshold √2/ε', the "
-                            "unused-budget policy.",
+                            "(combinations, groups: " + _DP_STRUCTURE
+                            + "), an emptiness test's public threshold √2/ε', the "
+                            "unused-budget policy. No number of candidates a selection chose "
+                            "from, nor of partitions an emptiness test covered or kept: which "
+                            "exist depends on partitions a later emptiness test may drop "
+                            "entirely, which the release does not show, so no verifier could "
+                            "check them (the verifier fails a detail field its replay does not "
+                            "give).",
         "events": "steps that spent nothing (a categorical specialization, an unsplittable "
                   "interval, an early stop when no candidate is left): " + _DP_STRUCTURE
                   + ".",
