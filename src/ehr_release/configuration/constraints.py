@@ -227,12 +227,15 @@ def parse_config(raw: Any, read_hierarchy: HierarchyReader, *, source: str = "")
     """
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source or 'configuration'}: must be a mapping")
+    _known_keys(raw, _CONFIG_KEYS, source or "configuration")
     attrs_raw = raw.get("attributes")
     if not isinstance(attrs_raw, Mapping) or not attrs_raw:
         raise ConfigError(f"{source or 'configuration'}: 'attributes' must map each released "
                           "demographic to its type")
     attributes = _parse_attributes(attrs_raw, read_hierarchy)
     codes_cfg = raw.get("codes") or {}
+    if isinstance(codes_cfg, Mapping):
+        _known_keys(codes_cfg, _CODES_KEYS, "codes")
     code_ref = codes_cfg.get("hierarchy", "icd9") if isinstance(codes_cfg, Mapping) else "icd9"
     code_h: list[Hierarchy] = []
 
@@ -247,6 +250,22 @@ def parse_config(raw: Any, read_hierarchy: HierarchyReader, *, source: str = "")
     return config
 
 
+#: The keys a configuration may hold, at the top, per attribute and under ``codes``. A
+#: misspelt key is refused: ignored, ``constraint:`` would release without the utility
+#: constraints and ``wieght:`` would fall back to an equal weight, both silently.
+_CONFIG_KEYS = frozenset({"defaults", "attributes", "codes", "constraints"})
+_ATTRIBUTE_KEYS = frozenset({"type", "domain", "hierarchy", "weight"})
+_CODES_KEYS = frozenset({"hierarchy"})
+
+
+def _known_keys(raw: Mapping[Any, Any], known: frozenset[str], where: str) -> None:
+    """Refuse the first key of ``raw`` not in ``known``, naming where it is."""
+    unknown = sorted(str(k) for k in raw if str(k) not in known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} "
+                          f"(known: {', '.join(sorted(known))})")
+
+
 def _parse_attributes(raw: Mapping[str, Any],
                       read_hierarchy: HierarchyReader) -> tuple[Attribute, ...]:
     out: list[Attribute] = []
@@ -255,6 +274,7 @@ def _parse_attributes(raw: Mapping[str, Any],
         where = f"attribute {name!r}"
         if not isinstance(spec, Mapping):
             raise ConfigError(f"{where}: must be a mapping with a 'type'")
+        _known_keys(spec, _ATTRIBUTE_KEYS, where)
         weight = spec.get("weight", 1.0 / len(raw) if all(g is None for g in given) else None)
         if not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
             raise ConfigError(f"{where}: 'weight' must be a number ≥ 0 (give every attribute "
