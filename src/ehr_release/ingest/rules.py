@@ -86,6 +86,14 @@ def require_columns(have: Sequence[str], columns: Sequence[str], path: Path) -> 
                              detail=f"columns found: {found}")
 
 
+def short_row_error(path: Path, row: int, fields: int, width: int) -> InputError:
+    """A data row with fewer fields than the header: pandas would pad it with empty values
+    (a truncated line released without its codes), so both readers refuse it. The row's
+    text stays out of the message: it is a patient's."""
+    return InputError(f"has {fields} field{'s' * (fields != 1)} where the header has {width}",
+                      file=str(path), row=row)
+
+
 def require_rows(count: int, path: Path) -> None:
     if count == 0:
         raise InputError("dataset is empty: no data rows", file=str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from ehr_release.ingest.rules import (
     TSV_SUFFIXES,
     canonical_columns,
     check_path,
+    short_row_error,
 )
 from ehr_release.ingest.rules import require_columns as require_named_columns
 from ehr_release.ingest.rules import require_rows as require_row_count
@@ -57,10 +59,35 @@ def read_table(path: Path) -> pd.DataFrame:
         raise
     if longest_line is None or longest_line > limits.max_field_chars:
         check_field_lengths(path, frame, limits)
+    if suffix in CSV_SUFFIXES | TSV_SUFFIXES:
+        _refuse_short_rows(path, frame, "\t" if suffix in TSV_SUFFIXES else ",")
     frame.columns = canonical_columns(list(frame.columns), path)
     for col in frame.columns:
         frame[col] = frame[col].astype(str).str.strip()
     return frame
+
+
+def _refuse_short_rows(path: Path, frame: pd.DataFrame, delimiter: str) -> None:
+    """Refuse a row with fewer fields than the header, which pandas pads with empty values.
+
+    A padded row ends in an empty value, so the file is read again (standard-library
+    ``csv``, as the preflight does) only when some row's last value is empty: a good
+    extract whose last column is always filled costs nothing more.
+    """
+    width = len(frame.columns)
+    if width < 2 or not frame.iloc[:, -1].eq("").any():
+        return
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter=delimiter,
+                                skipinitialspace=delimiter == ",")
+            next(reader, None)
+            records = (r for r in reader if r)  # pandas skips blank lines too
+            for row, record in enumerate(records, start=1):
+                if len(record) < width:
+                    raise short_row_error(path, row, len(record), width)
+    except csv.Error:
+        return  # a field over csv's own size limit: pandas read it, so let it stand
 
 
 def _parquet_columns(path: Path) -> int:
