@@ -172,3 +172,16 @@ def test_a_misspelt_key_is_refused_not_silently_ignored(raw, message) -> None:
     """A typo must not quietly drop the constraints or fall back to a default weight."""
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse_config(raw, lambda ref: icd9_hierarchy(), source="c.yaml")
+
+
+def test_a_value_outside_the_configuration_names_the_file_and_shows_the_value_plainly() -> None:
+    """The refusal names the extract (as every input error does); the value, terminal detail
+    only, is shown as the data holds it, not as a NumPy repr."""
+    config = cfg([{"codes": "all"}])
+    demo = pd.DataFrame({"age": [130], "sex": ["F"]})
+    dataset = Dataset.from_records([[]], demo, source="extract.csv")
+    with pytest.raises(InputError) as caught:
+        rt_data(dataset, config)
+    assert str(caught.value) == ("file extract.csv, row 1, column 'age': value is missing or "
+                                 "outside the configured domain [0, 100] (found '130')")
+    assert "130" not in caught.value.public()

@@ -534,6 +534,7 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
     if missing:
         raise ConfigError(f"configured attribute {missing[0]!r} is not a column of the data "
                           f"(columns: {', '.join(map(str, dataset.demographic_columns))})")
+    where = dataset.source or "dataset"  # every input error names its file
     frame = pd.DataFrame(index=dataset.patients.index)
     for attr in config.attributes:
         col = dataset.patients[attr.name]
@@ -543,16 +544,17 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
             if bad.any():
                 row = int(bad.to_numpy().argmax()) + 1
                 raise InputError(f"value is missing or outside the configured domain "
-                                 f"{attr.domain}", row=row, column=attr.name,
-                                 detail=f"found {col.iloc[row - 1]!r}")
+                                 f"{attr.domain}", file=where, row=row, column=attr.name,
+                                 detail=f"found {str(col.iloc[row - 1])!r}")
             frame[attr.name] = values
         else:
             values = col.astype("string").fillna("")
             unknown = ~values.isin(list(attr.hierarchy.level))
             if unknown.any():
                 row = int(unknown.to_numpy().argmax()) + 1
-                raise InputError("value is not a node of the configured hierarchy", row=row,
-                                 column=attr.name, detail=f"found {values.iloc[row - 1]!r}")
+                raise InputError("value is not a node of the configured hierarchy",
+                                 file=where, row=row, column=attr.name,
+                                 detail=f"found {str(values.iloc[row - 1])!r}")
             frame[attr.name] = values.astype(object)
     return RTData(list(dataset.patient_ids), frame, list(dataset.code_sets()))
 
