@@ -107,3 +107,21 @@ def test_audit_verify_and_export(cli_env):
     broken = runner.invoke(app, ["audit", "verify"])
     assert broken.exit_code == 1
     assert "event 2" in broken.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--out", "{tmp}/sample.txt"], "parameter '--out' must end in .csv or .parquet; got "
+                                    "'{tmp}/sample.txt'"),
+    (["--out", "{tmp}/sample.csv", "--patients", "0"],
+     "parameter '--patients' must be a positive integer; got 0"),
+    (["--out", "{tmp}/folder.csv"], "file {tmp}/folder.csv: cannot be written"),
+    (["--out", "{tmp}/missing/sample.csv"], "file {tmp}/missing/sample.csv: cannot be written"),
+])
+def test_generate_sample_refuses_bad_options_in_one_line(tmp_path, args, message):
+    """Bad options are the user's mistake: one line naming the option, no traceback."""
+    (tmp_path / "folder.csv").mkdir()
+    result = runner.invoke(app, ["generate-sample", *[a.format(tmp=tmp_path) for a in args]])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {message.format(tmp=tmp_path)}")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "sample.txt").exists()

@@ -510,9 +510,19 @@ def generate_sample_cmd(
     longitudinal: Annotated[bool, typer.Option(help="Give every code an age.")] = False,
 ) -> None:
     """Write a synthetic EHR extract (demo, benchmarks)."""
+    from ehr_release.errors import ParameterError
     from ehr_release.sample import generate_sample, write_sample
 
-    write_sample(generate_sample(patients, seed=seed, longitudinal=longitudinal), out)
+    # Checked here, under the options' own names, before any patient is generated.
+    if out.suffix.lower() not in {".csv", ".parquet"}:
+        raise _fail(str(ParameterError("--out", "must end in .csv or .parquet", str(out))))
+    if patients < 1:
+        raise _fail(str(ParameterError("--patients", "must be a positive integer", patients)))
+    try:
+        write_sample(generate_sample(patients, seed=seed, longitudinal=longitudinal), out)
+    except OSError as exc:
+        raise _fail(f"file {out}: cannot be written ({exc.strerror or type(exc).__name__})"
+                    ) from None
     typer.echo(str(out))
 
 
