@@ -99,3 +99,10 @@ def test_the_cli_refuses_a_file_as_out_before_anything_runs(root, tmp_path, ehr_
                                     "--out", str(root / "afile")])
     assert done.exit_code == 1 and "is not a folder" in done.output
     assert runs.list_runs() == []
+    import json
+
+    from ehr_release.storage.audit import export_events
+
+    events = [json.loads(line) for line in export_events(None, "jsonl").splitlines()]
+    refused = [e for e in events if e["action"] == "ingest.rejected"]
+    assert len(refused) == 1 and "is not a folder" in refused[0]["payload"]["error"]

@@ -128,6 +128,7 @@ def run(
     _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
 
     from ehr_release import service
+    from ehr_release.destinations import DestinationError
     from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
     from ehr_release.request import check_data_use_policy
     from ehr_release.storage import runs
@@ -138,14 +139,18 @@ def run(
         requester = _identity(requester, "steward").name
         reviewer = (_identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
                     if approve_as is not None else None)
-        request = service.request_from_cli(
-            input_path=input, diagnoses=diagnoses, admissions=admissions,
-            class_column=class_column, algorithm=algorithm, params=params,
-            requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
-            expected_fingerprint=fingerprint, task_runner=task_runner,
-            recipient=recipient, purpose=purpose, terms=terms, expires=expires,
-            allow_empty=allow_empty, allow_low_utility=allow_low_utility,
-        ).with_comparison(from_comparison, row)
+        try:
+            request = service.request_from_cli(
+                input_path=input, diagnoses=diagnoses, admissions=admissions,
+                class_column=class_column, algorithm=algorithm, params=params,
+                requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
+                expected_fingerprint=fingerprint, task_runner=task_runner,
+                recipient=recipient, purpose=purpose, terms=terms, expires=expires,
+                allow_empty=allow_empty, allow_low_utility=allow_low_utility,
+            ).with_comparison(from_comparison, row)
+        except DestinationError as refused:  # a path out of the root, or a file: audited
+            service.record_refusal(requester, runs.new_run_id(), str(input), refused)
+            raise
         check_data_use_policy(request)  # the site may require recipient, terms, expiry
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
