@@ -12,6 +12,7 @@ to stderr; stdout's last line is what scripts read.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -180,12 +181,20 @@ def run(
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     if status == Status.FAILED:
-        typer.echo(f"error: {runs.get_run(request.run_id).error}", err=True)
-        if (why := service.failure_explanation(flow)) is not None:  # this terminal only
-            typer.echo(why, err=True)
+        _tell_failure(request.run_id, flow)
     typer.echo(request.run_id)
     if status in {Status.FAILED, Status.REJECTED}:
         raise typer.Exit(code=1)
+
+
+def _tell_failure(run_id: str, flow: subprocess.Popen[bytes]) -> None:
+    """One ``error:`` line for a run that failed: the flow's full explanation when it sent
+    one (it may quote the data: this terminal only), else the run's stored error."""
+    from ehr_release import service
+    from ehr_release.storage import runs
+
+    why = service.failure_explanation(flow)
+    typer.echo(f"error: {why or runs.get_run(run_id).error}", err=True)
 
 
 def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
