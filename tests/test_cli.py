@@ -125,3 +125,14 @@ def test_generate_sample_refuses_bad_options_in_one_line(tmp_path, args, message
     assert result.output.startswith(f"error: {message.format(tmp=tmp_path)}")
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "sample.txt").exists()
+
+
+def test_reconstruct_names_the_file_it_was_given_when_it_is_not_a_release(tmp_path):
+    not_a_release = tmp_path / "extract.csv"
+    not_a_release.write_text(CSV)
+    result = runner.invoke(app, ["reconstruct", "--release", str(not_a_release),
+                                 "--out", str(tmp_path / "r.csv")])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: file {not_a_release}: not a disassociation "
+                                    "release")
+    assert not (tmp_path / "r.csv").exists()

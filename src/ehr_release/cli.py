@@ -501,6 +501,7 @@ def reconstruct(
     """
     from ehr_release.algorithms.disassociation.model import RELEASE_FILE, DisassociatedRelease
     from ehr_release.algorithms.disassociation.reconstruct import reconstruct_dataset
+    from ehr_release.errors import InputError
     from ehr_release.randomness import check_random_state
     from ehr_release.release_files import read_release_files
     from ehr_release.sample import write_sample
@@ -508,8 +509,12 @@ def reconstruct(
     try:
         files = read_release_files(release)
         data = files.get(RELEASE_FILE) or next(iter(files.values()))
-        dataset = reconstruct_dataset(DisassociatedRelease.from_bytes(data),
-                                      check_random_state(seed))
+        try:
+            parsed = DisassociatedRelease.from_bytes(data)
+        except InputError as exc:  # it names the release's file name, not the one given
+            raise InputError(exc.problem, file=str(release), row=exc.row,
+                             column=exc.column) from None
+        dataset = reconstruct_dataset(parsed, check_random_state(seed))
         write_sample(dataset, out)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
