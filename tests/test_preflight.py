@@ -204,3 +204,18 @@ def test_a_short_row_is_refused_by_both_readers_naming_its_row(tmp_path: Path,
     with pytest.raises(InputError) as full:
         read_dataset(path)
     assert str(early.value) == str(full.value) == message
+
+
+def test_a_named_pipe_is_refused_before_anything_reads_it(tmp_path: Path) -> None:
+    """Opening a FIFO named like an extract blocks until a writer comes: the CLI hung."""
+    from ehr_release.ingest.rules import check_path
+
+    fifo = tmp_path / "extract.csv"
+    os.mkfifo(fifo)
+    message = f"file {fifo}: is not a regular file"
+    with pytest.raises(InputError, match=re.escape(message)):
+        check_path(fifo)  # no read attempted: before the check this returned ".csv"
+    with pytest.raises(InputError, match=re.escape(message)):
+        preflight(fifo)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_dataset(fifo)

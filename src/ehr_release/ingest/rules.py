@@ -49,6 +49,8 @@ def check_path(path: Path) -> str:
         raise InputError("file does not exist", file=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a CSV or Parquet file", file=str(path))
+    if not path.is_file():  # a named pipe or a device: reading it blocks or never ends
+        raise InputError("is not a regular file", file=str(path))
     suffix = path.suffix.lower()
     if suffix not in CSV_SUFFIXES | TSV_SUFFIXES | PARQUET_SUFFIXES:
         raise InputError(
