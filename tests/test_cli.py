@@ -136,3 +136,18 @@ def test_reconstruct_names_the_file_it_was_given_when_it_is_not_a_release(tmp_pa
     assert result.output.startswith(f"error: file {not_a_release}: not a disassociation "
                                     "release")
     assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    (["--param", "k"], "parameter '--param' must look like NAME=VALUE; got 'k'"),
+    (["--param", "k=2", "--param", "k=3"], "parameter 'k' is given more than once"),
+])
+def test_run_audits_a_malformed_param_like_any_refused_request(cli_env, tmp_path, params,
+                                                               message):
+    result = runner.invoke(app, ["run", "--input", str(cli_env), "--algorithm", "code-counts",
+                                 *params, "--requester", "steward", "--out",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {message}")
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert events[0]["payload"]["error"].startswith(message)

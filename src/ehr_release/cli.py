@@ -125,7 +125,7 @@ def run(
         algorithm, params, fingerprint = _chosen_algorithm(
             algorithm, parse_assignments(param or []), from_comparison, row)
     except EhrReleaseError as exc:
-        raise _fail(str(exc)) from None
+        raise _refused(requester, input, exc) from None
     _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
 
     from ehr_release import service
@@ -215,17 +215,23 @@ def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], in
         get_algorithm(algorithm).parse(params)
         preflight(input, diagnoses, admissions_path=admissions, class_column=class_column)
     except EhrReleaseError as refused:
-        typer.echo(f"error: {refused}", err=True)
-        sys.stderr.flush()
-        from ehr_release import service
-        from ehr_release.storage.runs import new_run_id
+        raise _refused(requester, input, refused) from None
 
-        try:
-            who = _identity(requester, "steward").name
-        except EhrReleaseError as exc:
-            raise _fail(str(exc)) from None
-        service.record_refusal(who, new_run_id(), str(input), refused)
-        raise typer.Exit(code=1) from None
+
+def _refused(requester: str, input: Path, refused: EhrReleaseError) -> typer.Exit:
+    """Show a refused request at once, then audit it (``ingest.rejected``) under the
+    authenticated requester; the exit to raise."""
+    typer.echo(f"error: {refused}", err=True)
+    sys.stderr.flush()
+    from ehr_release import service
+    from ehr_release.storage.runs import new_run_id
+
+    try:
+        who = _identity(requester, "steward").name
+    except EhrReleaseError as exc:
+        return _fail(str(exc))
+    service.record_refusal(who, new_run_id(), str(input), refused)
+    return typer.Exit(code=1)
 
 
 def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
