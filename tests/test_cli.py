@@ -151,3 +151,18 @@ def test_run_audits_a_malformed_param_like_any_refused_request(cli_env, tmp_path
     events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert events[0]["payload"]["error"].startswith(message)
+
+
+@pytest.mark.parametrize("args", [
+    ["--algorithm", "code-countz", "--param", "k=2"],  # a typo in the algorithm's name
+    ["--algorithm", "code-counts", "--param", "k=zero"],
+    ["--algorithm", "code-counts", "--param-grid", "k=2,zero"],
+])
+def test_compare_audits_a_refused_request_like_run(cli_env, tmp_path, args):
+    result = runner.invoke(app, ["compare", "--input", str(cli_env), *args, "--requester",
+                                 "steward", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.startswith("error: ")
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert events[0]["payload"]["request"].startswith("cmp-")
+    assert not (tmp_path / "out" / "comparisons").exists()

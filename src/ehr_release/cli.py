@@ -297,17 +297,22 @@ def compare(
     from ehr_release.params import parse_assignments
     from ehr_release.request import ComparisonRequest, check_runner_spec
 
+    comparison_id = "cmp-" + secrets.token_hex(16)
     try:
-        request = ComparisonRequest(
-            comparison_id="cmp-" + secrets.token_hex(16), input_path=str(input),
-            diagnoses_path=str(diagnoses) if diagnoses else None,
-            admissions_path=str(admissions) if admissions else None,
-            class_column=class_column, algorithms=algorithm,
-            params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
-            requirements=list(require or []), max_loss=max_loss, metric=metric,
-            requester=requester, out_dir=str(resolve_destination(out)),
-            task_runner=check_runner_spec(task_runner))
-        candidates = service.comparison_candidates(request)
+        try:
+            request = ComparisonRequest(
+                comparison_id=comparison_id, input_path=str(input),
+                diagnoses_path=str(diagnoses) if diagnoses else None,
+                admissions_path=str(admissions) if admissions else None,
+                class_column=class_column, algorithms=algorithm,
+                params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
+                requirements=list(require or []), max_loss=max_loss, metric=metric,
+                requester=requester, out_dir=str(resolve_destination(out)),
+                task_runner=check_runner_spec(task_runner))
+            candidates = service.comparison_candidates(request)
+        except EhrReleaseError as refused:  # audited like a refused run request
+            service.record_refusal(requester, comparison_id, str(input), refused)
+            raise
         from ehr_release.progress import CompareProgress
 
         with CompareProgress(len(candidates)) as shown:
