@@ -49,7 +49,12 @@ def read_table(path: Path) -> pd.DataFrame:
             frame = frame.astype("string").fillna("").astype(object)
     except pd.errors.EmptyDataError:
         raise InputError("file is empty (no header, no data rows)", file=str(path)) from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+    except UnicodeDecodeError as exc:
+        if suffix in PARQUET_SUFFIXES:
+            raise InputError("cannot be parsed", file=str(path), detail=str(exc)) from None
+        raise InputError(f"line {_first_line_not_utf8(path)} is not UTF-8 text (save the "
+                         "file as UTF-8)", file=str(path)) from None
+    except (pd.errors.ParserError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError("cannot be parsed", file=str(path), detail=first) from None
     except Exception as exc:  # pyarrow raises its own hierarchy for corrupt Parquet
@@ -65,6 +70,18 @@ def read_table(path: Path) -> pd.DataFrame:
     for col in frame.columns:
         frame[col] = frame[col].astype(str).str.strip()
     return frame
+
+
+def _first_line_not_utf8(path: Path) -> int:
+    """The first line (1-based, header included) that does not decode as UTF-8: pandas only
+    names a byte offset into its own buffer. Read only after a decoding failure."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 1  # pandas failed on what a line-wise read accepts: say the file's start
 
 
 def _refuse_short_rows(path: Path, frame: pd.DataFrame, delimiter: str) -> None:
