@@ -114,3 +114,14 @@ def test_text_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
         read_dataset(f)
     assert caught.value.public() == (f"file {f}: line 4 is not UTF-8 text (save the file "
                                      "as UTF-8)")
+
+
+def test_a_row_longer_than_the_header_is_refused_naming_its_line_in_the_stored_message(
+        tmp_path):
+    f = tmp_path / "long.csv"
+    f.write_text("patient_id,gender,codes\na,F,401.9\nb,M,250,Q99\n")
+    with pytest.raises(InputError) as caught:
+        read_dataset(f)
+    assert caught.value.public() == (f"file {f}: cannot be parsed: line 3 has 4 fields where "
+                                     "the header has 3")
+    assert "Q99" not in str(caught.value)

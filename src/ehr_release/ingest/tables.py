@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,9 @@ from ehr_release.ingest.rules import (
 )
 from ehr_release.ingest.rules import require_columns as require_named_columns
 from ehr_release.ingest.rules import require_rows as require_row_count
+
+#: How pandas' C parser words a row with more fields than the header.
+_LONG_ROW = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -56,6 +60,10 @@ def read_table(path: Path) -> pd.DataFrame:
                          "file as UTF-8)", file=str(path)) from None
     except (pd.errors.ParserError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if long := _LONG_ROW.search(first):  # pandas' words; the stored message keeps them
+            expected, line, saw = long.groups()
+            raise InputError(f"cannot be parsed: line {line} has {saw} fields where the "
+                             f"header has {expected}", file=str(path)) from None
         raise InputError("cannot be parsed", file=str(path), detail=first) from None
     except Exception as exc:  # pyarrow raises its own hierarchy for corrupt Parquet
         if type(exc).__module__.startswith("pyarrow"):
