@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -155,3 +157,31 @@ def test_a_configuration_carries_the_parameters_it_was_written_for(tmp_path) -> 
     bad.write_text(config.read_text().replace("  k: 5\n", "  seed: 5\n"))
     with pytest.raises(ConfigError, match="'defaults' must map some of k, m, delta"):
         get("artuc").parse({"config": str(bad)})
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"attributes": ATTRS, "constraint": [{"codes": "all"}]},
+     "unknown key 'constraint' (known: attributes, codes, constraints, defaults)"),
+    ({"attributes": {**ATTRS, "age": {"type": "numerical", "domain": [0, 100],
+                                      "wieght": 0.5}}},
+     "attribute 'age': unknown key 'wieght' (known: domain, hierarchy, type, weight)"),
+    ({"attributes": ATTRS, "codes": {"hierachy": "icd9"}},
+     "codes: unknown key 'hierachy' (known: hierarchy)"),
+])
+def test_a_misspelt_key_is_refused_not_silently_ignored(raw, message) -> None:
+    """A typo must not quietly drop the constraints or fall back to a default weight."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config(raw, lambda ref: icd9_hierarchy(), source="c.yaml")
+
+
+def test_a_value_outside_the_configuration_names_the_file_and_shows_the_value_plainly() -> None:
+    """The refusal names the extract (as every input error does); the value, terminal detail
+    only, is shown as the data holds it, not as a NumPy repr."""
+    config = cfg([{"codes": "all"}])
+    demo = pd.DataFrame({"age": [130], "sex": ["F"]})
+    dataset = Dataset.from_records([[]], demo, source="extract.csv")
+    with pytest.raises(InputError) as caught:
+        rt_data(dataset, config)
+    assert str(caught.value) == ("file extract.csv, row 1, column 'age': value is missing or "
+                                 "outside the configured domain [0, 100] (found '130')")
+    assert "130" not in caught.value.public()

@@ -107,3 +107,62 @@ def test_audit_verify_and_export(cli_env):
     broken = runner.invoke(app, ["audit", "verify"])
     assert broken.exit_code == 1
     assert "event 2" in broken.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--out", "{tmp}/sample.txt"], "parameter '--out' must end in .csv or .parquet; got "
+                                    "'{tmp}/sample.txt'"),
+    (["--out", "{tmp}/sample.csv", "--patients", "0"],
+     "parameter '--patients' must be a positive integer; got 0"),
+    (["--out", "{tmp}/folder.csv"], "file {tmp}/folder.csv: cannot be written"),
+    (["--out", "{tmp}/missing/sample.csv"], "file {tmp}/missing/sample.csv: cannot be written"),
+])
+def test_generate_sample_refuses_bad_options_in_one_line(tmp_path, args, message):
+    """Bad options are the user's mistake: one line naming the option, no traceback."""
+    (tmp_path / "folder.csv").mkdir()
+    result = runner.invoke(app, ["generate-sample", *[a.format(tmp=tmp_path) for a in args]])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {message.format(tmp=tmp_path)}")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "sample.txt").exists()
+
+
+def test_reconstruct_names_the_file_it_was_given_when_it_is_not_a_release(tmp_path):
+    not_a_release = tmp_path / "extract.csv"
+    not_a_release.write_text(CSV)
+    result = runner.invoke(app, ["reconstruct", "--release", str(not_a_release),
+                                 "--out", str(tmp_path / "r.csv")])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: file {not_a_release}: not a disassociation "
+                                    "release")
+    assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    (["--param", "k"], "parameter '--param' must look like NAME=VALUE; got 'k'"),
+    (["--param", "k=2", "--param", "k=3"], "parameter 'k' is given more than once"),
+])
+def test_run_audits_a_malformed_param_like_any_refused_request(cli_env, tmp_path, params,
+                                                               message):
+    result = runner.invoke(app, ["run", "--input", str(cli_env), "--algorithm", "code-counts",
+                                 *params, "--requester", "steward", "--out",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {message}")
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert events[0]["payload"]["error"].startswith(message)
+
+
+@pytest.mark.parametrize("args", [
+    ["--algorithm", "code-countz", "--param", "k=2"],  # a typo in the algorithm's name
+    ["--algorithm", "code-counts", "--param", "k=zero"],
+    ["--algorithm", "code-counts", "--param-grid", "k=2,zero"],
+])
+def test_compare_audits_a_refused_request_like_run(cli_env, tmp_path, args):
+    result = runner.invoke(app, ["compare", "--input", str(cli_env), *args, "--requester",
+                                 "steward", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1 and result.output.startswith("error: ")
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert events[0]["payload"]["request"].startswith("cmp-")
+    assert not (tmp_path / "out" / "comparisons").exists()

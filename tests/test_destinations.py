@@ -55,3 +55,54 @@ def test_the_cli_refuses_before_anything_runs(root, tmp_path, ehr_home) -> None:
                                     "--out", str(root / "to-etc")])
     assert done.exit_code == 1 and "outside the releases root" in done.output
     assert runs.list_runs() == []
+
+
+def test_a_destination_that_is_a_file_is_refused_at_request(root) -> None:
+    """Else the whole pipeline runs, the reviewer approves, and publishing fails."""
+    (root / "afile").write_text("x")
+    for out in (root / "afile", root / "afile" / "study"):
+        with pytest.raises(DestinationError, match=f"{root / 'afile'} is not a folder"):
+            resolve_destination(out)
+    (root / "study").mkdir()
+    (root / "study" / "releases").write_text("x")
+    with pytest.raises(DestinationError, match="its releases entry is not a folder"):
+        resolve_destination(root / "study")
+
+
+def test_a_destination_turned_into_a_file_is_refused_at_publish_in_one_line(root) -> None:
+    from ehr_release.destinations import releases_folder
+
+    inside = root / "study"
+    inside.mkdir()
+    recorded = str(resolve_destination(inside))
+    (inside / "releases").write_text("x")  # a file put in the way after the request
+    with pytest.raises(DestinationError, match="its releases entry is not a folder"):
+        releases_folder(recorded)
+    (inside / "releases").unlink()
+    inside.rmdir()
+    inside.write_text("x")
+    with pytest.raises(DestinationError, match="is not a folder"):
+        releases_folder(recorded)
+
+
+def test_the_cli_refuses_a_file_as_out_before_anything_runs(root, tmp_path, ehr_home) -> None:
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+    from ehr_release.storage import runs
+
+    data = tmp_path / "x.csv"
+    data.write_text("patient_id,codes\nA,401.9\nB,401.9\n")
+    (root / "afile").write_text("x")
+    done = CliRunner().invoke(app, ["run", "--input", str(data), "--algorithm",
+                                    "disassociation", "--param", "k=2", "--requester", "sam",
+                                    "--out", str(root / "afile")])
+    assert done.exit_code == 1 and "is not a folder" in done.output
+    assert runs.list_runs() == []
+    import json
+
+    from ehr_release.storage.audit import export_events
+
+    events = [json.loads(line) for line in export_events(None, "jsonl").splitlines()]
+    refused = [e for e in events if e["action"] == "ingest.rejected"]
+    assert len(refused) == 1 and "is not a folder" in refused[0]["payload"]["error"]

@@ -86,3 +86,18 @@ def test_the_cli_waits_for_the_explanation_no_longer_than_its_timeout() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_cli_prints_one_error_line_the_full_explanation_when_there_is_one(
+        monkeypatch, capsys) -> None:
+    """Not the stored error and then the same sentence again with its detail: one line."""
+    from ehr_release import cli
+    from ehr_release.storage import runs
+
+    stored = "InputError: row 1, column 'ethnicity': value is not a node of the hierarchy"
+    full = "row 1, column 'ethnicity': value is not a node of the hierarchy (found 'X')"
+    monkeypatch.setattr(runs, "get_run", lambda run_id: type("Run", (), {"error": stored}))
+    for sent, shown in ((full, full), (None, stored)):
+        monkeypatch.setattr(service, "failure_explanation", lambda proc, sent=sent: sent)
+        cli._tell_failure("rel-x", None)  # type: ignore[arg-type]
+        assert capsys.readouterr().err == f"error: {shown}\n"

@@ -366,3 +366,25 @@ def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monk
     assert list(outside.iterdir()) == []
     assert runs.get_run(req.run_id).status == Status.FAILED
     assert "releases" in runs.get_run(req.run_id).error
+
+
+def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(env, capfd):
+    """A file put where ``<out>/releases`` goes: the run fails with the destination's one-line
+    reason, nothing lands, and the approving terminal gets no Prefect traceback (the CLI
+    prints the run's error itself)."""
+    data, out = env
+    out.mkdir(parents=True, exist_ok=True)
+    req = request_for(data, out)
+    thread, box = start(req)
+    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
+        Status.AWAITING_APPROVAL
+    (out / "releases").write_text("in the way")
+    capfd.readouterr()
+    decide(req.run_id, "approve")
+    thread.join(120)
+    run = runs.get_run(req.run_id)
+    assert run.status == Status.FAILED
+    assert run.error == (f"DestinationError: release destination {out.resolve()}: its releases "
+                         "entry is not a folder")
+    assert (out / "releases").read_text() == "in the way"
+    assert "Traceback" not in capfd.readouterr().err

@@ -186,3 +186,36 @@ def test_choices_spelled_in_the_registry_match_the_anonymizers() -> None:
 
     assert artuc.STOP_RULES == STOP_RULES and rmr.CODE_MODELS == CODE_MODELS
     assert artuc.MERGE_ORDERS == MERGE_ORDERS
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_a_short_row_is_refused_by_both_readers_naming_its_row(tmp_path: Path,
+                                                               suffix: str) -> None:
+    """A row with fewer fields than the header (a truncated line) is not padded with empty
+    values and released without its codes: both readers refuse it, naming the row only."""
+    sep = "\t" if suffix == ".tsv" else ","
+    path = tmp_path / f"short{suffix}"
+    rows = [["patient_id", "age", "gender", "codes"], ["p1", "50", "F", "250.01"], [],
+            ["p2", "61"], ["p3", "70", "M", ""]]
+    path.write_text("".join(sep.join(r) + "\n" for r in rows))
+    message = f"file {path}, row 2: has 2 fields where the header has 4"
+    with pytest.raises(InputError) as early:
+        preflight(path)
+    with pytest.raises(InputError) as full:
+        read_dataset(path)
+    assert str(early.value) == str(full.value) == message
+
+
+def test_a_named_pipe_is_refused_before_anything_reads_it(tmp_path: Path) -> None:
+    """Opening a FIFO named like an extract blocks until a writer comes: the CLI hung."""
+    from ehr_release.ingest.rules import check_path
+
+    fifo = tmp_path / "extract.csv"
+    os.mkfifo(fifo)
+    message = f"file {fifo}: is not a regular file"
+    with pytest.raises(InputError, match=re.escape(message)):
+        check_path(fifo)  # no read attempted: before the check this returned ".csv"
+    with pytest.raises(InputError, match=re.escape(message)):
+        preflight(fifo)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_dataset(fifo)

@@ -103,3 +103,25 @@ def test_patients_without_codes_load_with_empty_records(tmp_path):
     assert ds.code_sets() == [frozenset(), frozenset({"401.9"})]
     only_demographics = read_dataset(write(tmp_path / "q.csv", "patient_id,age,codes\np1,40,\n"))
     assert only_demographics.n_patients == 1 and len(only_demographics.diagnoses) == 0
+
+
+def test_text_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
+    """Not a byte offset into pandas' buffer: the line a steward can open; the stored
+    message keeps it (a line number quotes nothing), the byte itself is not shown."""
+    f = tmp_path / "latin1.csv"
+    f.write_bytes(b"patient_id,gender,codes\na,F,401.9\nb,M,250\nc,\xc9lise,401.9\n")
+    with pytest.raises(InputError) as caught:
+        read_dataset(f)
+    assert caught.value.public() == (f"file {f}: line 4 is not UTF-8 text (save the file "
+                                     "as UTF-8)")
+
+
+def test_a_row_longer_than_the_header_is_refused_naming_its_line_in_the_stored_message(
+        tmp_path):
+    f = tmp_path / "long.csv"
+    f.write_text("patient_id,gender,codes\na,F,401.9\nb,M,250,Q99\n")
+    with pytest.raises(InputError) as caught:
+        read_dataset(f)
+    assert caught.value.public() == (f"file {f}: cannot be parsed: line 3 has 4 fields where "
+                                     "the header has 3")
+    assert "Q99" not in str(caught.value)

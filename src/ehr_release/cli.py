@@ -12,6 +12,7 @@ to stderr; stdout's last line is what scripts read.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -124,10 +125,11 @@ def run(
         algorithm, params, fingerprint = _chosen_algorithm(
             algorithm, parse_assignments(param or []), from_comparison, row)
     except EhrReleaseError as exc:
-        raise _fail(str(exc)) from None
+        raise _refused(requester, input, exc) from None
     _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
 
     from ehr_release import service
+    from ehr_release.destinations import DestinationError
     from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
     from ehr_release.request import check_data_use_policy
     from ehr_release.storage import runs
@@ -138,14 +140,18 @@ def run(
         requester = _identity(requester, "steward").name
         reviewer = (_identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
                     if approve_as is not None else None)
-        request = service.request_from_cli(
-            input_path=input, diagnoses=diagnoses, admissions=admissions,
-            class_column=class_column, algorithm=algorithm, params=params,
-            requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
-            expected_fingerprint=fingerprint, task_runner=task_runner,
-            recipient=recipient, purpose=purpose, terms=terms, expires=expires,
-            allow_empty=allow_empty, allow_low_utility=allow_low_utility,
-        ).with_comparison(from_comparison, row)
+        try:
+            request = service.request_from_cli(
+                input_path=input, diagnoses=diagnoses, admissions=admissions,
+                class_column=class_column, algorithm=algorithm, params=params,
+                requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
+                expected_fingerprint=fingerprint, task_runner=task_runner,
+                recipient=recipient, purpose=purpose, terms=terms, expires=expires,
+                allow_empty=allow_empty, allow_low_utility=allow_low_utility,
+            ).with_comparison(from_comparison, row)
+        except DestinationError as refused:  # a path out of the root, or a file: audited
+            service.record_refusal(requester, runs.new_run_id(), str(input), refused)
+            raise
         check_data_use_policy(request)  # the site may require recipient, terms, expiry
         if approve_as is not None:
             service.refuse_self_approval(request, approve_as)
@@ -175,12 +181,20 @@ def run(
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise _fail(str(exc)) from None
     if status == Status.FAILED:
-        typer.echo(f"error: {runs.get_run(request.run_id).error}", err=True)
-        if (why := service.failure_explanation(flow)) is not None:  # this terminal only
-            typer.echo(why, err=True)
+        _tell_failure(request.run_id, flow)
     typer.echo(request.run_id)
     if status in {Status.FAILED, Status.REJECTED}:
         raise typer.Exit(code=1)
+
+
+def _tell_failure(run_id: str, flow: subprocess.Popen[bytes]) -> None:
+    """One ``error:`` line for a run that failed: the flow's full explanation when it sent
+    one (it may quote the data: this terminal only), else the run's stored error."""
+    from ehr_release import service
+    from ehr_release.storage import runs
+
+    why = service.failure_explanation(flow)
+    typer.echo(f"error: {why or runs.get_run(run_id).error}", err=True)
 
 
 def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
@@ -201,17 +215,23 @@ def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], in
         get_algorithm(algorithm).parse(params)
         preflight(input, diagnoses, admissions_path=admissions, class_column=class_column)
     except EhrReleaseError as refused:
-        typer.echo(f"error: {refused}", err=True)
-        sys.stderr.flush()
-        from ehr_release import service
-        from ehr_release.storage.runs import new_run_id
+        raise _refused(requester, input, refused) from None
 
-        try:
-            who = _identity(requester, "steward").name
-        except EhrReleaseError as exc:
-            raise _fail(str(exc)) from None
-        service.record_refusal(who, new_run_id(), str(input), refused)
-        raise typer.Exit(code=1) from None
+
+def _refused(requester: str, input: Path, refused: EhrReleaseError) -> typer.Exit:
+    """Show a refused request at once, then audit it (``ingest.rejected``) under the
+    authenticated requester; the exit to raise."""
+    typer.echo(f"error: {refused}", err=True)
+    sys.stderr.flush()
+    from ehr_release import service
+    from ehr_release.storage.runs import new_run_id
+
+    try:
+        who = _identity(requester, "steward").name
+    except EhrReleaseError as exc:
+        return _fail(str(exc))
+    service.record_refusal(who, new_run_id(), str(input), refused)
+    return typer.Exit(code=1)
 
 
 def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
@@ -277,17 +297,22 @@ def compare(
     from ehr_release.params import parse_assignments
     from ehr_release.request import ComparisonRequest, check_runner_spec
 
+    comparison_id = "cmp-" + secrets.token_hex(16)
     try:
-        request = ComparisonRequest(
-            comparison_id="cmp-" + secrets.token_hex(16), input_path=str(input),
-            diagnoses_path=str(diagnoses) if diagnoses else None,
-            admissions_path=str(admissions) if admissions else None,
-            class_column=class_column, algorithms=algorithm,
-            params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
-            requirements=list(require or []), max_loss=max_loss, metric=metric,
-            requester=requester, out_dir=str(resolve_destination(out)),
-            task_runner=check_runner_spec(task_runner))
-        candidates = service.comparison_candidates(request)
+        try:
+            request = ComparisonRequest(
+                comparison_id=comparison_id, input_path=str(input),
+                diagnoses_path=str(diagnoses) if diagnoses else None,
+                admissions_path=str(admissions) if admissions else None,
+                class_column=class_column, algorithms=algorithm,
+                params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
+                requirements=list(require or []), max_loss=max_loss, metric=metric,
+                requester=requester, out_dir=str(resolve_destination(out)),
+                task_runner=check_runner_spec(task_runner))
+            candidates = service.comparison_candidates(request)
+        except EhrReleaseError as refused:  # audited like a refused run request
+            service.record_refusal(requester, comparison_id, str(input), refused)
+            raise
         from ehr_release.progress import CompareProgress
 
         with CompareProgress(len(candidates)) as shown:
@@ -487,6 +512,7 @@ def reconstruct(
     """
     from ehr_release.algorithms.disassociation.model import RELEASE_FILE, DisassociatedRelease
     from ehr_release.algorithms.disassociation.reconstruct import reconstruct_dataset
+    from ehr_release.errors import InputError
     from ehr_release.randomness import check_random_state
     from ehr_release.release_files import read_release_files
     from ehr_release.sample import write_sample
@@ -494,8 +520,12 @@ def reconstruct(
     try:
         files = read_release_files(release)
         data = files.get(RELEASE_FILE) or next(iter(files.values()))
-        dataset = reconstruct_dataset(DisassociatedRelease.from_bytes(data),
-                                      check_random_state(seed))
+        try:
+            parsed = DisassociatedRelease.from_bytes(data)
+        except InputError as exc:  # it names the release's file name, not the one given
+            raise InputError(exc.problem, file=str(release), row=exc.row,
+                             column=exc.column) from None
+        dataset = reconstruct_dataset(parsed, check_random_state(seed))
         write_sample(dataset, out)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
@@ -510,9 +540,19 @@ def generate_sample_cmd(
     longitudinal: Annotated[bool, typer.Option(help="Give every code an age.")] = False,
 ) -> None:
     """Write a synthetic EHR extract (demo, benchmarks)."""
+    from ehr_release.errors import ParameterError
     from ehr_release.sample import generate_sample, write_sample
 
-    write_sample(generate_sample(patients, seed=seed, longitudinal=longitudinal), out)
+    # Checked here, under the options' own names, before any patient is generated.
+    if out.suffix.lower() not in {".csv", ".parquet"}:
+        raise _fail(str(ParameterError("--out", "must end in .csv or .parquet", str(out))))
+    if patients < 1:
+        raise _fail(str(ParameterError("--patients", "must be a positive integer", patients)))
+    try:
+        write_sample(generate_sample(patients, seed=seed, longitudinal=longitudinal), out)
+    except OSError as exc:
+        raise _fail(f"file {out}: cannot be written ({exc.strerror or type(exc).__name__})"
+                    ) from None
     typer.echo(str(out))
 
 

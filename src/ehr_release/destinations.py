@@ -42,7 +42,28 @@ def resolve_destination(out_dir: str | Path | None) -> Path:
     if not resolved.is_relative_to(root):
         raise DestinationError(f"release destination {resolved} is outside the releases root "
                                f"{root} (set {ROOT_ENV} to change the root)")
+    _require_folders(resolved, root)
     return resolved
+
+
+#: The folders the flows create under a destination (see :func:`releases_folder`).
+_SUBFOLDERS = ("releases", "comparisons")
+
+
+def _require_folders(destination: Path, root: Path) -> None:
+    """Refuse a destination that is, or lies under, something other than a folder, or whose
+    ``releases``/``comparisons`` entry is not one: checked at the request, so that the
+    pipeline and the reviewer's approval are not spent on a release that cannot land."""
+    for path in (destination, *destination.parents):
+        if path.exists() and not path.is_dir():
+            raise DestinationError(f"release destination {destination}: {path} is not a folder")
+        if path == root:
+            break
+    for name in _SUBFOLDERS:
+        entry = destination / name
+        if entry.exists() and not entry.is_dir():
+            raise DestinationError(f"release destination {destination}: its {name} entry is "
+                                   "not a folder")
 
 
 def check_still_there(recorded: str) -> Path:
@@ -61,7 +82,11 @@ def releases_folder(recorded: str, name: str = "releases") -> Path:
     in place of ``<destination>/releases`` would lead the release outside the root."""
     destination = check_still_there(recorded)
     folder = destination / name
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. a file put in the way after the request
+        raise DestinationError(f"release destination {recorded}: its {name} folder cannot be "
+                               f"created ({exc.strerror or type(exc).__name__})") from None
     if folder.is_symlink() or folder.resolve() != folder:
         raise DestinationError(f"release destination {recorded}: its {name} folder "
                                f"resolves to {folder.resolve()}; refusing to write through "

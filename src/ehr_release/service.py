@@ -370,9 +370,36 @@ def publish(run_id: str) -> Status:
     with prefect_api():
         from ehr_release.flows.publish import publish_flow
 
-        with suppress(Exception):  # recorded on the run; the caller reads its status
+        with suppress(Exception), _prefect_console_quiet():  # recorded on the run
             publish_flow(run_id)
     return Status(runs.get_run(run_id).status)
+
+
+@contextmanager
+def _prefect_console_quiet() -> Iterator[None]:
+    """Keep Prefect's console handler from printing a failed publish's tracebacks.
+
+    The publishing flow runs in the deciding process (CLI ``approve``/``publish``, the
+    dashboard): its failure is recorded on the run and in the audit trail, and the CLI
+    prints that one line; Prefect's console handler would print two tracebacks before it.
+    Prefect's own log store (its API handler) still receives them.
+    """
+    import logging
+
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)
+               if name.startswith("prefect")]
+    handlers = {h for lg in [logging.getLogger(), *loggers] for h in lg.handlers
+                if isinstance(h, PrefectConsoleHandler)}
+    levels = {h: h.level for h in handlers}
+    for h in handlers:
+        h.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for h, level in levels.items():
+            h.setLevel(level)
 
 
 def expire_overdue(run_id: str | None = None) -> list[str]:

@@ -227,12 +227,15 @@ def parse_config(raw: Any, read_hierarchy: HierarchyReader, *, source: str = "")
     """
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source or 'configuration'}: must be a mapping")
+    _known_keys(raw, _CONFIG_KEYS, source or "configuration")
     attrs_raw = raw.get("attributes")
     if not isinstance(attrs_raw, Mapping) or not attrs_raw:
         raise ConfigError(f"{source or 'configuration'}: 'attributes' must map each released "
                           "demographic to its type")
     attributes = _parse_attributes(attrs_raw, read_hierarchy)
     codes_cfg = raw.get("codes") or {}
+    if isinstance(codes_cfg, Mapping):
+        _known_keys(codes_cfg, _CODES_KEYS, "codes")
     code_ref = codes_cfg.get("hierarchy", "icd9") if isinstance(codes_cfg, Mapping) else "icd9"
     code_h: list[Hierarchy] = []
 
@@ -247,6 +250,22 @@ def parse_config(raw: Any, read_hierarchy: HierarchyReader, *, source: str = "")
     return config
 
 
+#: The keys a configuration may hold, at the top, per attribute and under ``codes``. A
+#: misspelt key is refused: ignored, ``constraint:`` would release without the utility
+#: constraints and ``wieght:`` would fall back to an equal weight, both silently.
+_CONFIG_KEYS = frozenset({"defaults", "attributes", "codes", "constraints"})
+_ATTRIBUTE_KEYS = frozenset({"type", "domain", "hierarchy", "weight"})
+_CODES_KEYS = frozenset({"hierarchy"})
+
+
+def _known_keys(raw: Mapping[Any, Any], known: frozenset[str], where: str) -> None:
+    """Refuse the first key of ``raw`` not in ``known``, naming where it is."""
+    unknown = sorted(str(k) for k in raw if str(k) not in known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} "
+                          f"(known: {', '.join(sorted(known))})")
+
+
 def _parse_attributes(raw: Mapping[str, Any],
                       read_hierarchy: HierarchyReader) -> tuple[Attribute, ...]:
     out: list[Attribute] = []
@@ -255,6 +274,7 @@ def _parse_attributes(raw: Mapping[str, Any],
         where = f"attribute {name!r}"
         if not isinstance(spec, Mapping):
             raise ConfigError(f"{where}: must be a mapping with a 'type'")
+        _known_keys(spec, _ATTRIBUTE_KEYS, where)
         weight = spec.get("weight", 1.0 / len(raw) if all(g is None for g in given) else None)
         if not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
             raise ConfigError(f"{where}: 'weight' must be a number ≥ 0 (give every attribute "
@@ -514,6 +534,7 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
     if missing:
         raise ConfigError(f"configured attribute {missing[0]!r} is not a column of the data "
                           f"(columns: {', '.join(map(str, dataset.demographic_columns))})")
+    where = dataset.source or "dataset"  # every input error names its file
     frame = pd.DataFrame(index=dataset.patients.index)
     for attr in config.attributes:
         col = dataset.patients[attr.name]
@@ -523,16 +544,17 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
             if bad.any():
                 row = int(bad.to_numpy().argmax()) + 1
                 raise InputError(f"value is missing or outside the configured domain "
-                                 f"{attr.domain}", row=row, column=attr.name,
-                                 detail=f"found {col.iloc[row - 1]!r}")
+                                 f"{attr.domain}", file=where, row=row, column=attr.name,
+                                 detail=f"found {str(col.iloc[row - 1])!r}")
             frame[attr.name] = values
         else:
             values = col.astype("string").fillna("")
             unknown = ~values.isin(list(attr.hierarchy.level))
             if unknown.any():
                 row = int(unknown.to_numpy().argmax()) + 1
-                raise InputError("value is not a node of the configured hierarchy", row=row,
-                                 column=attr.name, detail=f"found {values.iloc[row - 1]!r}")
+                raise InputError("value is not a node of the configured hierarchy",
+                                 file=where, row=row, column=attr.name,
+                                 detail=f"found {str(values.iloc[row - 1])!r}")
             frame[attr.name] = values.astype(object)
     return RTData(list(dataset.patient_ids), frame, list(dataset.code_sets()))
 

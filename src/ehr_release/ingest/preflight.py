@@ -8,8 +8,8 @@ reader would raise, naming file, row and column.
 
 It only ever refuses; it never accepts on the full reader's behalf. Whenever it cannot be
 sure to agree with the full reader — a MIMIC folder, Parquet, an admissions table (dates),
-a ragged row, a repeated raw header, text that is not UTF-8, a very large file — it returns
-without a verdict and the full reader decides, as before.
+a row longer than the header, a repeated raw header, text that is not UTF-8, a very large
+file — it returns without a verdict and the full reader decides, as before.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ehr_release.ingest.rules import (
     id_problem,
     require_columns,
     require_rows,
+    short_row_error,
     split_codes,
 )
 
@@ -94,8 +95,11 @@ def _read(path: Path) -> Table:
         raise Undecided  # pandas renames repeated names ("a", "a.1")
     width = len(raw_header)
     rows = records[1:]
-    if any(len(r) != width for r in rows):
-        raise Undecided  # pandas pads short rows and words long ones its own way
+    if any(len(r) > width for r in rows):
+        raise Undecided  # pandas words a long row its own way
+    short = next((i for i, r in enumerate(rows, start=1) if len(r) < width), None)
+    if short is not None:
+        raise short_row_error(path, short, len(rows[short - 1]), width)
     header = canonical_columns(raw_header, path)
     return header, [[cell.strip() for cell in r] for r in rows]
 

@@ -49,6 +49,8 @@ def check_path(path: Path) -> str:
         raise InputError("file does not exist", file=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a CSV or Parquet file", file=str(path))
+    if not path.is_file():  # a named pipe or a device: reading it blocks or never ends
+        raise InputError("is not a regular file", file=str(path))
     suffix = path.suffix.lower()
     if suffix not in CSV_SUFFIXES | TSV_SUFFIXES | PARQUET_SUFFIXES:
         raise InputError(
@@ -84,6 +86,14 @@ def require_columns(have: Sequence[str], columns: Sequence[str], path: Path) -> 
             # The header found is terminal-only detail: without a header row it is data.
             raise InputError("required column is missing", file=str(path), column=col,
                              detail=f"columns found: {found}")
+
+
+def short_row_error(path: Path, row: int, fields: int, width: int) -> InputError:
+    """A data row with fewer fields than the header: pandas would pad it with empty values
+    (a truncated line released without its codes), so both readers refuse it. The row's
+    text stays out of the message: it is a patient's."""
+    return InputError(f"has {fields} field{'s' * (fields != 1)} where the header has {width}",
+                      file=str(path), row=row)
 
 
 def require_rows(count: int, path: Path) -> None:

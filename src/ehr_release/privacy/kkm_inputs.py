@@ -77,30 +77,35 @@ def read_original(dataset: Dataset, config: RTConfig) -> OriginalRecords:
     if absent:
         raise ConfigError(f"configured attribute {absent[0]!r} is not a column of the data "
                           f"(columns: {', '.join(map(str, dataset.demographic_columns))})")
-    columns = {attr.name: _read_column(patients[attr.name], attr) for attr in config.attributes}
+    where = dataset.source or "dataset"  # every input error names its file
+    columns = {attr.name: _read_column(patients[attr.name], attr, where)
+               for attr in config.attributes}
     frame = pd.DataFrame(columns, index=patients.index, columns=config.names)
     return OriginalRecords(list(dataset.patient_ids), frame, list(dataset.code_sets()))
 
 
-def _read_column(column: pd.Series, attr: Attribute) -> pd.Series:
+def _read_column(column: pd.Series, attr: Attribute, where: str) -> pd.Series:
     if isinstance(attr, NumericalAttribute):
         numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype="float64",
                                                                    na_value=np.nan)
         # NaN fails both comparisons, so a missing or unreadable value counts as outside
         inside = (numbers >= attr.domain.low) & (numbers <= attr.domain.high)
         _refuse_first(~inside, column, attr.name,
-                      f"value is missing or outside the configured domain {attr.domain}")
+                      f"value is missing or outside the configured domain {attr.domain}", where)
         return pd.Series(numbers, index=column.index, dtype="float64")
     text = column.astype("string").fillna("")
     nodes = attr.hierarchy.level
     known = np.fromiter((value in nodes for value in text), dtype=bool, count=len(text))
-    _refuse_first(~known, text, attr.name, "value is not a node of the configured hierarchy")
+    _refuse_first(~known, text, attr.name, "value is not a node of the configured hierarchy",
+                  where)
     return pd.Series(text.to_numpy(dtype=object), index=column.index, dtype=object)
 
 
-def _refuse_first(bad: np.ndarray, shown: pd.Series, name: str, problem: str) -> None:
+def _refuse_first(bad: np.ndarray, shown: pd.Series, name: str, problem: str,
+                  where: str) -> None:
     """Raise for the first row flagged in ``bad`` (1-based, as a spreadsheet counts)."""
     rows = np.flatnonzero(bad)
     if len(rows):
         row = int(rows[0])
-        raise InputError(problem, row=row + 1, column=name, detail=f"found {shown.iloc[row]!r}")
+        raise InputError(problem, file=where, row=row + 1, column=name,
+                         detail=f"found {str(shown.iloc[row])!r}")
