@@ -93,6 +93,15 @@ def test_reject_path_publishes_nothing(env):
     assert box.get("result") == "rejected"
     assert not (out / "releases" / req.run_id).exists()
     assert runs.get_approval(req.run_id).decision == "reject"
+    # Trying to publish it anyway is refused, and the try is on the trail.
+    from ehr_release import service
+    from ehr_release.errors import EhrReleaseError
+
+    with pytest.raises(EhrReleaseError, match="only an approved run is published"):
+        service.publish(req.run_id)
+    assert not (out / "releases" / req.run_id).exists()
+    assert "publish.refused" in export_events(req.run_id, "csv")
+    assert verify_chain().ok
 
 
 def test_failed_verification_never_reaches_approval(env):

@@ -97,6 +97,18 @@ def test_decisions_follow_the_rules(db_url):
     assert verify_chain(engine).ok
 
 
+def test_a_decision_on_a_run_that_does_not_exist_is_refused_and_audited(db_url):
+    """Someone trying run ids leaves a trace, as any other refused decision does."""
+    engine = get_engine(db_url)
+    with pytest.raises(ApprovalError, match="no release run"):
+        runs.decide("no-such-run", reviewer="bob", decision="approve", reason="ok",
+                    engine=engine)
+    refused = [json.loads(ln) for ln in export_events(None, "jsonl", engine).splitlines()
+               if "approval.refused" in ln]
+    assert [e["payload"]["requested_run"] for e in refused] == ["no-such-run"]
+    assert verify_chain(engine).ok
+
+
 def _writer(url: str, worker: int, n: int, threads: int = 1) -> None:
     import threading
 

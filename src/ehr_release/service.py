@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ehr_release.destinations import resolve_destination
 from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
@@ -363,16 +363,32 @@ def publish(run_id: str) -> Status:
     is recorded on the run by the flow (status ``failed``, audit event); it is not raised
     here.
     """
-    run = runs.get_run(run_id)
+    try:
+        run = runs.get_run(run_id)
+    except NotFound as exc:
+        _refuse_publish(run_id, str(exc), exists=False)
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
-        raise EhrReleaseError(f"run {run_id} is {run.status}; only an approved run is "
-                              "published")
+        _refuse_publish(run_id, f"run {run_id} is {run.status}; only an approved run is "
+                        "published", exists=True)
     with prefect_api():
         from ehr_release.flows.publish import publish_flow
 
         with suppress(Exception), _prefect_console_quiet():  # recorded on the run
             publish_flow(run_id)
     return Status(runs.get_run(run_id).status)
+
+
+def _refuse_publish(run_id: str, message: str, *, exists: bool) -> NoReturn:
+    """Record an attempt to publish what is not approved (a rejected or unknown run), then
+    refuse it: the trail shows every try at publishing, not only the ones that ran.
+
+    The CLI's ``publish`` names no person (it only finishes an approved run's publishing), so
+    the actor is the command.
+    """
+    record_event(actor="ehr-release publish", action=AuditAction.PUBLISH_REFUSED,
+                 run_id=run_id if exists else None,
+                 payload={"reason": message, "requested_run": run_id})
+    raise EhrReleaseError(message)
 
 
 @contextmanager

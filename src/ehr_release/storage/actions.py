@@ -32,6 +32,7 @@ class AuditAction(StrEnum):
     INGEST_REJECTED = "ingest.rejected"
     APPROVAL_REFUSED = "approval.refused"
     PUBLISH_ORPHAN_REMOVED = "publish.orphan_removed"
+    PUBLISH_REFUSED = "publish.refused"
     TASK_RETRYING = "task.retrying"
     COMPARISON_COMPLETED = "comparison.completed"
     COMPARISON_DRAWN = "comparison.drawn"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -249,7 +249,10 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
         _refuse(run_id, reviewer, "a reason is required for every decision", engine)
     if not reviewer.strip():
         _refuse(run_id, reviewer, "a reviewer name is required", engine)
-    run = get_run(run_id, engine)
+    try:
+        run = get_run(run_id, engine)
+    except NotFound:  # a decision on a run that does not exist is a refusal like any other
+        _refuse(run_id, reviewer, f"no release run with id {run_id!r}", engine)
     if same_person(run.requester, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
@@ -294,7 +297,7 @@ def decision_channel(run_id: str, engine: Engine | None = None) -> tuple[str, st
     return found
 
 
-def _refuse(run_id: str, actor: str, message: str, engine: Engine) -> None:
+def _refuse(run_id: str, actor: str, message: str, engine: Engine) -> NoReturn:
     record_event(actor=actor or "(anonymous)", action=AuditAction.APPROVAL_REFUSED,
                  run_id=run_id if _run_exists(run_id, engine) else None,
                  payload={"reason": message, "requested_run": run_id}, engine=engine)
