@@ -18,7 +18,9 @@ from ehr_release.registry import AlgorithmEntry
 from ehr_release.reports import AttackReport, Requirement, UtilityReport, VerificationReport
 
 PARAMS = (Param("k", int, "minimum count", check=Interval(int, 1)),
-          Param("seed", int, "unused", default=None))
+          Param("seed", int, "unused", default=None),
+          Param("notes", str, "unused: a file on the site's machine", default=None,
+                site_path=True))
 
 
 def _counts(dataset) -> Counter[str]:

@@ -35,6 +35,19 @@ def test_published_manifest_holds_no_test_seed(env):
     assert json.loads(runs.get_run(req.run_id).parameters_json)["seed"] == "7"  # recorded inside
 
 
+def test_published_parameters_name_site_files_by_file_name_only(env):
+    """A parameter naming a file on the site's machine (a configuration, a population) is
+    published by its file name: the folders it sits in (a cohort's folder, a user's home)
+    are the site's, not the release's."""
+    data, out = env
+    site_file = "/home/steward/oncology-cohort-2026/notes.yaml"
+    req = request_for(data, out).model_copy(update={"params": {"k": "3", "notes": site_file}})
+    run_approved(req)
+    manifest = json.loads((out / "releases" / req.run_id / "manifest.json").read_text())
+    assert manifest["parameters"] == {"k": "3", "notes": "notes.yaml"}
+    assert json.loads(runs.get_run(req.run_id).parameters_json)["notes"] == site_file
+
+
 def test_approve_path_publishes_once_with_manifest(env):
     data, out = env
     req = request_for(data, out)

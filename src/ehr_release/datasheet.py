@@ -11,10 +11,11 @@ spends budget nobody accounted for). Those stay on the internal certificate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import PurePath
 from typing import Any
 
 from ehr_release.files import sha256_bytes
@@ -113,9 +114,14 @@ def describe_files(files: Mapping[str, bytes], schema: ReleaseSchema | None,
     return out
 
 
-def public_parameters(params: dict[str, Any]) -> dict[str, Any]:
-    """Parameters as published: a test seed would let anyone replay the noise or shuffles."""
-    return {k: v for k, v in params.items() if k != "seed"}
+def public_parameters(params: dict[str, Any], site_paths: Collection[str] = ()
+                      ) -> dict[str, Any]:
+    """Parameters as published: without a test seed (it would let anyone replay the noise or
+    shuffles), and with each of ``site_paths`` (a configuration, a population file) cut to
+    its file name — the folders it sits in are the site's, not the release's, and can say
+    more than the recipient needs (a cohort's folder name, a user's home)."""
+    return {k: (PurePath(v).name if k in site_paths and isinstance(v, str) else v)
+            for k, v in params.items() if k != "seed"}
 
 
 def render_datasheet_html(ctx: DatasheetContext) -> str:

@@ -107,6 +107,8 @@ class Param:
     ``kind`` converts a string (``int``, ``float``, ``str`` or a custom callable);
     ``check`` is a :data:`Constraint` on the converted value, which words the rule the
     error message gives (e.g. ``Interval(int, 2)`` → ``"must be an integer ≥ 2"``).
+    ``site_path`` marks a value that may name a file on the site's machine: published
+    parameters keep only its file name (:func:`ehr_release.datasheet.public_parameters`).
     """
 
     name: str
@@ -115,6 +117,7 @@ class Param:
     default: Any = REQUIRED
     check: Constraint | None = None
     choices: tuple[str, ...] | None = None
+    site_path: bool = False
 
     @property
     def rule(self) -> str:

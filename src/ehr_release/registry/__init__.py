@@ -100,6 +100,11 @@ class AlgorithmEntry:
         stages = (self.anonymize, self.verify, self.evaluate, self.attack)
         return [m for s in stages if isinstance(m := getattr(s, "lazy_module", None), str)]
 
+    @property
+    def site_paths(self) -> frozenset[str]:
+        """Parameters that may name a file on the site's machine (published by name only)."""
+        return frozenset(p.name for p in self.params if p.site_path)
+
     def parse(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw parameters (strings from the CLI or typed values).
 

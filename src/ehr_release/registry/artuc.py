@@ -113,7 +113,8 @@ COMMON_PARAMS = (
           check=Satisfies(lambda v: EPSILON_PATTERN.match(v) is not None, EPSILON_RULE)),
     Param("config", str, "YAML file: released attributes with hierarchies/domains, utility "
           "constraints",
-          check=Satisfies(lambda v: Path(v).is_file(), "must be an existing file")),
+          check=Satisfies(lambda v: Path(v).is_file(), "must be an existing file"),
+          site_path=True),
     Param("weights", str, "NCP weights NAME=W,... summing to 1 (default: the config's)",
           default="", check=Satisfies(
               lambda v: not v.strip() or all(_WEIGHT.match(i) for i in v.split(",")),

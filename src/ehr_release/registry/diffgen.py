@@ -44,7 +44,8 @@ PARAMS = (
     Param("h", int, "number of specializations (≥ 1)", check=Interval(int, 1)),
     Param("taxonomies", str, "public configuration: "
           f"{' | '.join(shipped_names())} or a YAML file (taxonomies, domains, class values)",
-          check=Satisfies(_loads, "must be a loadable configuration")),
+          check=Satisfies(_loads, "must be a loadable configuration"),
+          site_path=True),
     Param("score", str, "score of a specialization", default="max", choices=SCORES),
     Param("domains", str, "override numerical domains, NAME=LO:HI;NAME=LO:HI (public bounds)",
           default=None),

@@ -32,7 +32,8 @@ PARAMS = (
           check=Interval(int, 2)),
     Param("population", str, "dataset file or MIMIC folder of the population the sample "
           "was drawn from", check=Satisfies(lambda v: Path(v).exists(),
-                    "must be an existing dataset file or folder")),
+                    "must be an existing dataset file or folder"),
+          site_path=True),
     Param("caps", str, "most instances of a code a record may keep: 'max' (no cap; the "
           "release states the policy, never the sample's maxima), an integer for all codes, "
           "or CODE:CAP,...,*:CAP", default="max", check=Satisfies(caps_ok, CAPS_RULE)),

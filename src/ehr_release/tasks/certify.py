@@ -187,7 +187,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
     attack = outcome.attack if outcome else None
     return DatasheetContext(
         run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
-        parameters=public_parameters(dict(params)),
+        parameters=public_parameters(dict(params), entry.site_paths),
         files=describe_files(files, entry.schema, _pinned_digests(run_id, files)),
         records=outcome.records if outcome else None,
         checks_passed=[r.name for r in verification.requirements if r.passed],

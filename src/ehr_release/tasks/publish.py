@@ -31,6 +31,7 @@ from ehr_release.destinations import releases_folder
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
 from ehr_release.registry import ReleaseFiles
+from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse
 from ehr_release.storage import runs
@@ -95,7 +96,8 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
             approved_at=block.decided_at))
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
-            "parameters": public_parameters(json.loads(run.parameters_json)),
+            "parameters": public_parameters(json.loads(run.parameters_json),
+                                            get_algorithm(run.algorithm).site_paths),
             "published_at": utc_now(), "audit_head_at_certification": ctx.audit_head,
             "approval": {"reviewer": approval.reviewer, "decision": approval.decision,
                          "decided_at": approval.decided_at},

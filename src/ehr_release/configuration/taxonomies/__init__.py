@@ -19,7 +19,7 @@ A configuration file has four sections::
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import yaml
@@ -154,7 +154,10 @@ def load_config(spec: str, *, domains: str | None = None, predictors: str | None
         set_valued = {k: v for k, v in set_valued.items() if k in wanted}
     if not (categorical or numerical or set_valued):
         raise ConfigError(f"{path}: no predictor attributes are configured")
-    return DiffGenConfig(source=str(spec), class_column=column, class_values=values,
+    # cut.json publishes ``source``: a shipped name, or a site file by its file name only
+    # (the folders it sits in are the site's, not the release's)
+    return DiffGenConfig(source=PurePath(str(spec)).name, class_column=column,
+                         class_values=values,
                          categorical=categorical, numerical=numerical, set_valued=set_valued)
 
 
