@@ -119,8 +119,9 @@ CUT_JSON = FileSchema(
         "attribute (what a data user generalizes test records with)",
     fields_doc={
         "algorithm": "a constant.",
-        "configuration": "the name (or file path) of the public configuration the requester "
-                         "chose; not derived from the data.",
+        "configuration": "the name of the shipped public configuration the requester chose, "
+                         "or the file name (no folders) of the one they gave; not derived "
+                         "from the data.",
         **_each("the requested ε, h, score and unused-budget policy: public inputs.",
                 "parameters", "parameters.epsilon", "parameters.h", "parameters.score",
                 "parameters.unused_budget"),
