@@ -90,6 +90,8 @@ def test_the_certificate_summary_says_what_the_dp_checks_cover():
     assert not [w for w in OVERCLAIMS if w in first.attack.detail]
     assert "not prove the guarantee" in first.attack.detail
     assert "cannot be seen in the bytes" in first.verification.detail
+    # the noise check reads the true counts: publishing only draws that pass it adds δ
+    assert "δ ≤ 10⁻⁶" in first.verification.detail
     assert "noisy counts" in summary(replace(ctx, outcome=ReleaseOutcome(7, ATTACK))).records
 
 

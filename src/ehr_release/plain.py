@@ -209,7 +209,8 @@ _UNVERIFIABLE = {
                 "its scale and the composed total), the released structure and the presence "
                 "of noise in the counts; that every selection and count was drawn by the "
                 "declared mechanism from a secure sampler cannot be seen in the bytes and "
-                "rests on the implementation."),
+                "rests on the implementation. The noise check reads the true counts (false "
+                "alarm ≤ 10⁻⁶): (ε, δ ≤ 10⁻⁶)."),
 }
 
 
