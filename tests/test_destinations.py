@@ -41,7 +41,8 @@ def test_a_destination_swapped_after_the_request_is_refused_at_publish(root) -> 
         check_still_there(recorded)
 
 
-def test_the_cli_refuses_before_anything_runs(root, tmp_path, ehr_home) -> None:
+def _refused_as_out(out, tmp_path, message: str) -> None:
+    """``ehr-release run --out OUT`` exits 1 saying ``message``, and no run is recorded."""
     from typer.testing import CliRunner
 
     from ehr_release.cli import app
@@ -49,12 +50,16 @@ def test_the_cli_refuses_before_anything_runs(root, tmp_path, ehr_home) -> None:
 
     data = tmp_path / "x.csv"
     data.write_text("patient_id,codes\nA,401.9\nB,401.9\n")
-    (root / "to-etc").symlink_to("/etc")
     done = CliRunner().invoke(app, ["run", "--input", str(data), "--algorithm",
                                     "disassociation", "--param", "k=2", "--requester", "sam",
-                                    "--out", str(root / "to-etc")])
-    assert done.exit_code == 1 and "outside the releases root" in done.output
+                                    "--out", str(out)])
+    assert done.exit_code == 1 and message in done.output
     assert runs.list_runs() == []
+
+
+def test_the_cli_refuses_before_anything_runs(root, tmp_path, ehr_home) -> None:
+    (root / "to-etc").symlink_to("/etc")
+    _refused_as_out(root / "to-etc", tmp_path, "outside the releases root")
 
 
 def test_a_destination_that_is_a_file_is_refused_at_request(root) -> None:
@@ -86,19 +91,8 @@ def test_a_destination_turned_into_a_file_is_refused_at_publish_in_one_line(root
 
 
 def test_the_cli_refuses_a_file_as_out_before_anything_runs(root, tmp_path, ehr_home) -> None:
-    from typer.testing import CliRunner
-
-    from ehr_release.cli import app
-    from ehr_release.storage import runs
-
-    data = tmp_path / "x.csv"
-    data.write_text("patient_id,codes\nA,401.9\nB,401.9\n")
     (root / "afile").write_text("x")
-    done = CliRunner().invoke(app, ["run", "--input", str(data), "--algorithm",
-                                    "disassociation", "--param", "k=2", "--requester", "sam",
-                                    "--out", str(root / "afile")])
-    assert done.exit_code == 1 and "is not a folder" in done.output
-    assert runs.list_runs() == []
+    _refused_as_out(root / "afile", tmp_path, "is not a folder")
     import json
 
     from ehr_release.storage.audit import export_events

@@ -45,15 +45,10 @@ def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_pat
     assert export_events(req.run_id, "jsonl").count('"action":"epsilon.reserved"') == 1
 
 
-def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_home, tmp_path,
-                                                                monkeypatch) -> None:
-    """With a site total below the request's ε the run fails before DiffGen runs: nothing is
-    drawn, so nothing is pinned (a draw the steward sees would itself spend ε)."""
+def _run_to_failure(tmp_path):
+    """A DiffGen request at ε = 1 on 60 generated patients, run until it fails."""
     from ehr_release.request import ReleaseRequest
-    from ehr_release.storage.audit import export_events
-    from ehr_release.storage.budget import EPSILON_TOTAL_ENV
 
-    monkeypatch.setenv(EPSILON_TOTAL_ENV, "0.5")
     data = write_sample(generate_sample(60, seed=2), tmp_path / "patients.csv")
     req = ReleaseRequest(
         run_id=runs.new_run_id(), input_path=str(data), class_column=CLASS_COLUMN,
@@ -64,6 +59,18 @@ def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_hom
     assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED},
                        timeout=120) == Status.FAILED
     thread.join(60)
+    return req
+
+
+def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_home, tmp_path,
+                                                                monkeypatch) -> None:
+    """With a site total below the request's ε the run fails before DiffGen runs: nothing is
+    drawn, so nothing is pinned (a draw the steward sees would itself spend ε)."""
+    from ehr_release.storage.audit import export_events
+    from ehr_release.storage.budget import EPSILON_TOTAL_ENV
+
+    monkeypatch.setenv(EPSILON_TOTAL_ENV, "0.5")
+    req = _run_to_failure(tmp_path)
     assert "exceed the ε budget" in (runs.get_run(req.run_id).error or "")
     assert runs.pinned_candidate(req.run_id) == {}
     assert "epsilon.reserved" not in export_events(req.run_id, "jsonl")  # refused: none
@@ -75,7 +82,6 @@ def test_a_run_that_fails_before_drawing_gives_its_reservation_back(harness, ehr
     fails, nothing is drawn nor pinned, so the flow gives the ε back (``epsilon.released``):
     nothing of it was seen."""
     from ehr_release.flows import release
-    from ehr_release.request import ReleaseRequest
     from ehr_release.storage.audit import export_events
 
     class Broken:
@@ -86,16 +92,7 @@ def test_a_run_that_fails_before_drawing_gives_its_reservation_back(harness, ehr
             raise RuntimeError("the anonymizer broke")
 
     monkeypatch.setattr(release, "anonymize_task", Broken())
-    data = write_sample(generate_sample(60, seed=2), tmp_path / "patients.csv")
-    req = ReleaseRequest(
-        run_id=runs.new_run_id(), input_path=str(data), class_column=CLASS_COLUMN,
-        algorithm="diffgen", requester="steward", out_dir=str(tmp_path / "out"),
-        params={"epsilon": "1", "h": "2", "taxonomies": "mimic-demo", "eval_runs": "0",
-                "predictors": "age,gender,codes"})
-    thread, _ = start(req)
-    assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED},
-                       timeout=120) == Status.FAILED
-    thread.join(60)
+    req = _run_to_failure(tmp_path)
     events = export_events(req.run_id, "jsonl")
     assert events.count('"action":"epsilon.reserved"') == 1
     assert events.count('"action":"epsilon.released"') == 1
