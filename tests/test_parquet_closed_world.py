@@ -23,7 +23,11 @@ import pytest
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.privacy.closed_world import closed_world_requirement, violations
+from ehr_release.privacy.closed_world import (
+    _read_columns,
+    closed_world_requirement,
+    violations,
+)
 from ehr_release.sample import generate_sample
 from tests.test_artuc_worked_example import SEED, worked_example
 from tests.test_diffgen_counts_check import make_release
@@ -163,3 +167,22 @@ def test_a_parquet_file_without_a_declared_rendering_fails_closed() -> None:
                                              columns={"code": "str"}),))
     assert list(violations({"t.parquet": sink.getvalue()}, schema)) == [
         "t.parquet: declares no Parquet rendering, so its bytes cannot be checked"]
+
+
+def test_the_closed_world_reads_the_columns_a_plain_read_gives():
+    """Text read through the Parquet dictionaries holds the same values, nulls and types."""
+    table = pa.table({
+        "n": pa.array([1, None, 3, 4, 5, 6], pa.int64()),
+        "s": pa.array(["a", None, "b", "a", "", "é"], pa.string()),
+        "big": pa.array(["x", "y", None, "x", "z", "x"], pa.large_string()),
+        "cat": pa.array(["u", "v", "u", None, "v", "u"]).dictionary_encode(),
+        "list": pa.array([["a"], [], None, ["b", None], ["a"], ["c"]]),
+    })
+    for store_schema in (True, False):
+        sink = io.BytesIO()
+        pq.write_table(table, sink, row_group_size=2, store_schema=store_schema)
+        data = sink.getvalue()
+        parquet = pq.ParquetFile(io.BytesIO(data))
+        got, plain = _read_columns(data, parquet), parquet.read()
+        assert got.schema == plain.schema
+        assert got.equals(plain)
