@@ -10,7 +10,13 @@ import numpy as np
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a sort: numpy's hash-based ``unique`` is far slower here)."""
+    """Sorted distinct values (a sort: numpy's hash-based ``unique`` is far slower here).
+
+    Values already strictly ascending (an extract sorted by patient and code) are returned
+    as they are: one comparison instead of a sort and two copies of millions of keys.
+    """
+    if len(values) < 2 or (values[1:] > values[:-1]).all():
+        return values
     ordered = np.sort(values)
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
@@ -33,6 +39,36 @@ def pairs_within(indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         firsts.append((row_starts[:, None] + i[None, :]).ravel())
         seconds.append((row_starts[:, None] + j[None, :]).ravel())
     return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def pair_counts(indptr: np.ndarray, codes: np.ndarray, c: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys ``codes[i]·c + codes[j]`` over every pair i < j of positions
+    inside a CSR row (codes < ``c``), and how many rows hold each.
+
+    The same figures as counting the keys of :func:`pairs_within`, with less memory traffic
+    (the original of a million records has ~9 million pairs): rows of one length are taken as
+    a block of codes and the keys computed from its columns, and when ``c²`` counters are
+    few next to the pairs (a few hundred codes) each key is counted in place by
+    ``bincount`` instead of sorted.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    starts, lengths = indptr[:-1], np.diff(indptr)
+    blocks = []
+    for length in np.unique(lengths[lengths >= 2]).tolist():
+        block = codes[starts[lengths == length][:, None] + np.arange(length)]
+        i, j = np.triu_indices(length, 1)
+        blocks.append((block[:, i] * c + block[:, j]).ravel())
+    n_pairs = sum(len(b) for b in blocks)
+    if not n_pairs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if c * c > 4 * n_pairs + (1 << 16):  # many codes: sort the keys
+        return np.unique(np.concatenate(blocks), return_counts=True)
+    counts = np.zeros(c * c, dtype=np.int64)
+    for block in blocks:
+        counts += np.bincount(block, minlength=c * c)
+    keys = np.flatnonzero(counts)
+    return keys, counts[keys]
 
 
 def cross_within(group_a: np.ndarray, group_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

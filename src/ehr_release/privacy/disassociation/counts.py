@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 
 from ehr_release.mapping import MapFn
-from ehr_release.privacy.disassociation.arrays import pairs_within
+from ehr_release.privacy.disassociation.arrays import pair_counts, pairs_within
 from ehr_release.privacy.disassociation.tables import Tables
 from ehr_release.privacy.itemset_counts import Itemset, count_itemsets
 
@@ -35,8 +35,7 @@ def original_counts_small(t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Support in D of every code (dense) and every co-occurring pair (sorted keys x·C + y)."""
     c = len(t.codes)
     single = np.bincount(t.orig_codes, minlength=c)
-    a, b = pairs_within(t.orig_indptr)
-    k2, n2 = np.unique(t.orig_codes[a] * c + t.orig_codes[b], return_counts=True)
+    k2, n2 = pair_counts(t.orig_indptr, t.orig_codes, c)
     return single, k2, n2
 
 

@@ -13,10 +13,14 @@ figures of the data.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
-from itertools import repeat
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NAME = "disassociation"
 RELEASE_FILE = "release.parquet"
@@ -80,9 +84,9 @@ def chunk_label(rel: ParsedRelease, g: int) -> str:
     return f"cluster {rel.cluster_ids[owner]} record chunk {number}"
 
 
-def _read(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, list]]]:
-    """Integer columns as arrays; each string column as per-row indices into one list of
-    distinct strings (-1 for null), taken from the Parquet dictionaries chunk by chunk."""
+def _read(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, pa.Array]]]:
+    """Integer columns as arrays; each string column as per-row indices into one array of
+    distinct strings (-1 for null), taken from the Parquet dictionaries."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -117,27 +121,48 @@ def _read(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarra
     return ints, {name: _dictionary_column(table[name]) for name in STR_COLUMNS}
 
 
-def _dictionary_column(column: object) -> tuple[np.ndarray, list[str]]:
+def _dictionary_column(column: object) -> tuple[np.ndarray, pa.Array]:
     """Per-row index into the distinct strings of the column (-1 for null), and those
-    strings. Each chunk has its own dictionary: its entries are mapped to one numbering."""
+    strings. Each chunk has its own dictionary: all of them are numbered at once by one
+    dictionary encoding of their concatenation (a million-record release has ~300,000
+    labels, so no entry is turned into a Python string)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    distinct: dict[str, int] = {}
-    parts = []
-    for chunk in column.chunks:  # type: ignore[attr-defined]
-        names = chunk.dictionary.to_pylist()
-        local = np.array([distinct.setdefault(x, len(distinct)) for x in names] + [-1],
-                         dtype=np.int64)
+    chunks = column.chunks  # type: ignore[attr-defined]
+    if not chunks:
+        return np.zeros(0, dtype=np.int32), pa.array([], pa.string())
+    entries = pa.concat_arrays([chunk.dictionary for chunk in chunks])
+    encoded = pc.dictionary_encode(entries)
+    number = pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int32)
+    parts, offset = [], 0
+    for chunk in chunks:
+        local = np.r_[number[offset:offset + len(chunk.dictionary)], np.int32(-1)]
         parts.append(local[pc.fill_null(chunk.indices, -1).to_numpy()])
-    index = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return index, list(distinct)
+        offset += len(chunk.dictionary)
+    return np.concatenate(parts), encoded.dictionary
 
 
-def _numbered(labels: list[str], prefix: str) -> np.ndarray:
+def _numbered(labels: pa.Array, prefix: str) -> np.ndarray:
     """Per label: n if it is ``<prefix><n>`` with 1 ≤ n ≤ len(labels), else 0 (a larger n
-    cannot be numbered consecutively, which :func:`parse_release` requires)."""
-    number = {f"{prefix}{i}": i for i in range(1, len(labels) + 1)}
-    return np.fromiter(map(number.get, labels, repeat(0)), dtype=np.int64, count=len(labels))
+    cannot be numbered consecutively, which :func:`parse_release` requires). ``n`` is
+    written as Python writes it (ASCII digits, no sign, no leading zero), so one number has
+    one spelling; the digits are read by Arrow, not label by label in Python."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(labels)
+    number = np.zeros(n, dtype=np.int64)
+    if not n:
+        return number
+    spelled = f"^{re.escape(prefix)}[1-9][0-9]{{0,{len(str(n)) - 1}}}$"
+    ok = pc.fill_null(pc.match_substring_regex(labels, spelled), False).to_numpy(
+        zero_copy_only=False)
+    if ok.any():
+        digits = pc.utf8_slice_codeunits(labels.filter(pa.array(ok)), len(prefix))
+        number[ok] = pc.cast(digits, pa.int64()).to_numpy()
+    number[number > n] = 0
+    return number
 
 
 def _runs(*keys: np.ndarray) -> np.ndarray:
@@ -164,10 +189,10 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
     # groups: P1 … Pn, then J1 … Jj, each a contiguous run of rows
     g_index, g_dict = strs["group"]
     expect((g_index >= 0).all(), "a row has no group")
-    p_num, j_num = _numbered(g_dict, "P")[g_index], _numbered(g_dict, "J")[g_index]
-    expect(((p_num > 0) | (j_num > 0)).all(), "group labels are not P1, P2, … then J1, J2, …")
-    is_joint = j_num > 0
-    number = np.where(is_joint, j_num, p_num)
+    label_p, label_j = _numbered(g_dict, "P"), _numbered(g_dict, "J")  # per distinct label
+    number = np.maximum(label_p, label_j).astype(np.int32)[g_index]   # one is 0
+    expect((number > 0).all(), "group labels are not P1, P2, … then J1, J2, …")
+    is_joint = (label_j > 0)[g_index]
     new_group = _runs(number, is_joint)
     g_start = np.flatnonzero(new_group)
     g_joint = is_joint[g_start]
@@ -177,14 +202,13 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
     expect((g_number == np.r_[np.arange(1, n_clusters + 1),
                               np.arange(1, len(g_start) - n_clusters + 1)]).all(),
            "groups are not P1, P2, … then J1, J2, …, each in one run of rows")
-    group = np.cumsum(new_group) - 1                      # 0 … groups-1, in file order
 
     # size and joint: one value per group; a cluster names a joint cluster, which names itself
     size = ints["size"]
     same = ~new_group[1:]
     expect(not (same & (size[1:] != size[:-1])).any(), "a group's size differs between rows")
     jt_index, jt_dict = strs["joint"]
-    jt_num = np.r_[_numbered(jt_dict, "J"), 0][jt_index]
+    jt_num = np.r_[_numbered(jt_dict, "J").astype(np.int32), np.int32(0)][jt_index]
     expect(not ((jt_index >= 0) & (jt_num == 0)).any(), "a joint label is not J1, J2, …")
     expect(not (same & (jt_num[1:] != jt_num[:-1])).any(),
            "a group's joint cluster differs between rows")
@@ -208,10 +232,11 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
     sub_ok = np.where(new_chunk[s_start], sub[s_start] == 0,
                       sub[s_start] == np.r_[0, sub[s_start[:-1]]] + 1)
     expect(sub_ok.all(), "subrecords are not numbered 0, 1, … in each chunk")
-    c_index, c_dict = strs["code"]
+    c_index, c_entries = strs["code"]
+    c_dict = c_entries.to_pylist()  # distinct codes: a few hundred or thousand
     code_names = sorted(c_dict)
     rank_of = {name: i for i, name in enumerate(code_names)}
-    rank = np.r_[np.array([rank_of[x] for x in c_dict], dtype=np.int64), -1][c_index]
+    rank = np.array([*(rank_of[x] for x in c_dict), -1], dtype=np.int32)[c_index]
     null = c_index < 0
     inside = ~new_sub[1:]
     expect(not (inside & null[:-1]).any(), "a null code shares a subrecord with a code")
@@ -221,18 +246,18 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
     # the arrays the checks read
     cluster_rows = g_start[~g_joint]
     joint_rows = g_start[g_joint]
-    jt_of_group = jt_num[g_start]
+    jt_of_group = jt_num[g_start].astype(np.int64)
     joint_named = jt_of_group[~g_joint]
     n_joints = len(joint_rows)
     rec = ~item
     sub_rows = s_start[rec[s_start]]
     chunk_rows = c_start[rec[c_start]]
-    sub_chunk = np.cumsum(new_chunk[rec])[new_sub[rec]] - 1 if rec.any() else sub_rows
-    lengths = np.bincount(np.cumsum(new_sub[rec]) - 1, weights=~null[rec],
-                          minlength=len(sub_rows)).astype(np.int64)
-    sub_indptr = np.zeros(len(sub_rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=sub_indptr[1:])
-    chunk_group = group[chunk_rows]
+    # a record chunk's first row starts a subrecord: counting them numbers the chunks
+    sub_chunk = np.cumsum(new_chunk[sub_rows]) - 1
+    # a null code is alone in its subrecord (checked above): it is an empty subrecord
+    sub_end = np.r_[s_start[1:], n][rec[s_start]]
+    sub_indptr = np.r_[0, np.cumsum(sub_end - sub_rows - null[sub_rows])]
+    chunk_group = np.searchsorted(g_start, chunk_rows, "right") - 1
     shared = g_joint[chunk_group]
     owner = np.where(shared, chunk_group - n_clusters, chunk_group)
     keep_item = item & ~null
@@ -246,5 +271,6 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
         chunk_owner=owner, chunk_number=chunk[chunk_rows].astype(np.int64), chunk_shared=shared,
         chunk_subrecords=np.bincount(sub_chunk, minlength=len(chunk_rows)).astype(np.int64),
         sub_chunk=sub_chunk.astype(np.int64), sub_indptr=sub_indptr,
-        sub_codes=rank[rec & ~null], item_cluster=group[keep_item],
-        item_code=rank[keep_item], code_names=code_names)
+        sub_codes=rank[rec & ~null].astype(np.int64),
+        item_cluster=np.searchsorted(g_start, np.flatnonzero(keep_item), "right") - 1,
+        item_code=rank[keep_item].astype(np.int64), code_names=code_names)

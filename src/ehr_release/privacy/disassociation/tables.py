@@ -48,15 +48,34 @@ class Tables:
     orig_codes: np.ndarray
 
 
+def _factorized_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """``pd.factorize(column.astype(str), sort=True)``, without copying millions of codes
+    as text when they are text already: factorized as they are, then only the few distinct
+    names are sorted and the numbers mapped."""
+    code, names = pd.factorize(column)
+    if (code < 0).any() or not all(isinstance(name, str) for name in names):
+        code, names = pd.factorize(column.astype(str), sort=True)
+        return code, [str(c) for c in names]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return rank[code], [names[i] for i in order]
+
+
 def _original_rows(dataset: Dataset) -> tuple[list[str], np.ndarray, np.ndarray]:
     diag = dataset.diagnoses
     rec = dataset.patients.index.get_indexer(diag[PATIENT_ID])
-    code, names = pd.factorize(diag[CODE].astype(str), sort=True)
+    code, names = _factorized_codes(diag[CODE])
     n_codes = max(len(names), 1)
-    key = distinct(rec[rec >= 0].astype(np.int64) * n_codes + code[rec >= 0])
+    known = rec >= 0
+    if not known.all():
+        rec, code = rec[known], code[known]
+    key = rec.astype(np.int64) * n_codes     # a new array: the sum is added in place
+    key += code
+    key = distinct(key)
     indptr = np.zeros(dataset.n_patients + 1, dtype=np.int64)
     np.cumsum(np.bincount(key // n_codes, minlength=dataset.n_patients), out=indptr[1:])
-    return [str(c) for c in names], indptr, key % n_codes
+    return names, indptr, key % n_codes
 
 
 class ChunkLabels(Sequence[str]):
@@ -74,6 +93,15 @@ class ChunkLabels(Sequence[str]):
         return chunk_label(self._rel, int(g))
 
 
+def _renumbered(ids: np.ndarray, names: list[str], index: dict[str, int]) -> np.ndarray:
+    """``ids`` (into ``names``) as ids into the joint numbering ``index``; the same array
+    when the numberings agree (the original's codes are usually all the codes there are)."""
+    remap = np.array([index[x] for x in names], dtype=np.int64)
+    if np.array_equal(remap, np.arange(len(remap))):
+        return ids.astype(np.int64, copy=False)
+    return remap[ids] if len(ids) else np.zeros(0, dtype=np.int64)
+
+
 def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
     """Number the release (whose shape passed :func:`shape_problems`) and the original over
     one code numbering and derive each chunk's code supports."""
@@ -81,16 +109,12 @@ def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
     codes = sorted(set(orig_names).union(rel.code_names))
     n_codes = len(codes)
     index = {code: i for i, code in enumerate(codes)}
-    orig_codes = np.array([index[x] for x in orig_names], dtype=np.int64)[orig_local] \
-        if len(orig_local) else np.zeros(0, dtype=np.int64)
-    remap = np.array([index[x] for x in rel.code_names], dtype=np.int64)
-    sub_codes = remap[rel.sub_codes]          # names sort alike: rows stay ascending
-    item_code = remap[rel.item_code]
-    n_sub = rel.n_subrecords
-    sub_row = np.repeat(np.arange(n_sub, dtype=np.int64), np.diff(rel.sub_indptr))
+    orig_codes = _renumbered(orig_local, orig_names, index)
+    sub_codes = _renumbered(rel.sub_codes, rel.code_names, index)  # rows stay ascending
+    item_code = _renumbered(rel.item_code, rel.code_names, index)
 
     # support of each code in each chunk
-    owner = rel.sub_chunk[sub_row]
+    owner = np.repeat(rel.sub_chunk, np.diff(rel.sub_indptr))
     key, support = np.unique(owner * n_codes + sub_codes, return_counts=True)
     k_chunk, k_code = key // n_codes, key % n_codes
     shared = rel.chunk_shared
@@ -103,7 +127,7 @@ def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
     dom_code = np.concatenate([k_code[is_rec], item_code])
     dom_chunk = np.concatenate([k_chunk[is_rec], np.full(len(item_code), -1, dtype=np.int64)])
     dom_value = np.concatenate([support[is_rec], sizes[item_cluster]])
-    order = np.lexsort((dom_code, dom_cluster))
+    order = np.argsort(dom_cluster * n_codes + dom_code, kind="stable")  # by cluster, code
     sh = ~is_rec
     return Tables(codes, sizes, rel.sub_chunk, rel.sub_indptr, sub_codes, ChunkLabels(rel),
                   dom_cluster[order], dom_code[order], dom_chunk[order], dom_value[order],
