@@ -24,7 +24,7 @@ from ehr_release import registry
 from ehr_release.privacy.disassociation import RELEASE_FILE, parse_release
 from ehr_release.privacy.disassociation.arrays import distinct, pair_counts, pairs_within
 from ehr_release.privacy.disassociation.parse import _numbered
-from ehr_release.privacy.disassociation.tables import _factorized_codes
+from ehr_release.privacy.disassociation.tables import _factorized_codes, _record_of_rows
 from ehr_release.sample import generate_sample
 from tests.disassociation_layout import write_table
 
@@ -86,6 +86,17 @@ def test_codes_are_factorized_as_their_text_sorted(column):
                                                  sort=True)
     assert code.tolist() == expected_code.tolist()
     assert names == [str(x) for x in expected_names]
+
+
+@pytest.mark.parametrize("ids", [
+    ["a", "a", "b", "c", "c", "c", "a", "zz", "zz", "b"],  # runs, a repeat, an unknown id
+    ["a"], [], ["b", None, None, "a", float("nan"), float("nan")],
+    ["a", pd.NA, pd.NA, "b"],                              # no truth value: plain lookups
+])
+def test_records_of_rows_are_the_index_lookup_of_every_row(ids):
+    patients = pd.Index(["c", "a", "b", None], dtype=object)
+    ids = np.array(ids, dtype=object)
+    assert _record_of_rows(patients, ids).tolist() == patients.get_indexer(ids).tolist()
 
 
 @pytest.fixture(scope="module")
