@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.privacy.disassociation import RELEASE_FILE, parse_release
-from ehr_release.privacy.disassociation.arrays import distinct, pair_counts, pairs_within
+from ehr_release.privacy.disassociation.arrays import (
+    counted,
+    distinct,
+    pair_counts,
+    pairs_within,
+    row_pair_keys,
+)
 from ehr_release.privacy.disassociation.parse import _numbered
 from ehr_release.privacy.disassociation.tables import _factorized_codes, _record_of_rows
 from ehr_release.sample import generate_sample
@@ -52,6 +58,21 @@ def test_pair_counts_count_the_pairs_of_every_row(case):
         for x, y in combinations(codes[start:end].tolist(), 2):
             plain[x * c + y] = plain.get(x * c + y, 0) + 1
     assert dict(zip(keys.tolist(), counts.tolist(), strict=True)) == plain
+
+
+@given(csr_rows(), st.integers(0, 3))
+@settings(max_examples=100, deadline=None)
+def test_row_pair_keys_are_the_keys_of_the_pair_positions(case, base):
+    indptr, codes, c = case
+    row_base = (np.arange(len(indptr) - 1, dtype=np.int64) * base) * c * c
+    a, b = pairs_within(indptr)
+    row = np.searchsorted(indptr, a, "right") - 1
+    expected = sorted((row_base[row] + codes[a] * c + codes[b]).tolist())
+    blocks = row_pair_keys(indptr, codes, c, row_base)
+    assert sorted(x for block in blocks for x in block.tolist()) == expected
+    keys, counts = counted(np.array(expected[::-1], dtype=np.int64))
+    unique = np.unique(np.array(expected, dtype=np.int64), return_counts=True)
+    assert keys.tolist() == unique[0].tolist() and counts.tolist() == unique[1].tolist()
 
 
 @given(st.lists(st.integers(-5, 40), max_size=30))

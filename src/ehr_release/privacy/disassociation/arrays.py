@@ -41,29 +41,53 @@ def pairs_within(indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(firsts), np.concatenate(seconds)
 
 
-def pair_counts(indptr: np.ndarray, codes: np.ndarray, c: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys ``codes[i]·c + codes[j]`` over every pair i < j of positions
-    inside a CSR row (codes < ``c``), and how many rows hold each.
+def row_pair_keys(indptr: np.ndarray, codes: np.ndarray, c: int,
+                  row_base: np.ndarray | None = None) -> list[np.ndarray]:
+    """Keys ``row_base[row] + codes[i]·c + codes[j]`` of every pair i < j of positions inside
+    each CSR row (``row_base`` 0 when not given), one array per row length.
 
-    The same figures as counting the keys of :func:`pairs_within`, with less memory traffic
-    (the original of a million records has ~9 million pairs): rows of one length are taken as
-    a block of codes and the keys computed from its columns, and when ``c²`` counters are
-    few next to the pairs (a few hundred codes) each key is counted in place by
-    ``bincount`` instead of sorted.
+    The keys :func:`pairs_within` would index, with less memory traffic (the original of a
+    million records has ~9 million pairs): rows of one length are gathered as one block of
+    codes and the keys computed from its columns, without position arrays.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     starts, lengths = indptr[:-1], np.diff(indptr)
     blocks = []
     for length in np.unique(lengths[lengths >= 2]).tolist():
-        block = codes[starts[lengths == length][:, None] + np.arange(length)]
+        rows = lengths == length
+        block = codes[starts[rows][:, None] + np.arange(length)]
         i, j = np.triu_indices(length, 1)
-        blocks.append((block[:, i] * c + block[:, j]).ravel())
+        keys = block[:, i] * c + block[:, j]
+        if row_base is not None:
+            keys += row_base[rows][:, None]
+        blocks.append(keys.ravel())
+    return blocks
+
+
+def counted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_counts=True)``, sorting ``keys`` in place (a scratch array
+    of the caller's: one copy of millions of keys fewer)."""
+    if not len(keys):
+        return keys.astype(np.int64), np.zeros(0, dtype=np.int64)
+    keys.sort()
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[starts], np.diff(np.r_[starts, len(keys)])
+
+
+def pair_counts(indptr: np.ndarray, codes: np.ndarray, c: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys ``codes[i]·c + codes[j]`` over every pair i < j of positions
+    inside a CSR row (codes < ``c``), and how many rows hold each.
+
+    When ``c²`` counters are few next to the pairs (a few hundred codes), each key is
+    counted in place by ``bincount`` instead of sorted.
+    """
+    blocks = row_pair_keys(indptr, codes, c)
     n_pairs = sum(len(b) for b in blocks)
     if not n_pairs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if c * c > 4 * n_pairs + (1 << 16):  # many codes: sort the keys
-        return np.unique(np.concatenate(blocks), return_counts=True)
+        return counted(np.concatenate(blocks))
     counts = np.zeros(c * c, dtype=np.int64)
     for block in blocks:
         counts += np.bincount(block, minlength=c * c)

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 
 from ehr_release.mapping import MapFn
-from ehr_release.privacy.disassociation.arrays import pair_counts, pairs_within
+from ehr_release.privacy.disassociation.arrays import counted, pair_counts, row_pair_keys
 from ehr_release.privacy.disassociation.tables import Tables
 from ehr_release.privacy.itemset_counts import Itemset, count_itemsets
 
@@ -16,11 +16,11 @@ def chunk_counts_small(t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """Counts of every 1- and 2-itemset inside each chunk (keys are chunk·C + code, and
     chunk·C² + x·C + y with x < y)."""
     c = len(t.codes)
-    owner = np.repeat(t.sub_chunk, np.diff(t.sub_indptr))
-    k1, n1 = np.unique(owner * c + t.sub_codes, return_counts=True)
-    a, b = pairs_within(t.sub_indptr)
-    k2, n2 = np.unique(owner[a] * c * c + t.sub_codes[a] * c + t.sub_codes[b],
-                       return_counts=True)
+    k1 = np.repeat(t.sub_chunk * c, np.diff(t.sub_indptr))
+    k1 += t.sub_codes
+    k1, n1 = counted(k1)
+    blocks = row_pair_keys(t.sub_indptr, t.sub_codes, c, t.sub_chunk * (c * c))
+    k2, n2 = counted(np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.int64))
     return k1, n1, k2, n2
 
 
