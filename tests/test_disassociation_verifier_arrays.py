@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
+from ehr_release.dataset import Dataset
 from ehr_release.privacy.disassociation import RELEASE_FILE, parse_release
 from ehr_release.privacy.disassociation.arrays import (
     counted,
@@ -30,7 +31,11 @@ from ehr_release.privacy.disassociation.arrays import (
     row_pair_keys,
 )
 from ehr_release.privacy.disassociation.parse import _numbered
-from ehr_release.privacy.disassociation.tables import _factorized_codes, _record_of_rows
+from ehr_release.privacy.disassociation.tables import (
+    _factorized_codes,
+    _original_rows,
+    _record_of_rows,
+)
 from ehr_release.sample import generate_sample
 from tests.disassociation_layout import write_table
 
@@ -118,6 +123,21 @@ def test_records_of_rows_are_the_index_lookup_of_every_row(ids):
     patients = pd.Index(["c", "a", "b", None], dtype=object)
     ids = np.array(ids, dtype=object)
     assert _record_of_rows(patients, ids).tolist() == patients.get_indexer(ids).tolist()
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_original_records_are_each_patients_distinct_codes(order):
+    """Rows sorted by patient and code skip the sort; any other order, repeats and rows of
+    no listed patient give the same records."""
+    records = [["250.00", "401.9"], [], ["042", "250.00", "401.9"], ["042"]]
+    dataset = Dataset.from_records(records)
+    diagnoses = dataset.diagnoses
+    if order == "shuffled":
+        extra = diagnoses.iloc[[0, 0, 3]].assign(patient_id=["p1", "p9", "p3"])
+        diagnoses = pd.concat([diagnoses, extra]).sample(frac=1.0, random_state=3)
+    names, indptr, local = _original_rows(Dataset(dataset.patients, diagnoses))
+    got = [[names[x] for x in local[a:b]] for a, b in zip(indptr[:-1], indptr[1:], strict=True)]
+    assert got == [sorted(r) for r in records]
 
 
 @pytest.fixture(scope="module")

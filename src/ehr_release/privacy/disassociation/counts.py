@@ -16,9 +16,7 @@ def chunk_counts_small(t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """Counts of every 1- and 2-itemset inside each chunk (keys are chunk·C + code, and
     chunk·C² + x·C + y with x < y)."""
     c = len(t.codes)
-    k1 = np.repeat(t.sub_chunk * c, np.diff(t.sub_indptr))
-    k1 += t.sub_codes
-    k1, n1 = counted(k1)
+    k1, n1 = t.chunk_code_key, t.chunk_code_support  # counted once, by build_tables
     blocks = row_pair_keys(t.sub_indptr, t.sub_codes, c, t.sub_chunk * (c * c))
     k2, n2 = counted(np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.int64))
     return k1, n1, k2, n2

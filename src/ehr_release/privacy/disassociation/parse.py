@@ -260,7 +260,10 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
     chunk_group = np.searchsorted(g_start, chunk_rows, "right") - 1
     shared = g_joint[chunk_group]
     owner = np.where(shared, chunk_group - n_clusters, chunk_group)
-    keep_item = item & ~null
+    # each cluster's first chunk is its item chunk (checked above): its rows but a null one
+    item_start = c_start[np.flatnonzero(new_group[c_start])[:n_clusters]]
+    item_end = np.r_[c_start, n][np.flatnonzero(new_group[c_start])[:n_clusters] + 1]
+    item_count = item_end - item_start - null[item_start]
     return ParsedRelease(
         k=int(k_col[0]), m=int(m_col[0]),
         cluster_ids=[f"P{i}" for i in range(1, n_clusters + 1)],
@@ -270,7 +273,7 @@ def parse_release(files: dict[str, bytes]) -> ParsedRelease:
         joint_named=joint_named, joint_size=size[joint_rows].astype(np.int64),
         chunk_owner=owner, chunk_number=chunk[chunk_rows].astype(np.int64), chunk_shared=shared,
         chunk_subrecords=np.bincount(sub_chunk, minlength=len(chunk_rows)).astype(np.int64),
-        sub_chunk=sub_chunk.astype(np.int64), sub_indptr=sub_indptr,
+        sub_chunk=sub_chunk, sub_indptr=sub_indptr,
         sub_codes=rank[rec & ~null].astype(np.int64),
-        item_cluster=np.searchsorted(g_start, np.flatnonzero(keep_item), "right") - 1,
-        item_code=rank[keep_item].astype(np.int64), code_names=code_names)
+        item_cluster=np.repeat(np.arange(n_clusters, dtype=np.int64), item_count),
+        item_code=rank[item & ~null].astype(np.int64), code_names=code_names)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.privacy.disassociation.arrays import distinct
+from ehr_release.privacy.disassociation.arrays import counted, distinct
 from ehr_release.privacy.disassociation.parse import ParsedRelease, chunk_label
 
 
@@ -26,7 +26,8 @@ class Tables:
     ``dom_*`` rows list, per cluster, every code of its own domain with ``dom_value`` =
     ``cap_P({t})`` (its record-chunk support, or |P| for an item-chunk code) and the chunk
     holding it (-1 for the item chunk). ``sh_*`` rows list, per joint cluster, each shared
-    code with its shared chunk and support there.
+    code with its shared chunk and support there. ``chunk_code_key`` lists chunk·C + code,
+    sorted, for every code of every chunk, and ``chunk_code_support`` its support there.
     """
 
     codes: list[str]
@@ -46,6 +47,8 @@ class Tables:
     sh_value: np.ndarray
     orig_indptr: np.ndarray
     orig_codes: np.ndarray
+    chunk_code_key: np.ndarray
+    chunk_code_support: np.ndarray
 
 
 def _factorized_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -89,10 +92,12 @@ def _original_rows(dataset: Dataset) -> tuple[list[str], np.ndarray, np.ndarray]
         rec, code = rec[known], code[known]
     key = rec.astype(np.int64) * n_codes     # a new array: the sum is added in place
     key += code
-    key = distinct(key)
+    if len(key) > 1 and not (key[1:] > key[:-1]).all():  # else sorted by patient and code
+        key = distinct(key)
+        rec, code = key // n_codes, key % n_codes
     indptr = np.zeros(dataset.n_patients + 1, dtype=np.int64)
-    np.cumsum(np.bincount(key // n_codes, minlength=dataset.n_patients), out=indptr[1:])
-    return names, indptr, key % n_codes
+    np.cumsum(np.bincount(rec, minlength=dataset.n_patients), out=indptr[1:])
+    return names, indptr, code.astype(np.int64, copy=False)
 
 
 class ChunkLabels(Sequence[str]):
@@ -131,8 +136,9 @@ def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
     item_code = _renumbered(rel.item_code, rel.code_names, index)
 
     # support of each code in each chunk
-    owner = np.repeat(rel.sub_chunk, np.diff(rel.sub_indptr))
-    key, support = np.unique(owner * n_codes + sub_codes, return_counts=True)
+    key = np.repeat(rel.sub_chunk * n_codes, np.diff(rel.sub_indptr))
+    key += sub_codes
+    key, support = counted(key)
     k_chunk, k_code = key // n_codes, key % n_codes
     shared = rel.chunk_shared
     chunk_cluster = np.where(shared, -1, rel.chunk_owner)
@@ -149,4 +155,4 @@ def build_tables(rel: ParsedRelease, dataset: Dataset) -> Tables:
     return Tables(codes, sizes, rel.sub_chunk, rel.sub_indptr, sub_codes, ChunkLabels(rel),
                   dom_cluster[order], dom_code[order], dom_chunk[order], dom_value[order],
                   rel.joint_of_cluster, chunk_joint[k_chunk[sh]], k_code[sh], k_chunk[sh],
-                  support[sh], orig_indptr, orig_codes)
+                  support[sh], orig_indptr, orig_codes, key, support)
