@@ -107,9 +107,46 @@ def _unused_dictionary_entry(algorithm: str, name: str, data: bytes) -> bytes:
     return sink.getvalue()
 
 
+def _dictionary_order(algorithm: str, name: str, data: bytes) -> bytes:
+    """The dictionary of the text column with most values stored in reverse order (the
+    indices follow): a writer choosing the order of the entries could spell anything in
+    it, and a reader of the column sees the same values."""
+    import pyarrow.compute as pc
+
+    rendering = registry.get(algorithm).schema.file(name).parquet_rendering
+    table = pq.read_table(io.BytesIO(data))
+    index = max((i for i, f in enumerate(table.schema) if pa.types.is_string(f.type)),
+                key=lambda i: pc.count_distinct(table.column(i)).as_py())
+    encoded = pc.dictionary_encode(table.column(index).combine_chunks())
+    size = len(encoded.dictionary)
+    assert size >= 2, "the column needs two values to reorder"
+    reverse = pa.array(np.arange(size - 1, -1, -1), pa.int32())
+    planted = pa.DictionaryArray.from_arrays(
+        pc.take(reverse, encoded.indices), pc.take(encoded.dictionary, reverse))
+    field = pa.field(table.schema.field(index).name, planted.type,
+                     table.schema.field(index).nullable)
+    sink = io.BytesIO()
+    options = {} if rendering.via_pandas else dict(rendering.options)
+    pq.write_table(table.set_column(index, field, planted), sink, **options)
+    return sink.getvalue()
+
+
+def _other_codec(algorithm: str, name: str, data: bytes) -> bytes:
+    """The same table compressed with another codec: which codec (or level) a writer
+    picks is a choice no reader of the columns sees."""
+    rendering = registry.get(algorithm).schema.file(name).parquet_rendering
+    options = {} if rendering.via_pandas else dict(rendering.options)
+    options = {k: v for k, v in options.items() if k != "compression_level"}
+    options["compression"] = "gzip" if options.get("compression") != "gzip" else "snappy"
+    sink = io.BytesIO()
+    pq.write_table(pq.read_table(io.BytesIO(data)), sink, **options)
+    return sink.getvalue()
+
+
 TAMPERS: dict[str, Callable[[str, str, bytes], bytes]] = {
     "bytes before the footer": _before_footer_of, "row groups": _row_groups,
-    "unused dictionary entry": _unused_dictionary_entry}
+    "unused dictionary entry": _unused_dictionary_entry,
+    "dictionary order": _dictionary_order, "other codec": _other_codec}
 
 
 def test_honest_bytes_pass(release) -> None:
