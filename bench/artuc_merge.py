@@ -11,7 +11,10 @@ CPU seconds, wall seconds, how many GenDiag calls ran, and the SHA-256 of the re
         [--config examples/artuc-mimic/config.yaml] [--capture calls.npz]
     PYTHONPATH=src .venv/bin/python bench/artuc_merge.py --replay calls.npz
 
-``--capture`` also saves every GenDiag call of the run (the code table, k, m and each call's
+"GenDiag calls" counts both kinds: full results, and the partner search's ULs
+(:class:`~ehr_release.algorithms.artuc.gendiag.ULBatch`; the winner's result is then
+computed in full, so each merge adds one call). ``--capture`` also saves every GenDiag call
+of the run (the code table, k, m and each call's
 rows); ``--replay`` runs each saved call with the compiled loop and with the Python loop
 (``compiled=False``) and counts the calls whose results differ in any field.
 """
@@ -73,7 +76,15 @@ def main() -> None:
             captured.append(np.asarray(rows, dtype=np.int64))
         return gendiag(table, rows, **kw)
 
-    module.gendiag = counted
+    class CountedULs(module.ULBatch):  # the partner search's calls (ULs only)
+        def __init__(self, table, clusters, k, m):
+            super().__init__(table, clusters, k, m)
+            calls[0] += len(clusters)
+            if args.capture:
+                tables[:] = [table]
+                captured.extend(np.asarray(r, dtype=np.int64) for r in clusters)
+
+    module.gendiag, module.ULBatch = counted, CountedULs
     cpu, wall = time.process_time(), time.perf_counter()
     anon = artuc(rt, cfg, k=params["k"], m=params["m"], delta=params["delta"],
                  epsilon=float("inf"), rng=np.random.default_rng(args.seed),

@@ -202,3 +202,29 @@ def test_compiled_ul_equals_record_ul(seed, n, d) -> None:
     assert np.array_equal(gen, want_gen)
     assert float(gen.sum()) == float(want_gen.sum())
     assert float(dropped) == float(want_sup.sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(20, 300),
+    st.sampled_from([2, 5, 10]),
+    st.sampled_from([1, 2, 3]),
+    st.booleans(),
+)
+def test_ul_batch_gives_each_clusters_gendiag_ul(seed, n, k, m, weighted) -> None:
+    """The partner search's ULs (one compiled call for many clusters, or per-cluster GenDiag
+    for weighted tables and m > 2) are exactly ``gendiag(...).ul``, in any share order."""
+    rng = np.random.default_rng(seed)
+    table = ehrd_shaped(rng, n, int(rng.integers(50, 800)), int(rng.integers(1, 18)), 6.0)
+    if weighted:
+        table = CodeTable(table.names, table.indptr, table.indices, table.code_set,
+                          rng.choice([0.5, 1.0, 3.0], len(table.names)))
+    clusters = [rng.permutation(n)[: int(rng.integers(1, n + 1))] for _ in range(7)]
+    clusters.append(np.empty(0, dtype=np.int64))
+    batch = gendiag_module.ULBatch(table, clusters, k, m)
+    assert batch.compiled == (not weighted and m <= 2)
+    order = rng.permutation(len(clusters))
+    for share in np.array_split(order, 3):  # disjoint shares, as threads run them
+        batch.run(share)
+    assert batch.uls() == [gendiag(table, rows, k, m).ul for rows in clusters]

@@ -99,3 +99,28 @@ def test_one_cpu_or_a_daemonic_process_such_as_a_dask_worker_stays_here(monkeypa
     monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
     assert gendiag_runner() is in_process
+
+
+@pytest.mark.parametrize("runner", [in_process, gendiag_processes, gendiag_threads])
+def test_every_runner_gives_the_uls_of_the_full_results(runner) -> None:
+    """The partner search reads ``calls.uls``; each runner's must be its results' UL, in the
+    batch's order (the thread runner deals the batch into shares by size)."""
+    data, config = _data(400, seed=5)
+    from ehr_release.algorithms.artuc.artuc import _setup
+
+    _, table, _ = _setup(data, config, constrained=True)
+    rng = np.random.default_rng(2)
+    clusters = [np.sort(rng.choice(400, int(rng.integers(1, 200)), replace=False))
+                for _ in range(9)]
+    with runner(table, 5, 2) as calls:
+        assert calls.uls(clusters) == [g.ul for g in calls.results(clusters)]
+        assert calls.uls(clusters[:1]) == [calls.results(clusters[:1])[0].ul]
+        assert calls.uls([]) == []
+
+
+def test_shares_deal_every_position_once_largest_first() -> None:
+    rows = [np.arange(n) for n in (5, 50, 1, 20, 20, 7)]
+    shares = workers._shares(rows, 4)
+    assert sorted(np.concatenate(shares).tolist()) == list(range(6))
+    assert [s[0] for s in shares] == [1, 3, 4, 5]  # the four largest open the shares
+    assert workers._shares(rows[:1], 8) == [np.array([0])]

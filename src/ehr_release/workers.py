@@ -22,13 +22,21 @@ import numpy as np
 
 from ehr_release.algorithms.artuc.artuc import GenDiagRunner, in_process
 from ehr_release.algorithms.artuc.codes import CodeTable
-from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag, runs_compiled
-from ehr_release.algorithms.artuc.merging import GenDiagMany
+from ehr_release.algorithms.artuc.gendiag import (
+    CodeGeneralization,
+    ULBatch,
+    gendiag,
+    runs_compiled,
+)
+from ehr_release.algorithms.artuc.merging import GenDiagCalls, GenDiagMany
 from ehr_release.cpus import usable_cpus
 
 #: From this many records on, workers pay for their start (about a second). Measured on 2
 #: CPUs, EHRD-like data: 10,419 records 3.9 → 3.5 s, 20,838 records 8.0 → 5.7 s.
 MIN_RECORDS = 20_000
+#: Shares of a batch's UL calls per thread: a few, so a thread slowed by other work
+#: does not leave the others waiting at the batch's end.
+SHARES_PER_THREAD = 4
 
 _table: CodeTable | None = None
 _k = _m = 0
@@ -58,14 +66,24 @@ def _spread(rows: Sequence[np.ndarray], here: GenDiagMany,
     return [done[i] for i in range(len(rows))]
 
 
+def _shares(rows: Sequence[np.ndarray], count: int) -> list[np.ndarray]:
+    """Positions of ``rows`` dealt into ``count`` shares of about equal work: by size,
+    largest first, in turn (GenDiag's time grows with the cluster)."""
+    order = np.argsort([-len(r) for r in rows], kind="stable")
+    return [share for share in (order[i::count] for i in range(count)) if len(share)]
+
+
 @contextmanager
 def gendiag_threads(table: CodeTable, k: int, m: int, *,
-                    workers: int | None = None) -> Iterator[GenDiagMany]:
+                    workers: int | None = None) -> Iterator[GenDiagCalls]:
     """A :data:`~ehr_release.algorithms.artuc.artuc.GenDiagRunner` on threads of this
     process, for tables whose calls all take the compiled loop (it runs without the GIL).
 
     A batch of one runs here. Each call allocates its own arrays, so threads share nothing
-    but the read-only code table.
+    but the read-only code table. ULs are computed in :data:`SHARES_PER_THREAD` compiled
+    calls per thread, each a share of the batch (:class:`ULBatch`): a thread takes the GIL
+    back once per share, not once per cluster — in a comparison, other candidates run Python
+    in this process, and each take can wait for the interpreter's switch interval.
     """
     count = workers or usable_cpus()
     with in_process(table, k, m) as here, ThreadPoolExecutor(
@@ -73,12 +91,20 @@ def gendiag_threads(table: CodeTable, k: int, m: int, *,
         def one(rows: np.ndarray) -> CodeGeneralization:
             return gendiag(table, rows, k=k, m=m)
 
-        yield lambda rows: _spread(rows, here, lambda batch: pool.map(one, batch))
+        def uls(rows: Sequence[np.ndarray]) -> list[float]:
+            if len(rows) < 2:
+                return here.uls(rows)
+            batch = ULBatch(table, rows, k, m)
+            list(pool.map(batch.run, _shares(rows, count * SHARES_PER_THREAD)))
+            return batch.uls()
+
+        yield GenDiagCalls(
+            lambda rows: _spread(rows, here.results, lambda batch: pool.map(one, batch)), uls)
 
 
 @contextmanager
 def gendiag_processes(table: CodeTable, k: int, m: int, *,
-                      workers: int | None = None) -> Iterator[GenDiagMany]:
+                      workers: int | None = None) -> Iterator[GenDiagCalls]:
     """A :data:`~ehr_release.algorithms.artuc.artuc.GenDiagRunner` on worker processes.
 
     A batch of one runs here (no round trip). Larger batches are handed out one cluster at
@@ -89,11 +115,14 @@ def gendiag_processes(table: CodeTable, k: int, m: int, *,
     with in_process(table, k, m) as here, ProcessPoolExecutor(
             count, mp_context=context, initializer=_start_worker,
             initargs=(table, k, m)) as pool:
-        yield lambda rows: _spread(rows, here, lambda batch: pool.map(_gendiag_here, batch))
+        def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
+            return _spread(rows, here.results, lambda batch: pool.map(_gendiag_here, batch))
+
+        yield GenDiagCalls(many, lambda rows: [g.ul for g in many(rows)])
 
 
 @contextmanager
-def gendiag_parallel(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
+def gendiag_parallel(table: CodeTable, k: int, m: int) -> Iterator[GenDiagCalls]:
     """Threads when every call takes the compiled loop; otherwise worker processes for
     data big enough to pay for their start (:data:`MIN_RECORDS`), else this process."""
     if runs_compiled(table, k, m):
@@ -102,8 +131,8 @@ def gendiag_parallel(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
         runner = gendiag_processes
     else:
         runner = in_process
-    with runner(table, k, m) as many:
-        yield many
+    with runner(table, k, m) as calls:
+        yield calls
 
 
 def gendiag_runner() -> GenDiagRunner:

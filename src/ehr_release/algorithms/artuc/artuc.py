@@ -35,9 +35,9 @@ import numpy as np
 
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.formation import Cluster, form_clusters
-from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, gendiag
+from ehr_release.algorithms.artuc.gendiag import CodeGeneralization, ULBatch, gendiag
 from ehr_release.algorithms.artuc.merging import (
-    GenDiagMany,
+    GenDiagCalls,
     MergeOrder,
     Relax,
     StopRule,
@@ -48,16 +48,21 @@ from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.configuration.constraints import RTConfig, RTData, assign_parts, code_set_index
 from ehr_release.errors import ConfigError, ParameterError
 
-#: (code table, k, m) → a context in which a :data:`GenDiagMany` runs GenDiag on that table.
-GenDiagRunner = Callable[[CodeTable, int, int], AbstractContextManager[GenDiagMany]]
+#: (code table, k, m) → a context in which :class:`GenDiagCalls` run GenDiag on that table.
+GenDiagRunner = Callable[[CodeTable, int, int], AbstractContextManager[GenDiagCalls]]
 
 
 @contextmanager
-def in_process(table: CodeTable, k: int, m: int) -> Iterator[GenDiagMany]:
+def in_process(table: CodeTable, k: int, m: int) -> Iterator[GenDiagCalls]:
     """The default :data:`GenDiagRunner`: every call here, in order."""
     def many(rows: Sequence[np.ndarray]) -> list[CodeGeneralization]:
         return [gendiag(table, r, k=k, m=m) for r in rows]
-    yield many
+
+    def uls(rows: Sequence[np.ndarray]) -> list[float]:
+        batch = ULBatch(table, rows, k, m)
+        batch.run(np.arange(len(rows)))
+        return batch.uls()
+    yield GenDiagCalls(many, uls)
 
 
 @dataclass(frozen=True)
@@ -167,8 +172,8 @@ def _cluster_and_merge(name: str, data: RTData, config: RTConfig, *, k: int, m: 
                                  "lower k", relaxing.delta_max)
         relaxations.append(Relaxation("delta", 3, delta, ncp))
     relax = None if relaxing is None else Relax(epsilon, max(delta, relaxing.delta_max))
-    with gendiag_runner(table, k, m) as many:
-        merged = merge_by_ul(space, merge_identical(formed.clusters), delta, many, stop=stop,
+    with gendiag_runner(table, k, m) as calls:
+        merged = merge_by_ul(space, merge_identical(formed.clusters), delta, calls, stop=stop,
                              order=order, relax=relax)
     clusters, codes = merged.clusters, merged.codes
     if merged.beyond_delta:
@@ -230,8 +235,8 @@ def baseline(data: RTData, config: RTConfig, *, k: int, m: int, epsilon: float,
             dropped.append(rows)
         else:
             clusters.append(Cluster(rows, space.element_box(parts[int(g)]), int(g)))
-    with gendiag_runner(table, k, m) as many:
-        codes = many([c.rows for c in clusters])
+    with gendiag_runner(table, k, m) as calls:
+        codes = calls.results([c.rows for c in clusters])
     _check_epsilon(codes, epsilon)
     out = np.sort(np.concatenate(dropped)) if dropped else np.empty(0, dtype=np.int64)
     return Anonymization("artuc-baseline", space, table, clusters, codes, out, [])

@@ -44,7 +44,7 @@ import functools
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,6 +175,53 @@ def gendiag(table: CodeTable, rows: np.ndarray, k: int, m: int, *,
     gen, sup = record_ul(len(rows), rec, item, size, weight)
     return CodeGeneralization(rows, rec, code, item, items,
                               float(gen.sum()), float(sup.sum()), suppressed_codes)
+
+
+class ULBatch:
+    """The UL GenDiag gives each of several clusters, without building their results.
+
+    Why: ArtUC's partner search runs GenDiag on every feasible partner of a cluster and reads
+    only each result's UL (the winner's result is computed again, in full). For unweighted
+    tables whose calls all take the compiled loop, :meth:`run` does a whole share of the
+    batch in one compiled call (:func:`.gendiag_kernel.unweighted_uls`, no GIL); otherwise it
+    calls :func:`gendiag` per cluster. Either way each UL is the float ``gendiag(...).ul``
+    is: the same per-record values, added by the same NumPy sum.
+
+    :meth:`run` may be called from several threads at once on disjoint calls.
+    """
+
+    def __init__(self, table: CodeTable, clusters: Sequence[np.ndarray], k: int, m: int):
+        self._table, self._clusters, self._k, self._m = table, clusters, k, m
+        d = len(table.code_set)
+        self.compiled = table.weight is None and all(
+            _compiles(len(r), d, k, m, False) for r in clusters)
+        sizes = np.array([len(r) for r in clusters], dtype=np.int64)
+        self._bounds = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sizes)])
+        self._gen = np.zeros(int(self._bounds[-1]), dtype=np.float64)
+        self._dropped = np.zeros(len(clusters), dtype=np.int64)
+        self._ul: list[float] = [0.0] * len(clusters)
+        self._rows = (np.concatenate([np.asarray(r, dtype=np.int64) for r in clusters])
+                      if self.compiled and len(clusters) else np.empty(0, dtype=np.int64))
+
+    def run(self, calls: np.ndarray) -> None:
+        """Compute the calls ``calls`` (positions in ``clusters``)."""
+        if self.compiled:
+            t = self._table
+            gendiag_kernel.unweighted_uls(
+                t.indptr, t.indices, t.code_set, self._rows, self._bounds,
+                np.asarray(calls, dtype=np.int64), self._k, self._m, _POW2, self._gen,
+                self._dropped)
+            return
+        for c in np.asarray(calls).tolist():
+            self._ul[c] = gendiag(self._table, self._clusters[c], k=self._k, m=self._m).ul
+
+    def uls(self) -> list[float]:
+        """Every cluster's UL, in order (after every call has run)."""
+        if not self.compiled:
+            return list(self._ul)
+        b = self._bounds.tolist()
+        return [float(self._gen[b[c]:b[c + 1]].sum()) + float(self._dropped[c])
+                for c in range(len(self._clusters))]
 
 
 def _run_compiled(table: CodeTable, rows: np.ndarray, k: int, m: int

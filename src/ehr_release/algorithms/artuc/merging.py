@@ -38,8 +38,10 @@ further NCP increase is "not acceptable" and the clusters are returned: Steps 14
 no merge fits ``delta_max``. So a run that meets δ and ε unaided is not changed at all.
 
 Almost all of ArtUC's time is GenDiag on C ∪ C′ for every feasible partner of a popped
-cluster. Those calls are independent, so they are handed over as one batch to
-``gendiag_many``, which may run them on several processes (:mod:`ehr_release.workers`).
+cluster. Those calls are independent, so they are handed over as one batch to the run's
+:class:`GenDiagCalls`, which may spread them over threads or processes
+(:mod:`ehr_release.workers`). The search reads only each partner's UL (``calls.uls``, which
+need not build the results); the winner's result is then computed in full, once.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ from ehr_release.algorithms.artuc.space import DemographicSpace
 
 #: GenDiag on several clusters (dataset rows each) → their results, in order.
 GenDiagMany = Callable[[Sequence[np.ndarray]], list[CodeGeneralization]]
+#: GenDiag on several clusters → each result's UL only, in order (the same floats).
+ULMany = Callable[[Sequence[np.ndarray]], list[float]]
+
+
+@dataclass(frozen=True)
+class GenDiagCalls:
+    """Where one run's GenDiag calls go: ``results`` gives full results; ``uls`` gives each
+    result's UL alone — all the partner search compares, and cheaper to get in bulk."""
+
+    results: GenDiagMany
+    uls: ULMany
 
 
 def merge_identical(clusters: list[Cluster]) -> list[Cluster]:
@@ -111,7 +124,7 @@ class Merged:
 
 
 def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
-                gendiag_many: GenDiagMany, *, stop: StopRule = "exhaust",
+                calls: GenDiagCalls, *, stop: StopRule = "exhaust",
                 order: MergeOrder = "paper", relax: Relax | None = None) -> Merged:
     """Steps 18–22 (Algorithm 2's Steps 7–21 with ``relax``)."""
     if stop not in STOP_RULES:
@@ -122,7 +135,7 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
     slack = 1e-9 * max(n, 1)
     budget = delta * n + slack
     alive: dict[int, Cluster] = dict(enumerate(clusters))
-    result = dict(zip(alive, gendiag_many([c.rows for c in alive.values()]), strict=True))
+    result = dict(zip(alive, calls.results([c.rows for c in alive.values()]), strict=True))
     suppressed = sum(g.suppressed for g in result.values())
     ncp = {i: c.size * space.ncp(c.box) for i, c in alive.items()}
     total = sum(ncp.values())
@@ -155,9 +168,12 @@ def merge_by_ul(space: DemographicSpace, clusters: list[Cluster], delta: float,
                     break
                 aside.setdefault(c.group, set()).add(i)
                 continue
-            gens = gendiag_many([merged.rows for _, merged in feasible])
-            at = min(range(len(feasible)), key=lambda x: (gens[x].ul, feasible[x][0]))
-            (j, merged), gen = feasible[at], gens[at]
+            uls = calls.uls([merged.rows for _, merged in feasible])
+            at = min(range(len(feasible)), key=lambda x: (uls[x], feasible[x][0]))
+            j, merged = feasible[at]
+            gen = calls.results([merged.rows])[0]
+            if gen.ul != uls[at]:  # both are GenDiag on the same rows: never differ
+                raise RuntimeError("GenDiag's UL differs between its two paths")
             total += merged.size * space.ncp(merged.box) - ncp.pop(i) - ncp.pop(j)
             suppressed += gen.suppressed - result[i].suppressed - result[j].suppressed
             del alive[i], alive[j]
