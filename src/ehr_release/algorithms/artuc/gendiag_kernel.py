@@ -55,70 +55,6 @@ def _ctpop(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _and_count(post: np.ndarray, a: int, b: int) -> int:
-    total = 0
-    for w in range(post.shape[1]):
-        total += _ctpop(post[a, w] & post[b, w])
-    return total
-
-
-# ----------------------------------------------------------------- partner heaps
-# One row per entry: (key, item). The key packs (size, −support, mincode) into one int64
-# (``_partner_key``), ordered as the tuple is; the item is only read to validate the entry.
-@njit(cache=True, nogil=True, inline="always")
-def _partner_key(
-    u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray
-) -> int:
-    """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift, n)."""
-    return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ph_push(
-    ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int, key: int, item: int
-) -> None:
-    if plen[s] >= cap[s]:
-        raise ValueError("GenDiag kernel: partner heap overflow")
-    b0 = base[s]
-    pos = b0 + plen[s]
-    plen[s] += 1
-    while pos > b0:
-        up = b0 + (pos - b0 - 1) // 2
-        if ph[up, 0] <= key:
-            break
-        ph[pos, 0] = ph[up, 0]
-        ph[pos, 1] = ph[up, 1]
-        pos = up
-    ph[pos, 0] = key
-    ph[pos, 1] = item
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
-    """Drop the top entry of code set s's heap."""
-    b0 = base[s]
-    plen[s] -= 1
-    end = b0 + plen[s]
-    if end == b0:
-        return
-    key, item = ph[end, 0], ph[end, 1]
-    pos = b0
-    while True:
-        child = b0 + 2 * (pos - b0) + 1
-        if child >= end:
-            break
-        if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
-            child += 1
-        if ph[child, 0] >= key:
-            break
-        ph[pos, 0] = ph[child, 0]
-        ph[pos, 1] = ph[child, 1]
-        pos = child
-    ph[pos, 0] = key
-    ph[pos, 1] = item
-
-
 # ----------------------------------------------------------------- Q (int64 keys)
 @njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
@@ -506,8 +442,63 @@ def border_run(
     if 2 * code_bits + record_bits > 62:
         raise ValueError("GenDiag kernel: cluster too large for int64 partner keys")
     enc = np.array([code_bits, code_bits + record_bits, n_records], dtype=np.int64)
+
+    def and_count(a: int, b: int) -> int:
+        """|records of a ∩ records of b|."""
+        total = 0
+        for w in range(words):
+            total += _ctpop(post[a, w] & post[b, w])
+        return total
+
+    # Partner heaps: one row per entry, (key, item). The key packs (size, −support,
+    # mincode) into one int64, ordered as the tuple is; the item is only read to validate
+    # the entry.
+    def partner_key(u: int) -> int:
+        """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift,
+        n)."""
+        return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
+
+    def ph_push(s: int, key: int, item: int) -> None:
+        if plen[s] >= cap[s]:
+            raise ValueError("GenDiag kernel: partner heap overflow")
+        b0 = base[s]
+        pos = b0 + plen[s]
+        plen[s] += 1
+        while pos > b0:
+            up = b0 + (pos - b0 - 1) // 2
+            if ph[up, 0] <= key:
+                break
+            ph[pos, 0] = ph[up, 0]
+            ph[pos, 1] = ph[up, 1]
+            pos = up
+        ph[pos, 0] = key
+        ph[pos, 1] = item
+
+    def ph_pop(s: int) -> None:
+        """Drop the top entry of code set s's heap."""
+        b0 = base[s]
+        plen[s] -= 1
+        end = b0 + plen[s]
+        if end == b0:
+            return
+        key, item = ph[end, 0], ph[end, 1]
+        pos = b0
+        while True:
+            child = b0 + 2 * (pos - b0) + 1
+            if child >= end:
+                break
+            if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
+                child += 1
+            if ph[child, 0] >= key:
+                break
+            ph[pos, 0] = ph[child, 0]
+            ph[pos, 1] = ph[child, 1]
+            pos = child
+        ph[pos, 0] = key
+        ph[pos, 1] = item
+
     for u in range(d):
-        _ph_push(ph, base, cap, plen, sets[u], _partner_key(u, size, sup, mincode, enc), u)
+        ph_push(sets[u], partner_key(u), u)
     # frequent items (alive, support ≥ k), dirty items of the current fix
     fpos = np.full(d, -1, dtype=np.int64)
     farr = np.empty(max(d, 1), dtype=np.int64)
@@ -537,15 +528,15 @@ def border_run(
         found = -1
         while plen[s] > 0:
             v = ph[b0, 1]
-            if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
+            if alive[v] and ph[b0, 0] == partner_key(v):
                 if v != u:
                     found = v
                     break
                 if saved < 0:  # u's own entry: set it aside while looking below it
                     saved = ph[b0, 0]
-            _ph_pop(ph, base, plen, s)
+            ph_pop(s)
         if saved >= 0:
-            _ph_push(ph, base, cap, plen, s, saved, u)
+            ph_push(s, saved, u)
         return found
 
     def merge(u: int, v: int) -> tuple[int, int]:
@@ -569,7 +560,7 @@ def border_run(
             mincode[keep] = mincode[gone]
         alive[gone] = False
         parent[gone] = keep
-        _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
+        ph_push(sets[keep], partner_key(keep), keep)
         return keep, gone
 
     def forget(x: int) -> None:
@@ -642,17 +633,17 @@ def border_run(
                 full = dirty_full[i]
                 for j in range(counts[0]):
                     y = farr[j]
-                    hit = full
-                    if not full:
-                        for w in range(words):
-                            if post[y, w] & dirty_bits[i, w]:
-                                hit = True
-                                break
-                    if not hit:
-                        continue
-                    both = _and_count(post, x, y)
-                    if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
-                        continue
+                    # whether y meets the records x gained, and |x ∩ y|, in one pass with
+                    # no branch: which y are hit is unpredictable, and a mispredicted branch
+                    # per y (or per word, leaving early) cost more than the popcounts
+                    hit = np.uint64(0)
+                    both = 0
+                    for w in range(words):
+                        py = post[y, w]
+                        hit |= py & dirty_bits[i, w]
+                        both += _ctpop(post[x, w] & py)
+                    if not ((full | (hit != 0)) & (both > 0) & (both < k)):
+                        continue  # x itself is frequent: both ≥ k leaves it out
                     lo, hi = (x, y) if x < y else (y, x)
                     _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
                     counts[2] += 1
@@ -691,9 +682,9 @@ def border_run(
                 merged(a, gone)
         else:
             b = key & _MASK
-            if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
+            if not (alive[a] and alive[b] and and_count(a, b) == need):
                 continue
-            while _and_count(post, a, b) < k:  # fix([a, b])
+            while and_count(a, b) < k:  # fix([a, b])
                 va = best_partner(a)
                 vb = best_partner(b)
                 if va < 0 and vb < 0:
