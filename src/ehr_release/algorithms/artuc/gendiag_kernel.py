@@ -59,7 +59,8 @@ def _ctpop(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
 @njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
     """Q is a 4-ary heap: half the levels of a binary one, for pops that mostly find stale
-    entries."""
+    entries. (``border_run``'s loop writes the same steps out for its pops: called there,
+    with q an argument, it cost two atomic reference-count updates per pop.)"""
     key = q[pos]
     while True:
         first = 4 * pos + 1
@@ -158,7 +159,7 @@ def initial_q(
             if sup[local[i]] >= k:
                 items[fill[rec[i]]] = local[i]
                 fill[rec[i]] += 1
-    q = np.empty(singles + n_pairs, dtype=np.int64)
+    q = np.empty(singles + n_pairs + 1, dtype=np.int64)  # + 1: the last, unkept write
     at = 0
     for a in range(d):
         if sup[a] < k:
@@ -170,7 +171,7 @@ def initial_q(
         fid = np.full(d, -1, dtype=np.int64)
         for i in range(n_freq):
             fid[frequent[i]] = i
-        count = np.zeros((n_freq, n_freq), dtype=np.int64)
+        count = np.zeros((n_freq, n_freq), dtype=np.int32)  # ≤ n_records
         for r in range(n_records):
             for i in range(per_record[r], per_record[r + 1]):
                 for j in range(i + 1, per_record[r + 1]):
@@ -179,12 +180,12 @@ def initial_q(
                         count[x, y] += 1
                     else:
                         count[y, x] += 1
-        for x in range(n_freq):
+        for x in range(n_freq):  # written at q[at] always, kept by the count: no branch on
+            head = _PAIR | frequent[x] << ID_BITS  # ``both``, whose outcome is unpredictable
             for y in range(x + 1, n_freq):
-                both = count[x, y]
-                if 0 < both < k:
-                    q[at] = (k - both) << _SHIFT | _PAIR | frequent[x] << ID_BITS | frequent[y]
-                    at += 1
+                both = np.int64(count[x, y])
+                q[at] = (k - both) << _SHIFT | head | frequent[y]
+                at += (both > 0) & (both < k)
         return q[:at]
     pairs = np.empty(n_pairs, dtype=np.int64)  # many frequent items: sort the pairs
     p = 0
@@ -649,66 +650,101 @@ def border_run(
                     counts[2] += 1
         counts[1] = 0
 
-    alive_at_purge = d
-    pops = 0
-    check_at = _PURGE_EVERY
+    # the loop's own counts: pops, the pop count of the next purge check, alive items at the
+    # last purge
+    state = np.array([0, _PURGE_EVERY, d], dtype=np.int64)
     n_fixed = len(fixed)
-    while counts[2] > 0 or counts[5] < n_fixed:
-        pops += 1
-        if pops == check_at:
-            check_at += _PURGE_EVERY
-            if counts[4] <= _PURGE_WHEN_ALIVE * alive_at_purge:
-                counts[2] = _q_purge(q, counts[2], alive)
-                alive_at_purge = counts[4]
-        if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
-            key = fixed[counts[5]]
-            counts[5] += 1
-        else:
-            key = q[0]
-            counts[2] -= 1
-            q[0] = q[counts[2]]
-            _q_sift_down(q, 0, counts[2])
-        a = (key >> ID_BITS) & _MASK
-        need = k - (key >> _SHIFT)
-        if not key & _PAIR:
-            if not (alive[a] and sup[a] == need):
-                continue
-            while sup[a] < k:  # fix([a])
-                v = best_partner(a)
-                if v < 0:
-                    suppress(a)
-                    break
-                a, gone = merge(a, v)
-                merged(a, gone)
-        else:
-            b = key & _MASK
-            if not (alive[a] and alive[b] and and_count(a, b) == need):
-                continue
-            while and_count(a, b) < k:  # fix([a, b])
-                va = best_partner(a)
-                vb = best_partner(b)
-                if va < 0 and vb < 0:
-                    suppress(a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b)
-                    break
-                take_a = vb < 0 or (
-                    va >= 0
-                    and (
-                        (size[a] + size[va], -sup[va], mincode[va], mincode[a])
-                        < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+
+    def run(q: np.ndarray, pending: bool) -> int:
+        """The loop, until Q is empty (returns 0) or a fix's flush needs more room than q
+        has (returns the room needed, the flush still pending: the caller grows q and calls
+        again with ``pending``).
+
+        Why q is an argument here, not a variable of the loop, and the heap's sift-down is
+        written out, not ``_q_sift_down``: either way numba kept an atomic reference-count
+        increment and decrement of q on every pop (most pops find stale entries); with both,
+        none (counted with a debugger's breakpoints on NRT_incref/NRT_decref).
+        """
+        if pending:
+            flush(q)
+        while counts[2] > 0 or counts[5] < n_fixed:
+            state[0] += 1
+            if state[0] == state[1]:
+                state[1] += _PURGE_EVERY
+                if counts[4] <= _PURGE_WHEN_ALIVE * state[2]:
+                    counts[2] = _q_purge(q, counts[2], alive)
+                    state[2] = counts[4]
+            if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
+                key = fixed[counts[5]]
+                counts[5] += 1
+            else:
+                key = q[0]
+                counts[2] -= 1
+                last = q[counts[2]]  # _q_sift_down(q, 0, counts[2]), written out
+                end = counts[2]
+                pos = 0
+                while True:
+                    first = 4 * pos + 1
+                    if first >= end:
+                        break
+                    child = first
+                    best = q[first]
+                    for c in range(first + 1, min(first + 4, end)):
+                        if q[c] < best:
+                            best = q[c]
+                            child = c
+                    if best >= last:
+                        break
+                    q[pos] = best
+                    pos = child
+                q[pos] = last
+            a = (key >> ID_BITS) & _MASK
+            need = k - (key >> _SHIFT)
+            if not key & _PAIR:
+                if not (alive[a] and sup[a] == need):
+                    continue
+                while sup[a] < k:  # fix([a])
+                    v = best_partner(a)
+                    if v < 0:
+                        suppress(a)
+                        break
+                    a, gone = merge(a, v)
+                    merged(a, gone)
+            else:
+                b = key & _MASK
+                if not (alive[a] and alive[b] and and_count(a, b) == need):
+                    continue
+                while and_count(a, b) < k:  # fix([a, b])
+                    va = best_partner(a)
+                    vb = best_partner(b)
+                    if va < 0 and vb < 0:
+                        suppress(a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b)
+                        break
+                    take_a = vb < 0 or (
+                        va >= 0
+                        and (
+                            (size[a] + size[va], -sup[va], mincode[va], mincode[a])
+                            < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+                        )
                     )
-                )
-                if take_a:
-                    u, v, other = a, va, b
-                else:
-                    u, v, other = b, vb, a
-                keep, gone = merge(u, v)
-                merged(keep, gone)
-                if v == other:
-                    break
-                a, b = keep, other
-        if m >= 2 and counts[1] > 0:
-            q = _q_room(q, counts[2], counts[1] * counts[0])
-        flush(q)
+                    if take_a:
+                        u, v, other = a, va, b
+                    else:
+                        u, v, other = b, vb, a
+                    keep, gone = merge(u, v)
+                    merged(keep, gone)
+                    if v == other:
+                        break
+                    a, b = keep, other
+            if m >= 2 and counts[1] > 0 and counts[2] + counts[1] * counts[0] > len(q):
+                return counts[1] * counts[0]
+            flush(q)
+        return 0
+
+    more = run(q, False)
+    while more > 0:
+        q = _q_room(q, counts[2], more)
+        more = run(q, True)
     return parent, suppressed, counts[3]
 
 
