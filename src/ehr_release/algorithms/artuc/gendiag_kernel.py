@@ -466,7 +466,7 @@ def border_run(
         pos = b0 + plen[s]
         plen[s] += 1
         while pos > b0:
-            up = b0 + (pos - b0 - 1) // 2
+            up = b0 + (pos - b0 - 1) // 4
             if ph[up, 0] <= key:
                 break
             ph[pos, 0] = ph[up, 0]
@@ -484,15 +484,19 @@ def border_run(
             return
         key, item = ph[end, 0], ph[end, 1]
         pos = b0
-        while True:
-            child = b0 + 2 * (pos - b0) + 1
-            if child >= end:
+        while True:  # a 4-ary heap, as Q: half the levels of a binary one
+            first = b0 + 4 * (pos - b0) + 1
+            if first >= end:
                 break
-            if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
-                child += 1
-            if ph[child, 0] >= key:
+            child = first
+            best = ph[first, 0]
+            for c in range(first + 1, min(first + 4, end)):
+                if ph[c, 0] < best:
+                    best = ph[c, 0]
+                    child = c
+            if best >= key:
                 break
-            ph[pos, 0] = ph[child, 0]
+            ph[pos, 0] = best
             ph[pos, 1] = ph[child, 1]
             pos = child
         ph[pos, 0] = key
