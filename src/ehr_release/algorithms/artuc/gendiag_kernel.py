@@ -172,10 +172,12 @@ def initial_q(
         for i in range(n_freq):
             fid[frequent[i]] = i
         count = np.zeros((n_freq, n_freq), dtype=np.int32)  # ≤ n_records
+        for i in range(len(items)):  # once per occurrence, not once per pair
+            items[i] = fid[items[i]]
         for r in range(n_records):
             for i in range(per_record[r], per_record[r + 1]):
                 for j in range(i + 1, per_record[r + 1]):
-                    x, y = fid[items[i]], fid[items[j]]
+                    x, y = items[i], items[j]
                     if x < y:
                         count[x, y] += 1
                     else:
