@@ -55,75 +55,12 @@ def _ctpop(typingctx, x):  # noqa: ARG001 (numba's intrinsic signature)
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _and_count(post: np.ndarray, a: int, b: int) -> int:
-    total = 0
-    for w in range(post.shape[1]):
-        total += _ctpop(post[a, w] & post[b, w])
-    return total
-
-
-# ----------------------------------------------------------------- partner heaps
-# One row per entry: (key, item). The key packs (size, −support, mincode) into one int64
-# (``_partner_key``), ordered as the tuple is; the item is only read to validate the entry.
-@njit(cache=True, nogil=True, inline="always")
-def _partner_key(
-    u: int, size: np.ndarray, sup: np.ndarray, mincode: np.ndarray, enc: np.ndarray
-) -> int:
-    """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift, n)."""
-    return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ph_push(
-    ph: np.ndarray, base: np.ndarray, cap: np.ndarray, plen: np.ndarray, s: int, key: int, item: int
-) -> None:
-    if plen[s] >= cap[s]:
-        raise ValueError("GenDiag kernel: partner heap overflow")
-    b0 = base[s]
-    pos = b0 + plen[s]
-    plen[s] += 1
-    while pos > b0:
-        up = b0 + (pos - b0 - 1) // 2
-        if ph[up, 0] <= key:
-            break
-        ph[pos, 0] = ph[up, 0]
-        ph[pos, 1] = ph[up, 1]
-        pos = up
-    ph[pos, 0] = key
-    ph[pos, 1] = item
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _ph_pop(ph: np.ndarray, base: np.ndarray, plen: np.ndarray, s: int) -> None:
-    """Drop the top entry of code set s's heap."""
-    b0 = base[s]
-    plen[s] -= 1
-    end = b0 + plen[s]
-    if end == b0:
-        return
-    key, item = ph[end, 0], ph[end, 1]
-    pos = b0
-    while True:
-        child = b0 + 2 * (pos - b0) + 1
-        if child >= end:
-            break
-        if child + 1 < end and ph[child + 1, 0] < ph[child, 0]:
-            child += 1
-        if ph[child, 0] >= key:
-            break
-        ph[pos, 0] = ph[child, 0]
-        ph[pos, 1] = ph[child, 1]
-        pos = child
-    ph[pos, 0] = key
-    ph[pos, 1] = item
-
-
 # ----------------------------------------------------------------- Q (int64 keys)
 @njit(cache=True, nogil=True, inline="always")
 def _q_sift_down(q: np.ndarray, pos: int, end: int) -> None:
     """Q is a 4-ary heap: half the levels of a binary one, for pops that mostly find stale
-    entries."""
+    entries. (``border_run``'s loop writes the same steps out for its pops: called there,
+    with q an argument, it cost two atomic reference-count updates per pop.)"""
     key = q[pos]
     while True:
         first = 4 * pos + 1
@@ -222,7 +159,7 @@ def initial_q(
             if sup[local[i]] >= k:
                 items[fill[rec[i]]] = local[i]
                 fill[rec[i]] += 1
-    q = np.empty(singles + n_pairs, dtype=np.int64)
+    q = np.empty(singles + n_pairs + 1, dtype=np.int64)  # + 1: the last, unkept write
     at = 0
     for a in range(d):
         if sup[a] < k:
@@ -234,21 +171,23 @@ def initial_q(
         fid = np.full(d, -1, dtype=np.int64)
         for i in range(n_freq):
             fid[frequent[i]] = i
-        count = np.zeros((n_freq, n_freq), dtype=np.int64)
+        count = np.zeros((n_freq, n_freq), dtype=np.int32)  # ≤ n_records
+        for i in range(len(items)):  # once per occurrence, not once per pair
+            items[i] = fid[items[i]]
         for r in range(n_records):
             for i in range(per_record[r], per_record[r + 1]):
                 for j in range(i + 1, per_record[r + 1]):
-                    x, y = fid[items[i]], fid[items[j]]
+                    x, y = items[i], items[j]
                     if x < y:
                         count[x, y] += 1
                     else:
                         count[y, x] += 1
-        for x in range(n_freq):
+        for x in range(n_freq):  # written at q[at] always, kept by the count: no branch on
+            head = _PAIR | frequent[x] << ID_BITS  # ``both``, whose outcome is unpredictable
             for y in range(x + 1, n_freq):
-                both = count[x, y]
-                if 0 < both < k:
-                    q[at] = (k - both) << _SHIFT | _PAIR | frequent[x] << ID_BITS | frequent[y]
-                    at += 1
+                both = np.int64(count[x, y])
+                q[at] = (k - both) << _SHIFT | head | frequent[y]
+                at += (both > 0) & (both < k)
         return q[:at]
     pairs = np.empty(n_pairs, dtype=np.int64)  # many frequent items: sort the pairs
     p = 0
@@ -506,8 +445,67 @@ def border_run(
     if 2 * code_bits + record_bits > 62:
         raise ValueError("GenDiag kernel: cluster too large for int64 partner keys")
     enc = np.array([code_bits, code_bits + record_bits, n_records], dtype=np.int64)
+
+    def and_count(a: int, b: int) -> int:
+        """|records of a ∩ records of b|."""
+        total = 0
+        for w in range(words):
+            total += _ctpop(post[a, w] & post[b, w])
+        return total
+
+    # Partner heaps: one row per entry, (key, item). The key packs (size, −support,
+    # mincode) into one int64, ordered as the tuple is; the item is only read to validate
+    # the entry.
+    def partner_key(u: int) -> int:
+        """(size, n − support, mincode) in bit fields: ``enc`` = (mincode bits, size shift,
+        n)."""
+        return size[u] << enc[1] | (enc[2] - sup[u]) << enc[0] | mincode[u]
+
+    def ph_push(s: int, key: int, item: int) -> None:
+        if plen[s] >= cap[s]:
+            raise ValueError("GenDiag kernel: partner heap overflow")
+        b0 = base[s]
+        pos = b0 + plen[s]
+        plen[s] += 1
+        while pos > b0:
+            up = b0 + (pos - b0 - 1) // 4
+            if ph[up, 0] <= key:
+                break
+            ph[pos, 0] = ph[up, 0]
+            ph[pos, 1] = ph[up, 1]
+            pos = up
+        ph[pos, 0] = key
+        ph[pos, 1] = item
+
+    def ph_pop(s: int) -> None:
+        """Drop the top entry of code set s's heap."""
+        b0 = base[s]
+        plen[s] -= 1
+        end = b0 + plen[s]
+        if end == b0:
+            return
+        key, item = ph[end, 0], ph[end, 1]
+        pos = b0
+        while True:  # a 4-ary heap, as Q: half the levels of a binary one
+            first = b0 + 4 * (pos - b0) + 1
+            if first >= end:
+                break
+            child = first
+            best = ph[first, 0]
+            for c in range(first + 1, min(first + 4, end)):
+                if ph[c, 0] < best:
+                    best = ph[c, 0]
+                    child = c
+            if best >= key:
+                break
+            ph[pos, 0] = best
+            ph[pos, 1] = ph[child, 1]
+            pos = child
+        ph[pos, 0] = key
+        ph[pos, 1] = item
+
     for u in range(d):
-        _ph_push(ph, base, cap, plen, sets[u], _partner_key(u, size, sup, mincode, enc), u)
+        ph_push(sets[u], partner_key(u), u)
     # frequent items (alive, support ≥ k), dirty items of the current fix
     fpos = np.full(d, -1, dtype=np.int64)
     farr = np.empty(max(d, 1), dtype=np.int64)
@@ -537,15 +535,15 @@ def border_run(
         found = -1
         while plen[s] > 0:
             v = ph[b0, 1]
-            if alive[v] and ph[b0, 0] == _partner_key(v, size, sup, mincode, enc):
+            if alive[v] and ph[b0, 0] == partner_key(v):
                 if v != u:
                     found = v
                     break
                 if saved < 0:  # u's own entry: set it aside while looking below it
                     saved = ph[b0, 0]
-            _ph_pop(ph, base, plen, s)
+            ph_pop(s)
         if saved >= 0:
-            _ph_push(ph, base, cap, plen, s, saved, u)
+            ph_push(s, saved, u)
         return found
 
     def merge(u: int, v: int) -> tuple[int, int]:
@@ -569,7 +567,7 @@ def border_run(
             mincode[keep] = mincode[gone]
         alive[gone] = False
         parent[gone] = keep
-        _ph_push(ph, base, cap, plen, sets[keep], _partner_key(keep, size, sup, mincode, enc), keep)
+        ph_push(sets[keep], partner_key(keep), keep)
         return keep, gone
 
     def forget(x: int) -> None:
@@ -642,82 +640,117 @@ def border_run(
                 full = dirty_full[i]
                 for j in range(counts[0]):
                     y = farr[j]
-                    hit = full
-                    if not full:
-                        for w in range(words):
-                            if post[y, w] & dirty_bits[i, w]:
-                                hit = True
-                                break
-                    if not hit:
-                        continue
-                    both = _and_count(post, x, y)
-                    if both == 0 or both >= k:  # x itself is frequent: both ≥ k leaves it out
-                        continue
+                    # whether y meets the records x gained, and |x ∩ y|, in one pass with
+                    # no branch: which y are hit is unpredictable, and a mispredicted branch
+                    # per y (or per word, leaving early) cost more than the popcounts
+                    hit = np.uint64(0)
+                    both = 0
+                    for w in range(words):
+                        py = post[y, w]
+                        hit |= py & dirty_bits[i, w]
+                        both += _ctpop(post[x, w] & py)
+                    if not ((full | (hit != 0)) & (both > 0) & (both < k)):
+                        continue  # x itself is frequent: both ≥ k leaves it out
                     lo, hi = (x, y) if x < y else (y, x)
                     _q_push(q, counts[2], (k - both) << _SHIFT | _PAIR | lo << ID_BITS | hi)
                     counts[2] += 1
         counts[1] = 0
 
-    alive_at_purge = d
-    pops = 0
-    check_at = _PURGE_EVERY
+    # the loop's own counts: pops, the pop count of the next purge check, alive items at the
+    # last purge
+    state = np.array([0, _PURGE_EVERY, d], dtype=np.int64)
     n_fixed = len(fixed)
-    while counts[2] > 0 or counts[5] < n_fixed:
-        pops += 1
-        if pops == check_at:
-            check_at += _PURGE_EVERY
-            if counts[4] <= _PURGE_WHEN_ALIVE * alive_at_purge:
-                counts[2] = _q_purge(q, counts[2], alive)
-                alive_at_purge = counts[4]
-        if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
-            key = fixed[counts[5]]
-            counts[5] += 1
-        else:
-            key = q[0]
-            counts[2] -= 1
-            q[0] = q[counts[2]]
-            _q_sift_down(q, 0, counts[2])
-        a = (key >> ID_BITS) & _MASK
-        need = k - (key >> _SHIFT)
-        if not key & _PAIR:
-            if not (alive[a] and sup[a] == need):
-                continue
-            while sup[a] < k:  # fix([a])
-                v = best_partner(a)
-                if v < 0:
-                    suppress(a)
-                    break
-                a, gone = merge(a, v)
-                merged(a, gone)
-        else:
-            b = key & _MASK
-            if not (alive[a] and alive[b] and _and_count(post, a, b) == need):
-                continue
-            while _and_count(post, a, b) < k:  # fix([a, b])
-                va = best_partner(a)
-                vb = best_partner(b)
-                if va < 0 and vb < 0:
-                    suppress(a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b)
-                    break
-                take_a = vb < 0 or (
-                    va >= 0
-                    and (
-                        (size[a] + size[va], -sup[va], mincode[va], mincode[a])
-                        < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+
+    def run(q: np.ndarray, pending: bool) -> int:
+        """The loop, until Q is empty (returns 0) or a fix's flush needs more room than q
+        has (returns the room needed, the flush still pending: the caller grows q and calls
+        again with ``pending``).
+
+        Why q is an argument here, not a variable of the loop, and the heap's sift-down is
+        written out, not ``_q_sift_down``: either way numba kept an atomic reference-count
+        increment and decrement of q on every pop (most pops find stale entries); with both,
+        none (counted with a debugger's breakpoints on NRT_incref/NRT_decref).
+        """
+        if pending:
+            flush(q)
+        while counts[2] > 0 or counts[5] < n_fixed:
+            state[0] += 1
+            if state[0] == state[1]:
+                state[1] += _PURGE_EVERY
+                if counts[4] <= _PURGE_WHEN_ALIVE * state[2]:
+                    counts[2] = _q_purge(q, counts[2], alive)
+                    state[2] = counts[4]
+            if counts[5] < n_fixed and (counts[2] == 0 or fixed[counts[5]] < q[0]):
+                key = fixed[counts[5]]
+                counts[5] += 1
+            else:
+                key = q[0]
+                counts[2] -= 1
+                last = q[counts[2]]  # _q_sift_down(q, 0, counts[2]), written out
+                end = counts[2]
+                pos = 0
+                while True:
+                    first = 4 * pos + 1
+                    if first >= end:
+                        break
+                    child = first
+                    best = q[first]
+                    for c in range(first + 1, min(first + 4, end)):
+                        if q[c] < best:
+                            best = q[c]
+                            child = c
+                    if best >= last:
+                        break
+                    q[pos] = best
+                    pos = child
+                q[pos] = last
+            a = (key >> ID_BITS) & _MASK
+            need = k - (key >> _SHIFT)
+            if not key & _PAIR:
+                if not (alive[a] and sup[a] == need):
+                    continue
+                while sup[a] < k:  # fix([a])
+                    v = best_partner(a)
+                    if v < 0:
+                        suppress(a)
+                        break
+                    a, gone = merge(a, v)
+                    merged(a, gone)
+            else:
+                b = key & _MASK
+                if not (alive[a] and alive[b] and and_count(a, b) == need):
+                    continue
+                while and_count(a, b) < k:  # fix([a, b])
+                    va = best_partner(a)
+                    vb = best_partner(b)
+                    if va < 0 and vb < 0:
+                        suppress(a if (sup[a], mincode[a]) < (sup[b], mincode[b]) else b)
+                        break
+                    take_a = vb < 0 or (
+                        va >= 0
+                        and (
+                            (size[a] + size[va], -sup[va], mincode[va], mincode[a])
+                            < (size[b] + size[vb], -sup[vb], mincode[vb], mincode[b])
+                        )
                     )
-                )
-                if take_a:
-                    u, v, other = a, va, b
-                else:
-                    u, v, other = b, vb, a
-                keep, gone = merge(u, v)
-                merged(keep, gone)
-                if v == other:
-                    break
-                a, b = keep, other
-        if m >= 2 and counts[1] > 0:
-            q = _q_room(q, counts[2], counts[1] * counts[0])
-        flush(q)
+                    if take_a:
+                        u, v, other = a, va, b
+                    else:
+                        u, v, other = b, vb, a
+                    keep, gone = merge(u, v)
+                    merged(keep, gone)
+                    if v == other:
+                        break
+                    a, b = keep, other
+            if m >= 2 and counts[1] > 0 and counts[2] + counts[1] * counts[0] > len(q):
+                return counts[1] * counts[0]
+            flush(q)
+        return 0
+
+    more = run(q, False)
+    while more > 0:
+        q = _q_room(q, counts[2], more)
+        more = run(q, True)
     return parent, suppressed, counts[3]
 
 
