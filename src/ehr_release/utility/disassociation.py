@@ -226,22 +226,29 @@ class ReleaseEstimator:
         return total
 
     def count(self, query: Query) -> float:
-        codes = set(query)
+        """The expected count of ``query``.
+
+        Codes and joint clusters are visited in sorted order, so the floats are multiplied
+        and added in the same order in every process (a set of strings iterates in an order
+        that changes with Python's per-process hash seed, and so would the last bits).
+        """
+        codes = sorted(set(query))
         total = 0.0
-        shared_codes: dict[int, set[str]] = {}
+        shared_codes: dict[int, list[str]] = {}
         for code in codes:
             for j in self.shared_of.get(code, ()):
-                shared_codes.setdefault(j, set()).add(code)
+                shared_codes.setdefault(j, []).append(code)
         if codes:
-            total += self._own_total(sorted(codes), set(shared_codes))
-        for j, inside in shared_codes.items():
+            total += self._own_total(codes, set(shared_codes))
+        for j in sorted(shared_codes):
+            inside = shared_codes[j]
             members, where, lengths = self.shared[j]
             parts: dict[int, int] = {}
             for code in inside:
                 i, mask = where[code]
                 parts[i] = parts.get(i, -1) & mask
             fraction = self._fraction(parts, lengths)
-            rest = codes - inside
+            rest = [c for c in codes if c not in inside]
             for p in members:
                 if all(p in self.place.get(c, {}) for c in rest):
                     total += self.sizes[p] * fraction * self._cluster_factor(p, rest)
