@@ -27,18 +27,12 @@ the top functions by cumulative time.
 ``--budget S`` (default 3600) reports a comparison still running after S seconds with what
 it has (rows streamed, stages done, ``> s`` for the stage under way) and leaves it.
 
-Measured (2026-11-26, this 2-core machine shared with three other benchmarks, load 7–9):
-
-* the issue's case, ``--seed 1``, threads: the disassociation rows streamed at 72–74 s;
-  ArtUC k=25 at 1,062 s; ArtUC k=5 and k=10 were still anonymizing (``merge_by_ul``) when
-  stopped after ≈ 38 min (16.5 CPU-min in this process). ArtUC's comparators were off
-  (``SELF_COMPARISON_OFF``): the time is ArtUC's own anonymization.
-* where ArtUC's time goes (one candidate without Prefect, cProfile, 3,000 patients, k=10):
-  anonymize 761 s — 98 % in ``merge_by_ul``: 90 merges, 7,311 GenDiag calls of ≈ 0.1 s
-  (every feasible partner of each popped cluster; with ``codes: all`` and δ = 0.3 most
-  clusters of a constraint group are feasible) —, verify + attack 7.6 s, evaluate 24.5 s.
-  Goal 4 (≤ 2 min) needs GenDiag or the partner search itself to get an order of
-  magnitude faster; sharing comparators or the runner cannot give it.
+Measured (2026-11-27, this 2-core machine otherwise idle, numba's cache warm): the issue's
+case, ``--seed 1``, threads, in 94.4 and 96.5 s (160.7 and 164.2 CPU s in this process):
+disassociation's rows at 12–13 s, ArtUC k = 25 at 25–26 s, k = 10 at 39 s, k = 5 at 94–95 s
+(its anonymization, 89–91 s, is the critical path: 222,284 GenDiag calls over 642 merges,
+each a partner search of ≈ 350 clusters). The previous stop's code took 147.2 s in the same
+session; the steps between are in ``docs/benchmarks.md``.
 
 ``--seed N`` fixes every candidate's randomness (it sets ``EHR_RELEASE_TEST_MODE=1``, as a
 seed needs) and prints each row's metrics' SHA-256, so two runs can be checked for the same
