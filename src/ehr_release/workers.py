@@ -52,24 +52,29 @@ def _gendiag_here(rows: np.ndarray) -> CodeGeneralization:
     return gendiag(_table, rows, k=_k, m=_m)
 
 
+def _largest_first(rows: Sequence[np.ndarray]) -> list[int]:
+    """Positions of ``rows``, largest cluster first (ties: in order). GenDiag's time grows
+    faster than the cluster, so work is handed out in this order: a batch does not end
+    waiting on one big cluster picked up last."""
+    return sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+
+
 def _spread(rows: Sequence[np.ndarray], here: GenDiagMany,
             run_all: Callable[[list[np.ndarray]], Iterator[CodeGeneralization]]
             ) -> list[CodeGeneralization]:
     """A batch through ``run_all`` (a pool's ``map``), results in the batch's order; a batch
-    of one runs ``here`` (no hand-over). Handed out largest first: GenDiag's time grows
-    faster than the cluster, so the batch does not end waiting on one big cluster picked
-    up last."""
+    of one runs ``here`` (no hand-over). Handed out :func:`_largest_first`."""
     if len(rows) < 2:
         return here(rows)
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    order = _largest_first(rows)
     done = dict(zip(order, run_all([rows[i] for i in order]), strict=True))
     return [done[i] for i in range(len(rows))]
 
 
 def _shares(rows: Sequence[np.ndarray], count: int) -> list[np.ndarray]:
-    """Positions of ``rows`` dealt into ``count`` shares of about equal work: by size,
-    largest first, in turn (GenDiag's time grows with the cluster)."""
-    order = np.argsort([-len(r) for r in rows], kind="stable")
+    """Positions of ``rows`` dealt into ``count`` shares of about equal work: in turn,
+    :func:`_largest_first`."""
+    order = np.array(_largest_first(rows), dtype=np.int64)
     return [share for share in (order[i::count] for i in range(count)) if len(share)]
 
 
