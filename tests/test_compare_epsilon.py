@@ -15,7 +15,7 @@ import pytest
 
 from ehr_release.request import ComparisonRequest
 from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
-from ehr_release.storage import budget, runs
+from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.models import DatasetRecord
 
@@ -61,8 +61,9 @@ def test_a_comparisons_diffgen_draws_count_and_its_other_rows_do_not(sample, mon
     spent = budget.account(later, budget.dp_algorithm_names())
     assert spent is not None
     assert (spent.compared, spent.compared_draws, spent.comparisons) == (Fraction(3, 4), 2, 1)
-    assert "by 2 DP candidates of 1 comparison: 0.75" in spent.text()
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")  # 0.75 + 1 > 1.5: the run is refused
+    assert "2 DP candidates of 1 comparison (0.75)" in spent.text()
+    # 0.75 + 1 > 1.5: the run is refused
+    site_policy.set_epsilon_total("1.5", actor="admin", reason="test")
     with pytest.raises(budget.EpsilonBudgetExhausted, match="exceed the ε budget"):
         budget.refuse_beyond_total(later, budget.dp_algorithm_names())
 
@@ -89,11 +90,11 @@ def test_a_comparison_beyond_the_site_total_is_refused_before_any_draw(sample, m
     drawn: list[object] = []
     monkeypatch.setattr(compare, "anonymize_as_released",
                         lambda *a, **k: drawn.append(a) or {})
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1")
+    site_policy.set_epsilon_total("1", actor="admin", reason="test")
     request = _request(data, out, ["disassociation", "diffgen"],
                        {"k": ["2"], "epsilon": ["0.5", "0.75"]})
     with pytest.raises(budget.EpsilonBudgetExhausted,
-                       match=r"comparison would exceed .*EHR_RELEASE_EPSILON_TOTAL"):
+                       match=r"comparison would exceed .*site total ε = 1 per patient"):
         compare.compare_flow(request)
     assert drawn == [] and not request.folder.exists()
     events = export_events(None, "jsonl")

@@ -10,6 +10,7 @@ import pytest
 from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
+from ehr_release.storage.site_policy import set_epsilon_total
 from tests.flow_helpers import decide, start, wait_status
 
 pytestmark = pytest.mark.slow
@@ -67,9 +68,8 @@ def test_a_draw_beyond_the_extracts_epsilon_total_is_never_made(harness, ehr_hom
     """With a site total below the request's ε the run fails before DiffGen runs: nothing is
     drawn, so nothing is pinned (a draw the steward sees would itself spend ε)."""
     from ehr_release.storage.audit import export_events
-    from ehr_release.storage.budget import EPSILON_TOTAL_ENV
 
-    monkeypatch.setenv(EPSILON_TOTAL_ENV, "0.5")
+    set_epsilon_total("0.5", actor="admin", reason="test")
     req = _run_to_failure(tmp_path)
     assert "exceed the ε budget" in (runs.get_run(req.run_id).error or "")
     assert runs.pinned_candidate(req.run_id) == {}

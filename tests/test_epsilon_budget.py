@@ -4,7 +4,7 @@ Each DiffGen release checks its own ledger against its own ε; nothing used to s
 from publishing the same extract ten times at ε = 1 (ε = 10 together), or from drawing again
 after a rejection until a draw looked good. The account sums the ε of every DP run on an
 extract with the same fingerprint whose release was drawn (pinned for review); a site cap
-(``EHR_RELEASE_EPSILON_TOTAL``) refuses an approval, and a publish, beyond it.
+(an audited site setting, default 3) refuses an approval, and a publish, beyond it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 
 from ehr_release.errors import ApprovalError, ConfigError, IllegalTransition
-from ehr_release.storage import budget, runs
+from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord
 from ehr_release.storage.runs import Status
@@ -42,6 +42,11 @@ def _run(engine, fingerprint="ab" * 32, algorithm="diffgen", epsilon="1", drawn=
     return run.id
 
 
+def _total(value, engine):
+    """The site's ε total, changed the only way there is: an audited admin action."""
+    site_policy.set_epsilon_total(value, actor="admin", reason="test", engine=engine)
+
+
 def _approve(run_id, engine):
     return runs.decide(run_id, reviewer="rita", decision="approve", reason="ok",
                        engine=engine)
@@ -49,6 +54,7 @@ def _approve(run_id, engine):
 
 def test_account_sums_every_drawn_dp_run_of_the_same_extract(db_url):
     engine = get_engine(db_url)
+    _total("100", engine)  # above the default (3): this test is about the sum
     dp = budget.dp_algorithm_names()
     assert "diffgen" in dp and "disassociation" not in dp
     first, second = _run(engine, epsilon="0.5"), _run(engine, epsilon="1")
@@ -65,13 +71,13 @@ def test_account_sums_every_drawn_dp_run_of_the_same_extract(db_url):
     assert (spent.earlier, spent.releases, spent.published) == (Fraction(9, 2), 2,
                                                                 Fraction(1, 2))
     assert spent.this_run == 1 and spent.after == Fraction(11, 2) and not spent.exceeded
-    assert "5.5" in spent.text() and "no site total" in spent.text()
+    assert "5.5" in spent.text() and "site total ε = 100 per patient" in spent.text()
     assert budget.account(not_dp, dp, engine) is None
 
 
 def test_approval_beyond_the_site_total_is_refused(db_url, monkeypatch):
     engine = get_engine(db_url)
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
+    _total("1.5", engine)
     _approve(_run(engine, epsilon="1"), engine)
     _approve(_run(engine, epsilon="0.5"), engine)  # 1 + 0.5 = 1.5: at the cap, allowed
     third = _run(engine, epsilon="0.25")
@@ -89,16 +95,16 @@ def test_publish_beyond_the_site_total_is_refused(any_db, monkeypatch):
     first, second = _run(engine, epsilon="1"), _run(engine, epsilon="1")
     _approve(first, engine)
     _approve(second, engine)
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1")
+    _total("1", engine)
     with pytest.raises(IllegalTransition, match="exceed the ε budget"):
         publish_release(second, {}, None, None, "flow")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "abc", "1/0"])
-def test_a_malformed_site_total_is_a_config_error(monkeypatch, raw):
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, raw)
-    with pytest.raises(ConfigError, match="EHR_RELEASE_EPSILON_TOTAL"):
-        budget.epsilon_total()
+def test_a_malformed_site_total_is_a_config_error(ehr_home, raw):
+    with pytest.raises(ConfigError, match="the ε total must be a positive number"):
+        site_policy.set_epsilon_total(raw, actor="admin", reason="test")
+    assert budget.epsilon_total() == site_policy.DEFAULT_EPSILON_TOTAL
 
 
 def test_the_reviewer_sees_the_account_on_the_certificate(any_db):
@@ -131,12 +137,13 @@ def test_a_comparisons_dp_draws_count_on_the_account_of_a_later_run(db_url, monk
     later = _run(engine, epsilon="1")
     spent = budget.account(later, budget.dp_algorithm_names(), engine)
     assert spent is not None
+    # earlier: the most any patient carries, comparisons' draws included
     assert (spent.earlier, spent.compared, spent.compared_draws, spent.comparisons) == (
-        0, Fraction(7, 8), 3, 2)
+        Fraction(7, 8), Fraction(7, 8), 3, 2)
     assert spent.after == Fraction(15, 8)
-    assert "by 3 DP candidates of 2 comparisons: 0.875" in spent.text()
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
-    with pytest.raises(budget.EpsilonBudgetExhausted, match="EHR_RELEASE_EPSILON_TOTAL"):
+    assert "3 DP candidates of 2 comparisons (0.875)" in spent.text()
+    _total("1.5", engine)
+    with pytest.raises(budget.EpsilonBudgetExhausted, match="site total ε = 1.5 per patient"):
         budget.refuse_beyond_total(later, budget.dp_algorithm_names(), engine)
 
 
@@ -145,7 +152,7 @@ def test_a_comparison_beyond_the_site_total_is_refused_as_a_whole(db_url, monkey
     engine = get_engine(db_url)
     dp = budget.dp_algorithm_names()
     _approve(_run(engine, epsilon="1"), engine)
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "2")
+    _total("2", engine)
     two = [{"epsilon": "0.5"}, {"epsilon": "0.75"}]
     with pytest.raises(budget.EpsilonBudgetExhausted,
                        match=r"comparison would exceed .* 2 DP candidates \(ε = 1.25\): 2.25"):

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from ehr_release.storage import budget, runs
+from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.audit import iter_events, verify_chain
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord
@@ -45,7 +45,7 @@ def test_simultaneous_requests_that_fit_only_one_reserve_exactly_one(db_url, mon
     account's read is slowed so that, were check and reservation two steps, both would
     read before either wrote."""
     engine = get_engine(db_url)
-    monkeypatch.setenv(budget.EPSILON_TOTAL_ENV, "1.5")
+    site_policy.set_epsilon_total("1.5", actor="admin", reason="test", engine=engine)
     first = _requested(engine, "1")
     other = _requested(engine, "1") if second == "run" else None
     account = budget._account
@@ -80,7 +80,7 @@ def test_simultaneous_requests_that_fit_only_one_reserve_exactly_one(db_url, mon
     assert len(_reserved_events(engine)) == 1 and verify_chain(engine).ok
     monkeypatch.setattr(budget, "_account", account)
     later = budget.account(_requested(engine, "0.5"), DP, engine)
-    assert later is not None and later.earlier + later.compared == 1  # the winner, once
+    assert later is not None and later.earlier == 1  # the winner, once
 
 
 def test_a_reservation_and_the_draw_it_covers_count_once(db_url):
@@ -99,7 +99,8 @@ def test_a_reservation_and_the_draw_it_covers_count_once(db_url):
         return (spent.earlier, spent.releases, spent.compared, spent.compared_draws,
                 spent.comparisons)
 
-    reserved = (Fraction(1), 1, Fraction(3, 4), 2, 1)
+    # earlier: the most any patient carries (the run's 1 and the comparison's 3/4)
+    reserved = (Fraction(7, 4), 1, Fraction(3, 4), 2, 1)
     assert seen() == reserved  # reserved, nothing drawn yet
     runs.pin_candidate(run_id, {"groups.csv": ("00" * 32, 1)}, engine)
     budget.record_comparison_draw("cmp-1", FINGERPRINT, 0, "diffgen", {"epsilon": "0.25"},
@@ -115,6 +116,7 @@ def test_a_reservation_and_the_draw_it_covers_count_once(db_url):
 
 def test_a_failed_run_gives_its_reservation_back_only_if_nothing_was_drawn(db_url):
     engine = get_engine(db_url)
+    site_policy.set_epsilon_total("100", actor="admin", reason="test", engine=engine)
     undrawn, drawn, running = (_requested(engine, e) for e in ("4", "2", "1"))
     for run_id in (undrawn, drawn, running):
         budget.refuse_beyond_total(run_id, DP, engine)

@@ -22,6 +22,7 @@ import typer
 
 from ehr_release import __version__
 from ehr_release.errors import EhrReleaseError
+from ehr_release.history.cli import history_command, policy_app, source_app
 from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
@@ -33,6 +34,9 @@ users_app = typer.Typer(help="Dashboard users and their roles.", no_args_is_help
 app.add_typer(audit_app, name="audit")
 app.add_typer(server_app, name="server")
 app.add_typer(users_app, name="users")
+app.add_typer(source_app, name="source")
+app.add_typer(policy_app, name="policy")
+app.command("history")(history_command)
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
@@ -110,6 +114,8 @@ def run(
         help="Let a release with no patient records through (else it is refused).")] = False,
     allow_low_utility: Annotated[bool, typer.Option(
         help="Let a release whose utility is below a trivial baseline through.")] = False,
+    source: Annotated[str, typer.Option(
+        help="Registered source (population) the extract is drawn from.")] = "default",
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as.
 
@@ -147,7 +153,7 @@ def run(
                 requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
                 expected_fingerprint=fingerprint, task_runner=task_runner,
                 recipient=recipient, purpose=purpose, terms=terms, expires=expires,
-                allow_empty=allow_empty, allow_low_utility=allow_low_utility,
+                allow_empty=allow_empty, allow_low_utility=allow_low_utility, source=source,
             ).with_comparison(from_comparison, row)
         except DestinationError as refused:  # a path out of the root, or a file: audited
             service.record_refusal(requester, runs.new_run_id(), str(input), refused)
@@ -282,6 +288,8 @@ def compare(
     admissions: Annotated[Path | None, typer.Option(help="Admissions table (ages).")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
     task_runner: RunnerOpt = "threads",
+    source: Annotated[str, typer.Option(
+        help="Registered source (population) the extract is drawn from.")] = "default",
 ) -> None:
     """Anonymize one dataset with several algorithms and parameters; recommend one.
 
@@ -308,7 +316,7 @@ def compare(
                 params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
                 requirements=list(require or []), max_loss=max_loss, metric=metric,
                 requester=requester, out_dir=str(resolve_destination(out)),
-                task_runner=check_runner_spec(task_runner))
+                task_runner=check_runner_spec(task_runner), source=source)
             candidates = service.comparison_candidates(request)
         except EhrReleaseError as refused:  # audited like a refused run request
             service.record_refusal(requester, comparison_id, str(input), refused)

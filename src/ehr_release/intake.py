@@ -17,6 +17,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.models import DatasetRecord
+from ehr_release.storage.site_policy import require_source
 
 
 def load_request_dataset(request: ReleaseRequest) -> Dataset:
@@ -44,6 +45,7 @@ def register_run(request: ReleaseRequest, dataset: Dataset, fingerprint: str) ->
     """
     existing = runs.find_run(request.run_id)
     if existing is None:
+        require_source(request.source)
         # However the run was started (CLI, deployment): the checked, resolved destination.
         destination = str(resolve_destination(request.out_dir))
         record = DatasetRecord(fingerprint=fingerprint, rows=dataset.n_patients,

@@ -101,6 +101,9 @@ class ReleaseRequest(BaseModel):
     # Provenance of a request made from a comparison row (see with_comparison).
     comparison_id: str | None = Field(default=None, max_length=200)
     comparison_row: int | None = Field(default=None, ge=0)
+    # The population the extract is drawn from (registered at the site; ``default`` always
+    # is): releases of one source are judged together (ehr_release.history).
+    source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
     @field_validator("requester")
     @classmethod
@@ -190,6 +193,8 @@ class ComparisonRequest(BaseModel):
     requester: str = Field(min_length=1)
     out_dir: str
     task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
+    # The registered population the extract is drawn from (see ReleaseRequest.source).
+    source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
     @property
     def folder(self) -> Path:

@@ -493,7 +493,8 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      task_runner: str = "threads", recipient: str | None = None,
                      purpose: str | None = None, terms: str | None = None,
                      expires: str | None = None, allow_empty: bool = False,
-                     allow_low_utility: bool = False) -> ReleaseRequest:
+                     allow_low_utility: bool = False,
+                     source: str = "default") -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
@@ -503,4 +504,5 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           expected_fingerprint=expected_fingerprint,
                           task_runner=check_runner_spec(task_runner), recipient=recipient,
                           purpose=purpose, terms=terms, expires=expires,
-                          allow_empty=allow_empty, allow_low_utility=allow_low_utility)
+                          allow_empty=allow_empty, allow_low_utility=allow_low_utility,
+                          source=source)

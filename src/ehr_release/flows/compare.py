@@ -39,6 +39,7 @@ from ehr_release.dataset import Dataset
 from ehr_release.destinations import releases_folder
 from ehr_release.errors import EhrReleaseError, stored_error, stored_message
 from ehr_release.files import fsync_dir, write_durably
+from ehr_release.history.linkage import link_patients
 from ehr_release.intake import load_comparison_dataset
 from ehr_release.prepared import PREPARED
 from ehr_release.randomness import check_random_state
@@ -186,7 +187,7 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
                       request.grid)
     dataset = load_comparison_dataset(request)
     fingerprint = dataset.fingerprint()
-    _refuse_beyond_total(request, candidates, fingerprint)  # before the first draw
+    _refuse_beyond_total(request, candidates, fingerprint, dataset)  # before the first draw
     comparators = ComparatorReleases(dataset)
     futures = [candidate_task.submit(c, dataset, request.metric, request.comparison_id,
                                      comparators)
@@ -216,7 +217,7 @@ def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
 
 
 def _refuse_beyond_total(request: ComparisonRequest, candidates: list[Candidate],
-                         fingerprint: str) -> None:
+                         fingerprint: str, dataset: Dataset) -> None:
     """Refuse the whole comparison, before anything is drawn, if its DP candidates together
     would take the extract beyond the site's total ε (:mod:`ehr_release.storage.budget`).
 
@@ -225,9 +226,11 @@ def _refuse_beyond_total(request: ComparisonRequest, candidates: list[Candidate]
     otherwise their ε is reserved before the first draw (``epsilon.reserved``).
     """
     try:
+        dp = [c.params for c in candidates if c.differentially_private]
         refuse_comparison_beyond_total(
-            request.comparison_id, fingerprint,
-            [c.params for c in candidates if c.differentially_private], dp_algorithm_names())
+            request.comparison_id, fingerprint, dp, dp_algorithm_names(),
+            links=link_patients(dataset, request.source) if dp else None,
+            source=request.source)
     except EpsilonBudgetExhausted as exc:
         record_event(actor=request.requester, action=AuditAction.COMPARISON_REFUSED,
                      payload={"comparison": request.comparison_id, "dataset": fingerprint,

@@ -1,4 +1,5 @@
-"""``release_flow``: ingest → anonymize → verify → attack → evaluate → certify → park.
+"""``release_flow``: ingest → link → anonymize → verify → attack → history → evaluate →
+certify → park.
 
 The evaluation may run beside verify and attack, and the certificate beside the datasheet,
 on a second CPU (:mod:`ehr_release.tasks.aside`); the report is taken, and recorded, in
@@ -41,6 +42,7 @@ from ehr_release.tasks.algorithm_stages import (
 from ehr_release.tasks.aside import begin_evaluation, stop_worker
 from ehr_release.tasks.caching import stage_cache
 from ehr_release.tasks.certify import certify_task, park_task
+from ehr_release.tasks.history import history_task, link_extract_task
 from ehr_release.tasks.ingest import ingest_task
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.status import FLOW_ACTOR, advance_task
@@ -87,6 +89,7 @@ def _release(request: ReleaseRequest) -> str:
         raise
     try:
         runs.set_flow_run_id(run_id, str(flow_run.get_id()))
+        links = link_extract_task(plan)  # before drawing: later accounts must see this run
         refuse_beyond_total(run_id, dp_algorithm_names())  # before drawing: a draw counts
         files = anonymize_task.with_options(result_storage=stage_cache(run_id))(plan)
         pin_candidate_task(run_id, files)
@@ -95,6 +98,8 @@ def _release(request: ReleaseRequest) -> str:
         verification = verify_task(plan, files)
         _require(verification)
         verification, attack = attack_task(plan, files, verification)
+        _require(verification)
+        verification = history_task(plan, files, links, verification)
         _require(verification)
         records = count_records(plan.entry, files)
         waivers = empty_release_waivers(records, allow_empty=request.allow_empty)

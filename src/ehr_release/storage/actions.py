@@ -39,6 +39,7 @@ class AuditAction(StrEnum):
     COMPARISON_REFUSED = "comparison.refused"
     EPSILON_RESERVED = "epsilon.reserved"
     EPSILON_RELEASED = "epsilon.released"
+    HISTORY_CHECKED = "history.checked"
     # people: accounts, sign-ins, the dashboard
     USER_ADDED = "user.added"
     AUTH_SIGNED_IN = "auth.signed_in"
@@ -47,6 +48,10 @@ class AuditAction(StrEnum):
     DASHBOARD_CSRF_REFUSED = "dashboard.csrf_refused"
     CERTIFICATE_DOWNLOADED = "certificate.downloaded"
     DATASHEET_DOWNLOADED = "datasheet.downloaded"
+    # the site's history policy: sources, the ε total, weaker re-releases
+    SOURCE_REGISTERED = "source.registered"
+    SITE_EPSILON_TOTAL_SET = "site.epsilon_total_set"
+    SITE_WEAKER_POLICY_SET = "site.weaker_policy_set"
     # the chain itself
     AUDIT_KEY_ROTATED = "audit.key_rotated"
 

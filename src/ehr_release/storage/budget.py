@@ -1,42 +1,40 @@
-"""The ε spent on one source extract across differentially private releases.
+"""The ε each patient carries across every differentially private release that held them.
 
-ε composes: k releases of the same records at ε each are, together, a kε release, whatever
-each ledger says about itself. A release's own ledger (``ledger.json``) cannot see the
-others, so this module keeps the account per *source*: the SHA-256 fingerprint of the
-ingested extract (:class:`~ehr_release.storage.models.DatasetRecord`). The database already
-holds everything needed -- each run's dataset, algorithm, parameters, status and pinned
-candidate -- so the account is a query, not a second copy that could drift from it.
+ε composes per person: k releases holding the same patient at ε each are, for that patient,
+a kε release, whatever each ledger says about itself, whatever the extracts' ids, columns or
+file names. A release's own ledger (``ledger.json``) cannot see the others, so this module
+keeps the account per *patient*: every extract's patients are kept as keyed hashes
+(:mod:`ehr_release.history.linkage`, :mod:`ehr_release.storage.links`), and a patient of a
+new extract carries the sum of the ε of every earlier DP subject (run or comparison) whose
+extract is linked to them. The database already holds everything else -- each run's
+algorithm, parameters, status and pinned candidate -- so the account is a query, not a second
+copy that could drift from it.
 
-Counted: every run of a differentially private algorithm on an extract with the same
-fingerprint whose release was *drawn* (its candidate pinned for review: see
-:func:`~ehr_release.storage.runs.pin_candidate`), whatever became of it. Published and
-approved runs obviously; but also rejected runs, runs refused for low utility and runs still
-awaiting a decision: their draws were seen by the steward and the reviewer, and publishing
-the draw that looked best after a rejection or a low-utility refusal selects among several
-draws, which the sum of their ε covers only when the choice looks at the draws alone (a
-choice made on figures from the true data is not covered by any ε). Not counted:
-runs that failed before drawing anything, and the evaluation's own DiffGen runs, which are
-never shown (their accuracy is, on the internal certificate only, marked as not covered).
+Counted: every run of a differentially private algorithm whose release was *drawn* (its
+candidate pinned for review: see :func:`~ehr_release.storage.runs.pin_candidate`), whatever
+became of it. Published and approved runs obviously; but also rejected runs, runs refused for
+low utility and runs still awaiting a decision: their draws were seen by the steward and the
+reviewer, and publishing the draw that looked best after a rejection or a low-utility refusal
+selects among several draws, which the sum of their ε covers only when the choice looks at
+the draws alone (a choice made on figures from the true data is not covered by any ε). Not
+counted: runs that failed before drawing anything, and the evaluation's own DiffGen runs,
+which are never shown (their accuracy is, on the internal certificate only, marked as not
+covered).
 
-Counted too: every DP candidate a comparison drew from the extract
-(:func:`record_comparison_draw`). A comparison never recommends nor releases a DP row, but
-the steward sees its utility, measured on the true data, and may then pick ε and h for a
-direct ``run``: a choice among draws of the same records, which composes like any other
-(the sum counts the draws; the choice, made on true-data figures, is as above covered by no
-ε -- why such rows are never recommended).
-A comparison makes no run, so each draw is an audit event (``comparison.drawn``: the
-comparison, the extract's fingerprint, the candidate and its ε); the chain is append-only
-and tamper-evident, so this part of the account is a query too.
+Counted too: every DP candidate a comparison drew (:func:`record_comparison_draw`). A
+comparison never recommends nor releases a DP row, but the steward sees its utility,
+measured on the true data, and may then pick ε and h for a direct ``run``: a choice among
+draws of the same records, which composes like any other. A comparison makes no run, so each
+draw is an audit event (``comparison.drawn``: the comparison, the extract's fingerprint, the
+candidate and its ε) and its extract's hashes are kept under the comparison's id.
 
-Limits (why this is an account of one extract, not of the patients): an extract that differs
-by one record has another fingerprint, so overlapping extracts of the same patients are not
-summed; the site must keep to one extract per cohort for the cap to mean what it says.
+Older subjects kept without hashes are linked the old way, by the whole extract's
+fingerprint (all of its patients or none).
 
-Site policy: :data:`EPSILON_TOTAL_ENV` (a positive number) is the most ε the drawn DP
-releases and comparison candidates of one extract may spend together; a run's draw, a
-comparison's draws (all its DP candidates together, before the first), an approval or a
-publish that would go beyond it is refused. Unset, nothing is refused, and the reviewer
-still sees the account.
+Site policy: a per-patient total always exists (default 3, see
+:mod:`~ehr_release.storage.site_policy`; changing it is an audited admin action). A run's
+draw, a comparison's draws (all its DP candidates together, before the first), an approval or
+a publish that would take any patient beyond it is refused.
 
 Reservations (why the check before a draw is one step with recording it): two requests on
 one extract started at the same moment could otherwise both pass the check and both draw,
@@ -58,25 +56,26 @@ safe side, and a comparison's rows are all or nothing anyway.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 from sqlalchemy import and_, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.errors import EhrReleaseError
+from ehr_release.history.linkage import DEFAULT_SOURCE, PatientLinks
+from ehr_release.storage import site_policy
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, lock_chain, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
+from ehr_release.storage.links import COMPARISON, load_links, save_links
 from ehr_release.storage.models import ArtifactRecord, AuditEvent, DatasetRecord, ReleaseRun
 
-#: Site policy: the total ε one source extract may spend over all its DP releases.
-EPSILON_TOTAL_ENV = "EHR_RELEASE_EPSILON_TOTAL"
 #: The artifact kind of a drawn release (:func:`~ehr_release.storage.runs.pin_candidate`).
 DRAWN = "candidate"
 #: The actor of a comparison's ``comparison.drawn`` events (the candidate task draws).
@@ -87,13 +86,16 @@ ACCOUNT_ACTOR = "system:epsilon_account"
 
 @dataclass(frozen=True)
 class EpsilonAccount:
-    """ε of one run, or one comparison, against what was already spent on the same extract.
+    """ε of one run, or one comparison, against what its patients already carry.
 
-    ``earlier`` is the sum over ``releases`` other DP runs whose release was drawn or whose
-    ε is reserved, of which ``published`` were published; ``compared`` the sum over
-    ``compared_draws`` DP candidates drawn or reserved in ``comparisons`` comparisons;
-    ``this_run`` what ``subject`` adds (a run's ε, or a comparison's DP candidates'
-    together); ``total`` the site's cap, None when unset.
+    ε composes per person: a patient in three ε = 1 releases is covered by ε = 3 whatever
+    each datasheet says. ``earlier`` is the most ε any patient of this extract already
+    carries from other DP runs (``releases`` of them hold some of these patients; of that,
+    ``published`` from published runs) and from DP candidates of comparisons
+    (``compared_draws`` candidates of ``comparisons`` comparisons; ``compared`` their most on
+    one patient). ``this_run`` is what ``subject`` adds; ``total`` the site's cap
+    (:mod:`~ehr_release.storage.site_policy`). ``distribution`` counts patients by the ε they
+    would carry afterwards (value as text, patients), most first.
     """
 
     fingerprint: str
@@ -106,10 +108,12 @@ class EpsilonAccount:
     compared_draws: int = 0
     comparisons: int = 0
     subject: str = "this release"
+    patients: int = 0
+    distribution: tuple[tuple[str, int], ...] = ()
 
     @property
     def after(self) -> Fraction:
-        return self.earlier + self.compared + self.this_run
+        return self.earlier + self.this_run
 
     @property
     def exceeded(self) -> bool:
@@ -117,20 +121,22 @@ class EpsilonAccount:
 
     def text(self) -> str:
         """The account in one sentence for the reviewer (no data: ε and counts)."""
-        cap = (f"no site total is set ({EPSILON_TOTAL_ENV})" if self.total is None
-               else f"site total ε = {_show(self.total)}, {EPSILON_TOTAL_ENV}"
+        cap = ("no site total is set" if self.total is None
+               else f"site total ε = {_show(self.total)} per patient"
                + (" — EXCEEDED" if self.exceeded else ""))
-        return (f"ε drawn (or reserved) from this extract by {self.releases} other "
-                f"differentially private run{_s(self.releases)}: {_show(self.earlier)} (published: "
-                f"{_show(self.published)}); by {self.compared_draws} DP candidate"
+        return (f"The most ε any patient of this extract already carries: "
+                f"{_show(self.earlier)}, from {self.releases} other differentially private "
+                f"run{_s(self.releases)} holding some of them (published: "
+                f"{_show(self.published)}) and {self.compared_draws} DP candidate"
                 f"{_s(self.compared_draws)} of {self.comparisons} comparison"
-                f"{_s(self.comparisons)}: {_show(self.compared)}; with {self.subject}: "
-                f"{_show(self.after)} ({cap}). Draws from the same records compose, and so "
-                "does choosing among them: their ε add up.")
+                f"{_s(self.comparisons)} ({_show(self.compared)}); cumulative ε on these "
+                f"patients with {self.subject}: {_show(self.after)} ({cap}). Releases of the "
+                "same patients compose, whatever their ids or files, and so does choosing "
+                "among draws: their ε add up.")
 
 
 class EpsilonBudgetExhausted(EhrReleaseError):
-    """Drawing this DP release would take its extract beyond the site's total ε."""
+    """Drawing this DP release would take some patient beyond the site's total ε."""
 
 
 def refuse_beyond_total(run_id: str, dp_algorithms: Collection[str],
@@ -145,7 +151,7 @@ def refuse_beyond_total(run_id: str, dp_algorithms: Collection[str],
     Raises
     ------
     EpsilonBudgetExhausted
-        The site set a total and this run's ε would take the extract beyond it.
+        This run's ε would take some patient of its extract beyond the site's total.
     """
     with Session(_engine(engine)) as s:
         lock_chain(s)
@@ -154,7 +160,7 @@ def refuse_beyond_total(run_id: str, dp_algorithms: Collection[str],
             return None
         if spent.exceeded:
             raise EpsilonBudgetExhausted("this release would exceed the ε budget of its "
-                                         "extract: " + spent.text())
+                                         "patients: " + spent.text())
         if not _holds_reservation(s, run_id):
             append_event(s, actor=ACCOUNT_ACTOR, action=AuditAction.EPSILON_RESERVED,
                          run_id=run_id, payload={"run": run_id, "dataset": spent.fingerprint,
@@ -186,7 +192,9 @@ def release_undrawn(run_id: str, engine: Engine | None = None) -> bool:
 def refuse_comparison_beyond_total(comparison_id: str, fingerprint: str,
                                    candidates: Sequence[Mapping[str, Any]],
                                    dp_algorithms: Collection[str],
-                                   engine: Engine | None = None) -> EpsilonAccount | None:
+                                   engine: Engine | None = None,
+                                   links: PatientLinks | None = None,
+                                   source: str = DEFAULT_SOURCE) -> EpsilonAccount | None:
     """The account a comparison's DP candidates (their parameters) would leave; raises
     before the first draw when they would take the extract beyond the total together, else
     reserves their ε together (one transaction under the chain lock, as for a run).
@@ -202,9 +210,12 @@ def refuse_comparison_beyond_total(comparison_id: str, fingerprint: str,
     if not candidates:
         return None
     epsilons = [params_epsilon(p) for p in candidates]
+    if links is not None:
+        save_links(comparison_id, COMPARISON, source, links, engine)
     with Session(_engine(engine)) as s:
         lock_chain(s)
-        spent = _comparison_account(s, fingerprint, epsilons, dp_algorithms)
+        spent = _comparison_account(s, fingerprint, epsilons, dp_algorithms, links,
+                                    exclude=comparison_id)
         if spent.exceeded:
             raise EpsilonBudgetExhausted(
                 "this comparison would exceed the ε budget of its extract: " + spent.text()
@@ -240,25 +251,10 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def epsilon_total() -> Fraction | None:
-    """The site's cap (:data:`EPSILON_TOTAL_ENV`), None when unset.
-
-    Raises
-    ------
-    ConfigError
-        The variable is set but not a positive finite number.
-    """
-    raw = os.environ.get(EPSILON_TOTAL_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = Fraction(raw)
-    except (ValueError, ZeroDivisionError):
-        value = Fraction(-1)
-    if value <= 0:
-        raise ConfigError(f"{EPSILON_TOTAL_ENV} must be a positive number (the total ε one "
-                          f"extract may spend), got {raw!r}")
-    return value
+def epsilon_total(s: Session | None = None) -> Fraction:
+    """The site's per-patient cap: the newest audited ``site.epsilon_total_set``, else the
+    default (:mod:`~ehr_release.storage.site_policy`)."""
+    return site_policy.epsilon_total(s=s)
 
 
 def params_epsilon(params: Mapping[str, Any]) -> Fraction:
@@ -286,51 +282,109 @@ def _run_account(s: Session, run_id: str,
         return None
     fingerprint = s.get(DatasetRecord, run.dataset_id).fingerprint
     return _account(s, fingerprint, dp_algorithms, run_epsilon(run), "this release",
-                    exclude=run_id)
+                    exclude=run_id, links=load_links(s, [run_id]).get(run_id))
 
 
 def comparison_account(fingerprint: str, epsilons: Sequence[Fraction],
-                       dp_algorithms: Collection[str],
-                       engine: Engine | None = None) -> EpsilonAccount:
-    """The extract's ε account as seen by a comparison whose DP candidates have ``epsilons``."""
+                       dp_algorithms: Collection[str], engine: Engine | None = None,
+                       links: PatientLinks | None = None) -> EpsilonAccount:
+    """The account as seen by a comparison whose DP candidates have ``epsilons``."""
     with Session(_engine(engine)) as s:
-        return _comparison_account(s, fingerprint, epsilons, dp_algorithms)
+        return _comparison_account(s, fingerprint, epsilons, dp_algorithms, links)
 
 
 def _comparison_account(s: Session, fingerprint: str, epsilons: Sequence[Fraction],
-                        dp_algorithms: Collection[str]) -> EpsilonAccount:
+                        dp_algorithms: Collection[str],
+                        links: PatientLinks | None = None,
+                        exclude: str | None = None) -> EpsilonAccount:
     this = sum(epsilons, Fraction(0))
     subject = (f"this comparison's {len(epsilons)} DP candidate{_s(len(epsilons))} "
                f"(ε = {_show(this)})")
-    return _account(s, fingerprint, dp_algorithms, this, subject, exclude=None)
+    return _account(s, fingerprint, dp_algorithms, this, subject, exclude=exclude,
+                    links=links)
+
+
+@dataclass(frozen=True)
+class _Spender:
+    """An earlier DP subject (run or comparison): its ε and which patients it held."""
+
+    subject: str
+    epsilon: Fraction
+    fingerprint: str
+    published: bool
+    comparison: bool
+    draws: int = 1
 
 
 def _account(s: Session, fingerprint: str, dp_algorithms: Collection[str], this: Fraction,
-             subject: str, exclude: str | None) -> EpsilonAccount:
+             subject: str, exclude: str | None,
+             links: PatientLinks | None = None) -> EpsilonAccount:
+    """Per patient: the sum of the ε of every earlier DP subject that held them.
+
+    A subject held a patient when the patient's keyed hashes link to its extract's
+    (:mod:`ehr_release.history.linkage`). A subject kept without hashes (made before they
+    existed), or a current extract without them, is linked the old way: by the whole
+    extract's fingerprint — all patients or none.
+    """
+    spenders = [sp for sp in _run_spenders(s, dp_algorithms) if sp.subject != exclude]
+    spenders += [sp for sp in _comparison_spenders(s) if sp.subject != exclude]
+    stored = load_links(s, [sp.subject for sp in spenders]) if links is not None else {}
+    n = links.patients if links is not None else 1
+    masks = np.zeros((n, len(spenders)), dtype=bool)
+    for j, sp in enumerate(spenders):
+        earlier = stored.get(sp.subject)
+        if links is not None and earlier is not None:
+            masks[:, j] = links.linked_to(earlier)
+        else:
+            masks[:, j] = sp.fingerprint == fingerprint
+    held = masks.any(axis=0)
+    runs_held = [sp for sp, h in zip(spenders, held, strict=True) if h and not sp.comparison]
+    comps_held = [sp for sp, h in zip(spenders, held, strict=True) if h and sp.comparison]
+    patterns, counts = (np.unique(masks, axis=0, return_counts=True) if n and spenders
+                        else (np.zeros((1 if n else 0, len(spenders)), dtype=bool),
+                              np.array([n] if n else [], dtype=int)))
+
+    def most(pick) -> Fraction:
+        return max((sum((sp.epsilon for sp, on in zip(spenders, row, strict=True)
+                         if on and pick(sp)), Fraction(0)) for row in patterns),
+                   default=Fraction(0))
+
+    per_pattern = [sum((sp.epsilon for sp, on in zip(spenders, row, strict=True) if on),
+                       Fraction(0)) + this for row in patterns]
+    spread: dict[Fraction, int] = {}
+    for value, count in zip(per_pattern, counts, strict=True):
+        spread[value] = spread.get(value, 0) + int(count)
+    return EpsilonAccount(
+        fingerprint, most(lambda sp: True), len(runs_held),
+        most(lambda sp: sp.published and not sp.comparison), this, epsilon_total(s),
+        compared=most(lambda sp: sp.comparison),
+        compared_draws=sum(sp.draws for sp in comps_held), comparisons=len(comps_held),
+        subject=subject, patients=links.patients if links is not None else 0,
+        distribution=tuple((_show(v), c) for v, c in sorted(spread.items(), reverse=True)))
+
+
+def _run_spenders(s: Session, dp_algorithms: Collection[str]) -> list[_Spender]:
+    """Every DP run whose release was drawn, or whose ε is reserved and not given back."""
     drawn = select(ArtifactRecord.run_id).where(ArtifactRecord.kind == DRAWN)
     held = and_(col(ReleaseRun.id).in_(_run_events(AuditAction.EPSILON_RESERVED)),
                 col(ReleaseRun.id).not_in(_run_events(AuditAction.EPSILON_RELEASED)))
-    query = (select(ReleaseRun)  # each run once, however many of these hold for it
-             .join(DatasetRecord, ReleaseRun.dataset_id == DatasetRecord.id)
-             .where(DatasetRecord.fingerprint == fingerprint,
-                    col(ReleaseRun.algorithm).in_(list(dp_algorithms)),
-                    or_(col(ReleaseRun.id).in_(drawn), held)))
-    if exclude is not None:
-        query = query.where(ReleaseRun.id != exclude)
-    others = s.exec(query).all()
-    earlier = sum((run_epsilon(r) for r in others), Fraction(0))
-    published = sum((run_epsilon(r) for r in others if r.status == "published"), Fraction(0))
-    spends = _comparison_spends(s, fingerprint).values()
-    return EpsilonAccount(fingerprint, earlier, len(others), published, this, epsilon_total(),
-                          compared=sum((e for _, e in spends), Fraction(0)),
-                          compared_draws=sum(n for n, _ in spends), comparisons=len(spends),
-                          subject=subject)
+    rows = s.exec(select(ReleaseRun, DatasetRecord.fingerprint)
+                  .join(DatasetRecord, ReleaseRun.dataset_id == DatasetRecord.id)
+                  .where(col(ReleaseRun.algorithm).in_(list(dp_algorithms)),
+                         or_(col(ReleaseRun.id).in_(drawn), held))).all()
+    return [_Spender(r.id, run_epsilon(r), fp, r.status == "published", False)
+            for r, fp in rows]
 
 
 def _run_events(action: AuditAction) -> SelectOfScalar[str | None]:
     """The ids of the runs that have an ``action`` event."""
     return select(AuditEvent.run_id).where(AuditEvent.action == action.value,
                                            col(AuditEvent.run_id).is_not(None))
+
+
+def _comparison_spenders(s: Session) -> list[_Spender]:
+    return [_Spender(c, e, fp, False, True, draws=n)
+            for c, (n, e, fp) in _comparison_spends(s).items()]
 
 
 def _holds_reservation(s: Session, run_id: str) -> bool:
@@ -342,30 +396,29 @@ def _holds_reservation(s: Session, run_id: str) -> bool:
     return actions == {AuditAction.EPSILON_RESERVED.value}
 
 
-def _comparison_spends(s: Session, fingerprint: str) -> dict[str, tuple[int, Fraction]]:
-    """(DP candidates, ε) each comparison spent on the extract: the larger of what it
+def _comparison_spends(s: Session) -> dict[str, tuple[int, Fraction, str]]:
+    """(DP candidates, ε, extract fingerprint) each comparison spent: the larger of what it
     reserved and what it drew (``comparison.drawn``), never their sum -- the reservation
-    covers the draws; a comparison from before reservations has only its draws.
-
-    The LIKE only narrows the scan (a fingerprint is hex: no wildcard); the payload's own
-    fields decide (a run's reservation names a run, not a comparison).
-    """
+    covers the draws; a comparison from before reservations has only its draws."""
     rows = s.exec(select(AuditEvent.action, AuditEvent.payload_json).where(
         col(AuditEvent.action).in_([AuditAction.COMPARISON_DRAWN.value,
-                                    AuditAction.EPSILON_RESERVED.value]),
-        col(AuditEvent.payload_json).contains(fingerprint))).all()
+                                    AuditAction.EPSILON_RESERVED.value]))).all()
     books: dict[str, dict[str, tuple[int, Fraction]]] = {"drawn": {}, "reserved": {}}
+    fingerprints: dict[str, str] = {}
     for action, raw in rows:
         payload = json.loads(raw)
-        if payload.get("dataset") != fingerprint or "comparison" not in payload:
+        if "comparison" not in payload:
             continue
+        name = str(payload["comparison"])
+        fingerprints[name] = str(payload.get("dataset", ""))
         book = books["drawn" if action == AuditAction.COMPARISON_DRAWN else "reserved"]
-        n, e = book.get(str(payload["comparison"]), (0, Fraction(0)))
-        book[str(payload["comparison"])] = (n + int(payload.get("candidates", 1)),
-                                            e + Fraction(str(payload["epsilon"])))
+        n, e = book.get(name, (0, Fraction(0)))
+        book[name] = (n + int(payload.get("candidates", 1)),
+                      e + Fraction(str(payload["epsilon"])))
     zero = (0, Fraction(0))
     return {c: (max(books["drawn"].get(c, zero)[0], books["reserved"].get(c, zero)[0]),
-                max(books["drawn"].get(c, zero)[1], books["reserved"].get(c, zero)[1]))
+                max(books["drawn"].get(c, zero)[1], books["reserved"].get(c, zero)[1]),
+                fingerprints[c])
             for c in books["drawn"].keys() | books["reserved"].keys()}
 
 

@@ -163,3 +163,21 @@ class SignInThrottle(SQLModel, table=True):
     window_started_at: str = Field(default_factory=utc_now)
     locked_until: str | None = None
     updated_at: str = Field(default_factory=utc_now)
+
+
+class ExtractLinks(SQLModel, table=True):
+    """The keyed per-patient hashes of one run's (or comparison's) extract.
+
+    Kept for every release so later extracts of the same patients are found whatever their
+    ids or file (see :mod:`ehr_release.history.linkage`). Two blobs of 16-byte HMACs, row
+    ``i`` of both the same patient; no value of the data and no key is stored.
+    """
+
+    __tablename__ = "extract_links"
+    subject: str = Field(primary_key=True, max_length=64)
+    kind: str = Field(max_length=20)
+    source: str = Field(index=True, max_length=120)
+    patients: int
+    id_hashes: bytes
+    content_hashes: bytes
+    created_at: str = Field(default_factory=utc_now)

@@ -259,7 +259,7 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if decision == Decision.APPROVE:
         spent = budget.account(run_id, budget.dp_algorithm_names(), engine)
         if spent is not None and spent.exceeded:
-            _refuse(run_id, reviewer, "approving would exceed the ε budget of this extract: "
+            _refuse(run_id, reviewer, "approving would exceed the ε budget of its patients: "
                                       + spent.text(), engine)
     target = Status.APPROVED if decision == Decision.APPROVE else Status.REJECTED
     try:
