@@ -1,0 +1,138 @@
+"""A syntactic release is judged with every earlier release of overlapping patients.
+
+Issue 31's findings 3 and 4: E and then E minus one patient were both PASSED (the codes that
+vanish are that patient's); k^m with m=2 and then m=1 of one extract were both published,
+and ArtUC k=5 and k=10 of one extract were published with no notice either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ehr_release import registry
+from ehr_release.bundle import candidate_dir
+from ehr_release.dataset import Dataset
+from ehr_release.files import sha256_bytes
+from ehr_release.history.checks import check_history
+from ehr_release.history.linkage import link_patients
+from ehr_release.sample import generate_sample
+from ehr_release.storage import links, runs, site_policy
+from ehr_release.storage.models import DatasetRecord
+from ehr_release.storage.runs import Status
+
+KEY = bytes(range(32))
+ARTUC_CONFIG = str(Path(__file__).resolve().parents[1] / "examples" / "artuc-mimic" / "config.yaml")
+PARKED = [Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFIED,
+          Status.AWAITING_APPROVAL]
+
+
+@pytest.fixture(scope="module")
+def extract() -> Dataset:
+    return generate_sample(150, seed=21)
+
+
+def _minus(d: Dataset, n: int = 1) -> Dataset:
+    keep = d.patient_ids[n:]
+    return Dataset(d.patients.loc[keep],
+                   d.diagnoses[d.diagnoses["patient_id"].isin(keep)].reset_index(drop=True))
+
+
+def _release(algorithm: str, dataset: Dataset, raw: dict[str, str]) -> dict[str, bytes]:
+    entry = registry.get(algorithm)
+    return entry.anonymize(dataset, entry.parse({**raw, "seed": "7"}),
+                           np.random.default_rng(7))
+
+
+def _park(algorithm: str, dataset: Dataset, raw: dict[str, str],
+          files: dict[str, bytes] | None = None) -> str:
+    """An earlier run awaiting review: linked, pinned, its candidate on disk."""
+    files = files if files is not None else _release(algorithm, dataset, raw)
+    record = DatasetRecord(fingerprint=dataset.fingerprint(), rows=dataset.n_patients,
+                           codes=len(dataset.diagnoses), columns_json="{}", source="x")
+    run_id = runs.create_run(run_id=runs.new_run_id(), dataset=record, requester="steward",
+                             algorithm=algorithm, parameters=raw, out_dir="/tmp").id
+    links.save_links(run_id, links.RUN, "default", link_patients(dataset, "default", KEY))
+    runs.pin_candidate(run_id, {n: (sha256_bytes(d), len(d)) for n, d in files.items()})
+    folder = candidate_dir(run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    for status in PARKED:
+        runs.transition(run_id, status, actor="flow")
+    return run_id
+
+
+def _judge(algorithm: str, dataset: Dataset, raw: dict[str, str],
+           files: dict[str, bytes] | None = None) -> Any:
+    entry = registry.get(algorithm)
+    files = files if files is not None else _release(algorithm, dataset, raw)
+    return check_history("rel-" + "0" * 32, algorithm, entry.parse(raw), files,
+                         link_patients(dataset, "default", KEY))
+
+
+def test_a_weaker_release_of_the_same_patients_is_refused(ehr_home, extract):
+    """Finding 4: k^m m=2 then m=1 — the first certificate's promise would be void."""
+    first = _park("disassociation", extract, {"k": "5", "m": "2"})
+    verdict = _judge("disassociation", extract, {"k": "5", "m": "1"})
+    assert verdict is not None and not verdict.holds
+    assert [e.run_id for e, _ in verdict.weaker] == [first]
+    requirement = verdict.requirement(verdict.earlier[0].strength)
+    assert not requirement.passed and "WEAKER than " + first in requirement.measured
+    assert "m=1 < 2" in requirement.measured
+
+
+def test_site_policy_may_allow_a_weaker_release_and_its_reason_is_shown(ehr_home, extract):
+    _park("disassociation", extract, {"k": "5", "m": "2"})
+    site_policy.set_weaker_policy(True, actor="privacy.officer",
+                                  reason="IRB amendment 7 allows m=1 for this cohort")
+    verdict = _judge("disassociation", extract, {"k": "5", "m": "1"})
+    assert verdict is not None and verdict.holds
+    from ehr_release.history.checks import strength
+
+    shown = verdict.requirement(strength("disassociation", {"k": 5, "m": 1})).measured
+    assert "IRB amendment 7 allows m=1 for this cohort" in shown and "privacy.officer" in shown
+
+
+def test_artuc_k5_then_k10_is_shown_as_history_and_k10_then_k5_is_refused(ehr_home, extract):
+    """The check reads parameters and patient overlap here (no differencing pair), so the
+    releases' bytes do not matter; ArtUC's own runs are in the conformance suite."""
+    placeholder = {"records.csv": b"x\n"}
+    first = _park("artuc", extract, {"k": "5", "config": ARTUC_CONFIG}, placeholder)
+    stronger = _judge("artuc", extract, {"k": "10", "config": ARTUC_CONFIG}, placeholder)
+    assert stronger is not None and stronger.holds
+    measured = stronger.requirement(stronger.earlier[0].strength).measured
+    assert "released before: 1 earlier release" in measured and first in measured
+    assert "identical re-run of " + first in measured
+    _park("artuc", extract, {"k": "10", "config": ARTUC_CONFIG}, placeholder)
+    weaker = _judge("artuc", extract, {"k": "5", "config": ARTUC_CONFIG}, placeholder)
+    assert weaker is not None and not weaker.holds and len(weaker.weaker) == 1
+
+
+def test_an_identical_rerun_is_allowed_and_a_disjoint_history_is_not_shown(ehr_home, extract):
+    first = _park("disassociation", extract, {"k": "5", "m": "2"})
+    same = _judge("disassociation", extract, {"k": "5", "m": "2"})
+    assert same is not None and same.holds and [e.run_id for e in same.earlier] == [first]
+    other = generate_sample(80, seed=404)
+    other = Dataset(other.patients.rename(index=lambda p: "z" + p), other.diagnoses.assign(
+        patient_id=lambda d: "z" + d["patient_id"]))
+    alone = _judge("disassociation", other, {"k": "5", "m": "2"})
+    assert alone is not None and alone.holds and not alone.earlier
+
+
+def test_a_dp_release_is_judged_by_epsilon_not_here(ehr_home, extract):
+    assert check_history("rel-" + "0" * 32, "diffgen", {"epsilon": 1.0}, {},
+                         link_patients(extract, "default", KEY)) is None
+
+
+def test_an_earlier_release_whose_files_are_gone_fails_a_differencing_pair(ehr_home,
+                                                                          extract):
+    """Fail closed: a pair that cannot be attacked is not allowed."""
+    first = _park("disassociation", extract, {"k": "5", "m": "2"})
+    for f in Path(candidate_dir(first)).iterdir():
+        f.unlink()
+    verdict = _judge("disassociation", _minus(extract), {"k": "5", "m": "2"})
+    assert verdict is not None and not verdict.holds and verdict.unreadable == [first]
