@@ -66,6 +66,12 @@ class DatasheetContext:
     attack_statement: str | None = None
     #: What the checks cannot establish from the bytes (:func:`plain.verification_limits`).
     verification_limits: str | None = None
+    #: The history check's words: earlier releases of these patients, a weaker release's
+    #: site reason (:mod:`ehr_release.history.checks`); run ids and parameters only.
+    history: str | None = None
+    #: Under ε-DP: the most ε any patient of this release carries with it, all releases
+    #: that held them counted (:mod:`ehr_release.storage.budget`).
+    cumulative_epsilon: str | None = None
 
     @property
     def is_draft(self) -> bool:

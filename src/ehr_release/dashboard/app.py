@@ -6,8 +6,9 @@ is audited). Failures are HTML pages (:mod:`ehr_release.dashboard.errors`). The 
 in :mod:`ehr_release.dashboard.routes`, one router per job: sign-in
 (:mod:`~ehr_release.dashboard.routes.signin`), runs and decisions
 (:mod:`~ehr_release.dashboard.routes.runs`), documents
-(:mod:`~ehr_release.dashboard.routes.documents`) and the audit page
-(:mod:`~ehr_release.dashboard.routes.audit`).
+(:mod:`~ehr_release.dashboard.routes.documents`), the audit page
+(:mod:`~ehr_release.dashboard.routes.audit`) and the release history
+(:mod:`~ehr_release.dashboard.routes.history`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ehr_release.dashboard import errors
-from ehr_release.dashboard.routes import audit, documents, runs, signin
+from ehr_release.dashboard.routes import audit, documents, history, runs, signin
 from ehr_release.dashboard.security import COOKIE, secure_cookies_from_env
 from ehr_release.dashboard.settings import DashboardSettings, Publisher
 from ehr_release.storage.throttle import ThrottlePolicy
@@ -53,6 +54,6 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
-    for module in (signin, runs, documents, audit):
+    for module in (signin, runs, documents, audit, history):
         app.include_router(module.router)
     return app

@@ -32,6 +32,7 @@ from ehr_release.datasheet import (
     render_datasheet_pdf,
 )
 from ehr_release.files import sha256_bytes, write_durably
+from ehr_release.history.checks import HISTORY
 from ehr_release.plain import attack_statement, verification_limits
 from ehr_release.plan import ReleasePlan
 from ehr_release.privacy.closed_world import ReleaseSchema
@@ -197,7 +198,26 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
         attack_statement=None if attack is None or not attack.passed else attack_statement(
             attack.attacker_model, attack.required,
             verification_limits(entry.name) is None),
-        verification_limits=verification_limits(entry.name))
+        verification_limits=verification_limits(entry.name),
+        history=history_words(verification), cumulative_epsilon=_cumulative_epsilon(run_id))
+
+
+def history_words(verification: VerificationReport) -> str | None:
+    """The history requirement's measured words (stored copy: run ids, parameters, counts)."""
+    found = [r for r in verification.stored().requirements if r.name == HISTORY]
+    return found[0].measured if found and found[0].passed else None
+
+
+def _cumulative_epsilon(run_id: str) -> str | None:
+    """For the recipient: this release's ε and what its patients carry with it in total."""
+    spent = account(run_id, dp_algorithm_names())
+    if spent is None:
+        return None
+    return (f"This release spends ε = {float(spent.this_run):.6g}. Counting every "
+            f"differentially private release that held any of these patients, the most "
+            f"any one patient carries is ε = {float(spent.after):.6g} (site total "
+            f"{float(spent.total or 0):.6g} per patient): the guarantee for what all those "
+            "releases reveal together is that sum, not this release's ε alone.")
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
