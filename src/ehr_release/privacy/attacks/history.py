@@ -18,25 +18,27 @@ its own, ``@name=value``), with the number of (record, term) occurrences the rel
 **What the attacker concludes.** For a pair (current C, earlier E) whose extracts differ by
 the groups R_E = E \\ C (``only_earlier`` patients) and R_C = C \\ E (``only_current``):
 
-* a term shown more often in E than in C was held by someone in R_E: the patients both hold
-  publish it the same way in a deterministic reading, and only R_E's left. So is every leaf
-  code covered by E's vocabulary and by no term of C (the codes that vanished): some
-  patient of R_E held it (no patient both extracts hold can have lost it). Each term of E
-  that shows more often or covers a vanished leaf is *attributed* to R_E.
-* symmetrically, a term shown more often in C, or covering a leaf that C's vocabulary adds
-  to E's, is attributed to R_C.
+* a term shown more often in E than in C was held by someone in R_E: the patients both
+  extracts hold publish it alike when counts are read at face value, and only R_E's left.
+  The codes that vanished are the extreme case: a leaf code covered by E's vocabulary and
+  by no term of C makes every term of E covering it absent from C (count 0), so each of
+  them is attributed. Each such term of E is *attributed* to R_E;
+* symmetrically, a term shown more often in C than in E is attributed to R_C.
 
 The audit fails when some term is attributed to a group of fewer than k patients (k the
 larger of the two releases' k): that group learns a code (or a chapter, a range) of
 theirs, certainly for a group of one. A pair with identical patient sets attributes nothing
 (no group to attribute to); a group of ≥ k patients may have terms attributed, which tells
-no more about any one of them than a k-anonymous release does.
+no more about any one of them than a k-anonymous release does. The report gives the
+smallest group any term was attributed to.
 
 **Sound, and conservative where unsure.** Every certain conclusion drawn from term counts
-is caught: if the attacker can be sure R_E holds some code of a leaf set T, then E proves
-more holders of T's codes than C can have — E shows some term S ⊆ T more often than C does
-(caught by the count rule), or C covers none of T's codes while E does (caught by the
-vanishing rule). Conversely the audit attributes where the attacker cannot be sure:
+is caught. The attacker is sure that R_E holds some code of a leaf set T only when E proves
+more holders of T than C can have. From the counts, E proves at least ``count_E(S)``
+holders for each of its terms S ⊆ T, and C allows at most Σ ``count_C(S')`` over its
+terms S' meeting T (at face value). So some S ⊆ T has ``count_E(S) > Σ count_C(S') ≥
+count_C(S)``, and S — a term inside T — is attributed to R_E. Conversely the audit
+attributes where the attacker cannot be sure:
 
 * published counts are taken at face value, as if nothing were suppressed: a count can
   drop because the algorithm re-clustered or suppressed differently, not because R_E left;
@@ -128,7 +130,8 @@ class Overlap:
 
 
 class TermCounts(dict[Term, int]):
-    """Published terms → occurrences, with the leaf codes they cover (computed once)."""
+    """Published terms → occurrences; ``covered`` is the release's vocabulary as leaf codes
+    (computed on first use)."""
 
     @cached_property
     def covered(self) -> frozenset[str]:
@@ -333,16 +336,12 @@ def published_terms(release: HeldRelease, hierarchy: Hierarchy | None = None) ->
 
 
 # --------------------------------------------------------------------------- the attack
-def _covered(terms: Mapping[Term, int]) -> frozenset[str]:
-    return terms.covered if isinstance(terms, TermCounts) else frozenset().union(*terms)
-
-
 def attributed(more: Mapping[Term, int], fewer: Mapping[Term, int]) -> int:
-    """How many terms of ``more`` a group present only there is caught holding: shown more
-    often than in ``fewer``, or covering a leaf code ``fewer`` covers nowhere."""
-    vanished = _covered(more) - _covered(fewer)
-    return sum(1 for term, n in more.items()
-               if n > fewer.get(term, 0) or (vanished and not vanished.isdisjoint(term)))
+    """How many terms of ``more`` a group present only there is caught holding: those shown
+    more often than in ``fewer`` (absent there: 0, as every term covering a vanished leaf
+    code is)."""
+    get = fewer.get
+    return sum(1 for term, n in more.items() if n > get(term, 0))
 
 
 @dataclass(frozen=True)
