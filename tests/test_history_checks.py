@@ -136,3 +136,31 @@ def test_an_earlier_release_whose_files_are_gone_fails_a_differencing_pair(ehr_h
         f.unlink()
     verdict = _judge("disassociation", _minus(extract), {"k": "5", "m": "2"})
     assert verdict is not None and not verdict.holds and verdict.unreadable == [first]
+
+
+def test_an_approval_is_refused_when_a_differencing_release_was_parked_meanwhile(ehr_home,
+                                                                                extract):
+    """Two flows at once: neither saw the other when it was judged; the approval re-judges
+    against what is held now, refuses in one line and audits it."""
+    from ehr_release import service
+    from ehr_release.errors import ApprovalError
+    from ehr_release.storage.audit import export_events
+    from ehr_release.storage.pending import PendingRelease, save_pending
+
+    params = {"k": "5", "m": "2"}
+    first = _park("disassociation", extract, params)
+    second = _park("disassociation", _minus(extract), params)
+    for run_id in (first, second):
+        save_pending(PendingRelease(run_id=run_id, candidate_dir=str(candidate_dir(run_id)),
+                                    verification_json='{"algorithm":"disassociation",'
+                                    '"requirements":[]}', utility_json="{}",
+                                    outcome_json="{}", data_use_json="{}",
+                                    expires_at="2999-01-01T00:00:00+00:00"))
+    with pytest.raises(ApprovalError, match="no longer holds with its release history"):
+        service.decide(first, reviewer="rita", decision="approve", reason="ok",
+                       publisher=lambda run_id: Status.PUBLISHED)
+    assert runs.get_run(first).status == Status.AWAITING_APPROVAL
+    assert '"action":"approval.refused"' in export_events(first, "jsonl")
+    service.decide(second, reviewer="rita", decision="reject", reason="differencing")
+    assert service.decide(first, reviewer="rita", decision="approve", reason="ok",
+                          publisher=lambda run_id: Status.PUBLISHED) == Status.PUBLISHED

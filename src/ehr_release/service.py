@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ehr_release.destinations import resolve_destination
-from ehr_release.errors import EhrReleaseError, IllegalTransition, NotFound, stored_message
+from ehr_release.errors import (
+    ApprovalError,
+    EhrReleaseError,
+    IllegalTransition,
+    NotFound,
+    stored_message,
+)
 from ehr_release.files import write_durably
 from ehr_release.governance import same_person
 from ehr_release.request import ReleaseRequest, check_runner_spec
@@ -346,6 +352,8 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     ``published``, ``rejected``, or ``failed`` when publishing failed.
     """
     expire_overdue(run_id)
+    if decision == Decision.APPROVE:
+        _refuse_broken_history(run_id, reviewer)
     runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
                 role=role)
     if decision != Decision.APPROVE:
@@ -354,6 +362,26 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
         bundle.discard(run_id)
         return Status.REJECTED
     return (publisher or publish)(run_id)
+
+
+def _refuse_broken_history(run_id: str, reviewer: str) -> None:
+    """Refuse an approval whose release no longer holds with its history: a release of
+    overlapping patients parked while this one ran (two flows at once) makes a differencing
+    or weakening pair the flow could not see. Audited as ``approval.refused``; value-free."""
+    from ehr_release.history.checks import recheck_before_approval
+
+    if runs.find_run(run_id) is None or runs.get_run(run_id).status != Status.AWAITING_APPROVAL:
+        return  # runs.decide refuses these in its own words
+    verdict = recheck_before_approval(run_id)
+    if verdict is None or verdict.holds:
+        return
+    message = (f"run {run_id} no longer holds with its release history (a release of "
+               "overlapping patients was parked since): reject one of them; "
+               + "; ".join(e.words() for e in verdict.differencing + [w for w, _ in
+                                                                      verdict.weaker]))
+    record_event(actor=reviewer or "(anonymous)", action=AuditAction.APPROVAL_REFUSED,
+                 run_id=run_id, payload={"reason": message, "requested_run": run_id})
+    raise ApprovalError(message)
 
 
 def publish(run_id: str) -> Status:

@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from ehr_release.errors import EhrReleaseError
 from ehr_release.files import sha256_bytes
 from ehr_release.history.linkage import Overlap, PatientLinks, overlap
 from ehr_release.reports import Requirement
@@ -272,3 +273,27 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes() if path.is_file() and not path.is_symlink() else None
     except OSError:
         return None
+
+
+def recheck_before_approval(run_id: str, engine: Engine | None = None) -> HistoryVerdict | None:
+    """The history verdict of a parked run, judged again against what is held *now*.
+
+    The release flow judged the run when it was parked; a release of overlapping patients
+    parked meanwhile (two flows at once) was not there then. None for a DP run or a run
+    without stored links (made before them).
+    """
+    from ehr_release.registry import get
+
+    with Session(_engine(engine)) as s:
+        run = s.get(ReleaseRun, run_id)
+        if run is None or run.algorithm not in _MODELS:
+            return None
+        links = load_links(s, [run_id]).get(run_id)
+        files = _release_bytes(s, run) if links is not None else None
+    if links is None:
+        return None
+    if files is None:
+        raise EhrReleaseError(f"run {run_id}: its parked release is missing or changed; "
+                              f"resume it with `ehr-release resume {run_id}`")
+    params = get(run.algorithm).parse(json.loads(run.parameters_json))
+    return check_history(run_id, run.algorithm, params, files, links, engine)
