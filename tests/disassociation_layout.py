@@ -94,3 +94,14 @@ def write_table(table: pa.Table, **options: Any) -> bytes:
 def files_of(doc: dict[str, Any]) -> dict[str, bytes]:
     """``{"release.parquet": bytes}`` of a nested release."""
     return {RELEASE_FILE: write_table(table_of(doc_rows(doc)))}
+
+
+def unshuffled() -> Any:
+    """A context in which the anonymizer leaves every chunk in record order (slot order):
+    position i of each chunk of a cluster is then the same record — the release the
+    documented subrecord order (issue 32) exists to rule out. For planting that release."""
+    from unittest.mock import patch
+
+    from ehr_release.algorithms.disassociation import core
+
+    return patch.object(core, "ordered_chunk", lambda _group, _chunk, subs: list(subs))
