@@ -37,27 +37,36 @@ def _group_label(rel: ParsedRelease, g: int) -> str:
     return f"J{owner + 1}" if rel.chunk_shared[g] else rel.cluster_ids[owner]
 
 
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def misordered_chunks(rel: ParsedRelease) -> list[str]:
     """The chunks (as a report names them) whose subrecords are not in the documented order.
 
     Identical subrecords are interchangeable (same bytes), so each chunk's listed sequence
-    is compared with its own multiset sorted by the rule.
+    is compared with its own multiset sorted by the rule. The message of :func:`sort_key` is
+    assembled from pieces here — the chunk's prefix once, each distinct code list's JSON
+    once — which gives the same bytes at a fraction of the cost on a large release.
     """
-    names = np.asarray(rel.code_names, dtype=object)
-    subs = [names[rel.sub_codes[a:b]].tolist() for a, b in
-            zip(rel.sub_indptr[:-1].tolist(), rel.sub_indptr[1:].tolist(), strict=True)]
+    flat = np.asarray(rel.code_names, dtype=object)[rel.sub_codes].tolist()
     bounds = np.r_[0, np.cumsum(rel.chunk_subrecords)].tolist()
+    indptr = rel.sub_indptr.tolist()
+    spelled: dict[tuple[str, ...], str] = {}
     bad: list[str] = []
     for g in range(len(rel.chunk_owner)):
-        listed = subs[bounds[g]:bounds[g + 1]]
-        group, number = _group_label(rel, g), int(rel.chunk_number[g])
+        head = _dumps([TAG, _group_label(rel, g), int(rel.chunk_number[g])])[:-1] + ","
         seen: dict[tuple[str, ...], int] = {}
-        keyed = []
-        for codes in listed:
-            copy = seen.get(tuple(codes), 0)
-            seen[tuple(codes)] = copy + 1
-            keyed.append((sort_key(group, number, codes, copy), codes))
-        if [codes for _, codes in sorted(keyed)] != listed:
+        listed, keys = [], []
+        for s in range(bounds[g], bounds[g + 1]):
+            codes = tuple(flat[indptr[s]:indptr[s + 1]])
+            copy = seen.get(codes, 0)
+            seen[codes] = copy + 1
+            if codes not in spelled:
+                spelled[codes] = _dumps(list(codes))
+            message = f"{head}{spelled[codes]},{copy}]"
+            keys.append(hashlib.sha256(message.encode("utf-8")).digest())
+            listed.append(codes)
+        if [listed[i] for i in sorted(range(len(keys)), key=keys.__getitem__)] != listed:
             bad.append(chunk_label(rel, g))
     return bad
-
