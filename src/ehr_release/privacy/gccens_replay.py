@@ -16,15 +16,14 @@ k-map release holds anyway (the site, or an auditor it shares them with).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 
 class _Holders:
-    """dis() by intersecting, per (code, count), the sorted population rows holding the code
-    at least that many times — memoized per distinct record."""
+    """dis() by filtering, rarest (code, count) first, the sorted population rows holding
+    each code at least that many times — memoized per distinct record."""
 
     def __init__(self, population: Sequence[Mapping[str, int]], codes: set[str]) -> None:
         self.size = len(population)
@@ -35,17 +34,30 @@ class _Holders:
                     rows[code].append((i, int(n)))
         self._rows = {c: (np.array([i for i, _ in v], dtype=np.int64),
                           np.array([n for _, n in v], dtype=np.int64)) for c, v in rows.items()}
+        self._at_least: dict[tuple[str, int], np.ndarray] = {}
         self._memo: dict[frozenset[tuple[str, int]], int] = {}
+
+    def _holding(self, code: str, n: int) -> np.ndarray:
+        found = self._at_least.get((code, n))
+        if found is None:
+            ids, counts = self._rows[code]
+            found = self._at_least[(code, n)] = ids[counts >= n]  # ids ascending
+        return found
 
     def dis(self, record: Mapping[str, int]) -> int:
         items = frozenset(record.items())
         if items not in self._memo:
-            rows: np.ndarray | None = None
-            for code, n in sorted(items):
-                ids, counts = self._rows[code]
-                mine = ids[counts >= n]
-                rows = mine if rows is None else np.intersect1d(rows, mine, assume_unique=True)
-            self._memo[items] = self.size if rows is None else len(rows)
+            keys = sorted((self._holding(c, n) for c, n in items), key=len)
+            if not keys:
+                self._memo[items] = self.size
+            else:
+                rows = keys[0]
+                for other in keys[1:]:
+                    if not len(rows):
+                        break
+                    at = np.minimum(np.searchsorted(other, rows), max(len(other) - 1, 0))
+                    rows = rows[other[at] == rows] if len(other) else other
+                self._memo[items] = len(rows)
         return self._memo[items]
 
 
@@ -66,25 +78,26 @@ def replay_censoring(sample: Sequence[Mapping[str, int]],
         cap[code] = top if declared is None else min(top, int(declared))
     records = [{c: min(int(n), cap[c]) for c, n in r.items() if min(int(n), cap[c]) > 0}
                for r in sample]
+    exactly: dict[str, dict[int, set[int]]] = {c: {} for c in cap}  # code → count → rows
+    for i, record in enumerate(records):
+        for code, n in record.items():
+            exactly[code].setdefault(n, set()).add(i)
     # the clamp: a code's cap is the largest count still present (0 when none is)
-    cap = {c: max((r.get(c, 0) for r in records), default=0) for c in cap}
-    at_cap = {c: Counter(r[c] for r in records if c in r) for c in cap}  # count → records
+    cap = {c: max(exactly[c], default=0) for c in cap}
     index = _Holders(population, set(cap))
     low = {i for i, r in enumerate(records) if index.dis(r) < k}
     while low:
         open_codes = [c for c in cap if cap[c] >= 1]
         if not open_codes:  # nothing left to censor: dis(∅) = |P| < k; k-map fails anyway
             break
-        code = min(open_codes, key=lambda c: (at_cap[c][cap[c]], c))
-        for i, record in enumerate(records):
-            if record.get(code) == cap[code]:
-                at_cap[code][cap[code]] -= 1
-                record[code] -= 1
-                if record[code]:
-                    at_cap[code][record[code]] += 1
-                else:
-                    del record[code]
-                if i in low and index.dis(record) >= k:
-                    low.discard(i)
+        code = min(open_codes, key=lambda c: (len(exactly[c].get(cap[c], ())), c))
+        rows = exactly[code].pop(cap[code], set())
         cap[code] -= 1
+        for i in rows:
+            records[i][code] -= 1
+            if records[i][code]:
+                exactly[code].setdefault(cap[code], set()).add(i)
+            else:
+                del records[i][code]
+        low -= {i for i in rows & low if index.dis(records[i]) >= k}
     return records
