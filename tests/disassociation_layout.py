@@ -94,3 +94,32 @@ def write_table(table: pa.Table, **options: Any) -> bytes:
 def files_of(doc: dict[str, Any]) -> dict[str, bytes]:
     """``{"release.parquet": bytes}`` of a nested release."""
     return {RELEASE_FILE: write_table(table_of(doc_rows(doc)))}
+
+
+def unshuffled() -> Any:
+    """A context in which the anonymizer leaves every chunk in record order (slot order):
+    position i of each chunk of a cluster is then the same record — the release the
+    documented subrecord order (issue 32) exists to rule out. For planting that release."""
+    from unittest.mock import patch
+
+    from ehr_release.algorithms.disassociation import core
+
+    return patch.object(core, "ordered_chunk", lambda _group, _chunk, subs: list(subs))
+
+
+def in_documented_order(doc: dict[str, Any]) -> dict[str, Any]:
+    """A nested release with every record and shared chunk in the documented subrecord order
+    (issue 32; the algorithm's rule, labels as :func:`doc_rows` numbers them): for
+    releases written by hand, e.g. from a worked example given in record order."""
+    from ehr_release.algorithms.disassociation.order import ordered_chunk
+
+    out = {**doc, "clusters": [], "joint_clusters": []}
+    for i, c in enumerate(doc["clusters"]):
+        out["clusters"].append({**c, "record_chunks": [
+            [list(s) for s in ordered_chunk(f"P{i + 1}", n, [tuple(s) for s in chunk])]
+            for n, chunk in enumerate(c["record_chunks"], start=1)]})
+    for j, joint in enumerate(doc["joint_clusters"]):
+        out["joint_clusters"].append({**joint, "shared_chunks": [
+            [list(s) for s in ordered_chunk(f"J{j + 1}", n, [tuple(s) for s in chunk])]
+            for n, chunk in enumerate(joint["shared_chunks"], start=1)]})
+    return out

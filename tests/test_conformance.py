@@ -9,7 +9,11 @@ For each entry, on a small case of its own input kind:
 3. the release conforms to the closed-world schema, counts its records, passes the
    independent verifier and the attack audit, and evaluates to a utility report;
 4. the verifier catches a planted violation: the release made with weak parameters
-   (small k, or a large ε for DiffGen) is checked against strong ones and must fail.
+   (small k, or a large ε for DiffGen) is checked against strong ones and must fail;
+5. free choices (issue 32): where the model leaves a choice the data does not determine
+   (GCCens' line order and censored instances, disassociation's subrecord order), a release
+   choosing otherwise — hand-edited canonical bytes that keep the model, keyed on a hidden
+   per-patient bit — is refused by the replay, and honest releases never are.
 
 A test also fails when an algorithm is registered without a case here, so a new algorithm
 cannot skip the suite.
@@ -17,6 +21,7 @@ cannot skip the suite.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.dataset import Dataset
@@ -209,3 +216,219 @@ def test_every_family_has_the_one_verifier_and_attack_shape(family: str) -> None
 def test_every_family_evaluation_has_the_one_shape(family: str) -> None:
     assert _leading(f"ehr_release.utility.{family}", "evaluate") == [
         "files", "original", "params", "rng"]
+
+
+# --------------------------------------------------------------------------------------
+# Free choices (issue 32): what the model allows but the data does not determine — a line
+# order, which instances are censored, the order of subrecords in a chunk — follows a
+# documented rule the verifier replays. Each planted release below is hand-edited, canonical
+# bytes that keep the model (every other requirement holds); the site's verification must
+# refuse it by the replay's requirement alone.
+
+RID = "conformance-free-choices"
+
+
+def _hidden_bit(source_id: str) -> int:
+    """A per-patient bit the recipient cannot see (a hash of the source id)."""
+    import hashlib
+
+    return hashlib.sha256(source_id.encode()).digest()[0] & 1
+
+
+def _site_release(name: str, tmp: Path) -> tuple[Any, dict[str, bytes], dict[str, Any], Dataset]:
+    from ehr_release.verification import anonymize_as_released
+
+    case, entry = CASES[name], registry.get(name)
+    dataset = case.dataset(tmp)
+    params = entry.parse(_params(case, tmp, case.weak, 7))
+    files = anonymize_as_released(entry, dataset, params, np.random.default_rng(7), RID)
+    return entry, files, params, dataset
+
+
+def _refused_by(entry: Any, files: dict[str, bytes], dataset: Dataset,
+                params: dict[str, Any]) -> list[str]:
+    from ehr_release.verification import verify_release
+
+    return [r.name for r in verify_release(entry, files, dataset, params, RID).failures]
+
+
+def _gccens_lines(files: dict[str, bytes]) -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(line) for line in files["censored.jsonl"].decode().splitlines()]
+
+
+def _gccens_bytes(files: dict[str, bytes], lines: list[dict[str, Any]]) -> dict[str, bytes]:
+    import json
+
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    return {**files, "censored.jsonl": text.encode()}
+
+
+def _source_of(dataset: Dataset) -> dict[str, str]:
+    from ehr_release.pseudonyms import pseudonymizer
+
+    pseudonym = pseudonymizer(RID)
+    return {pseudonym(pid): pid for pid in dataset.patient_ids}
+
+
+def test_gccens_line_order_keyed_on_a_hidden_bit_is_refused(tmp_path: Path,
+                                                            ehr_home: Path) -> None:
+    entry, files, params, dataset = _site_release("gccens", tmp_path)
+    assert _refused_by(entry, files, dataset, params) == []
+    source = _source_of(dataset)
+    lines = _gccens_lines(files)
+    planted = sorted(lines, key=lambda line: (_hidden_bit(source[line["patient_id"]]),
+                                              line["patient_id"]))
+    assert planted != lines
+    assert _refused_by(entry, _gccens_bytes(files, planted), dataset, params) == [
+        "line order"]
+
+
+def test_gccens_over_censoring_keyed_on_a_hidden_bit_is_refused(tmp_path: Path,
+                                                                ehr_home: Path) -> None:
+    """One more instance dropped on the lines whose patient's hidden bit is 1: censoring
+    only lowers counts, so k-map, caps and 'censoring only' all still hold."""
+    entry, files, params, dataset = _site_release("gccens", tmp_path)
+    source = _source_of(dataset)
+    lines, changed = _gccens_lines(files), 0
+    for line in lines:
+        if line["codes"] and _hidden_bit(source[line["patient_id"]]):
+            code = min(line["codes"])
+            line["codes"][code] -= 1
+            if not line["codes"][code]:
+                del line["codes"][code]
+            changed += 1
+    assert changed
+    assert _refused_by(entry, _gccens_bytes(files, lines), dataset, params) == [
+        "censoring replayed"]
+
+
+def _disassociation_doc(tmp: Path) -> tuple[Any, dict[str, Any], dict[str, Any], Dataset,
+                                            list[list[int]]]:
+    """The honest release as a nested document, and each cluster's records (the anonymizer's
+    private bookkeeping: which record each subrecord came from)."""
+    from ehr_release.algorithms.disassociation import disassociate_dataset
+    from ehr_release.configuration.policies import resolve_policy
+
+    from .disassociation_layout import read_doc
+
+    case, entry = CASES["disassociation"], registry.get("disassociation")
+    dataset = case.dataset(tmp)
+    params = entry.parse(_params(case, tmp, case.weak, 7))
+    result = disassociate_dataset(dataset, params["k"], params["m"],
+                                  resolve_policy(params["policy"], dataset),
+                                  np.random.default_rng(7))
+    files = entry.anonymize(dataset, params, np.random.default_rng(7))
+    assert files["release.parquet"] == result.release.to_bytes()
+    return entry, read_doc(files["release.parquet"]), params, dataset, [
+        c.tolist() for c in result.clusters]
+
+
+def _multi_chunk_positions(doc: dict[str, Any]) -> int:
+    return sum(c["size"] for c in doc["clusters"] if len(c["record_chunks"]) >= 2)
+
+
+def test_disassociation_chunks_aligned_on_the_true_patient_are_refused(tmp_path: Path) -> None:
+    """Position i of every record chunk of a cluster is the cluster's i-th true patient: the
+    multisets (hence k^m-anonymity, Guarantee 1, truthfulness) are unchanged."""
+    from .disassociation_layout import files_of
+
+    entry, doc, params, dataset, clusters = _disassociation_doc(tmp_path)
+    sets = dataset.code_sets()
+    for cluster, members in zip(doc["clusters"], clusters, strict=True):
+        for n, chunk in enumerate(cluster["record_chunks"]):
+            domain = {code for sub in chunk for code in sub}
+            cluster["record_chunks"][n] = [sorted(sets[i] & domain) for i in members]
+    assert _multi_chunk_positions(doc) > 0
+    assert _refused_by(entry, files_of(doc), dataset, params) == ["subrecord order"]
+
+
+def test_disassociation_chunks_sorted_by_size_are_refused(tmp_path: Path) -> None:
+    from .disassociation_layout import files_of
+
+    entry, doc, params, dataset, _ = _disassociation_doc(tmp_path)
+    for cluster in doc["clusters"]:
+        cluster["record_chunks"] = [sorted(chunk, key=lambda sub: (len(sub), sub))
+                                    for chunk in cluster["record_chunks"]]
+    assert _refused_by(entry, files_of(doc), dataset, params) == ["subrecord order"]
+
+
+def test_disassociation_shuffle_keyed_on_a_hidden_bit_is_refused(tmp_path: Path) -> None:
+    """Inside each record chunk, the subrecords of patients whose hidden bit is 1 first."""
+    from .disassociation_layout import files_of
+
+    entry, doc, params, dataset, clusters = _disassociation_doc(tmp_path)
+    sets, ids = dataset.code_sets(), dataset.patient_ids
+    for cluster, members in zip(doc["clusters"], clusters, strict=True):
+        for n, chunk in enumerate(cluster["record_chunks"]):
+            domain = {code for sub in chunk for code in sub}
+            cluster["record_chunks"][n] = [sorted(sets[i] & domain) for i in sorted(
+                members, key=lambda i: -_hidden_bit(str(ids[i])))]
+    assert _refused_by(entry, files_of(doc), dataset, params) == ["subrecord order"]
+
+
+# Honest releases are never refused by a replay: small random populations, the anonymizer's
+# output, the verifier's replay requirement. The replays are exact (no statistical test, so
+# no false alarm to bound: an honest release is refused with probability 0, which these
+# properties exercise).
+
+_CODES = [f"{c:03d}.{d}" for c in range(100, 104) for d in range(3)]
+
+
+@st.composite
+def _code_sets(draw: st.DrawFn) -> tuple[list[list[str]], int, int]:
+    n = draw(st.integers(6, 40))
+    records = [sorted(set(draw(st.lists(st.sampled_from(_CODES), max_size=6))))
+               for _ in range(n)]
+    k = draw(st.integers(2, max(2, n // 3)))
+    return records, k, draw(st.integers(1, 3))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_code_sets())
+def test_honest_disassociation_is_never_refused_by_the_order_replay(case: Any) -> None:
+    from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
+    from ehr_release.privacy.disassociation import check_km
+
+    records, k, m = case
+    enc = encode_code_sets(records)
+    release = disassociate(enc, k, m, np.full(enc.n_codes, -1), np.random.default_rng(0))
+    report = check_km({"release.parquet": release.release.to_bytes()},
+                      Dataset.from_records(records), k, m)
+    order = next(r for r in report.requirements if r.name == "subrecord order")
+    assert order.passed and report.holds, report.to_dict()
+
+
+@st.composite
+def _kmap_problems(draw: st.DrawFn) -> tuple[list[Counter[str]], list[Counter[str]], int,
+                                              dict[str, int]]:
+    codes = _CODES[:5]
+    counts = st.dictionaries(st.sampled_from(codes), st.integers(1, 3), max_size=4)
+    population = [Counter(r) for r in draw(st.lists(counts, min_size=3, max_size=30))]
+    chosen = draw(st.lists(st.integers(0, len(population) - 1), min_size=1, max_size=12,
+                           unique=True))
+    k = draw(st.integers(2, min(8, len(population))))
+    caps = draw(st.dictionaries(st.sampled_from([*codes, "*"]), st.integers(0, 3),
+                                max_size=3))
+    return population, [population[i] for i in chosen], k, caps
+
+
+@settings(max_examples=60, deadline=None)
+@given(_kmap_problems())
+def test_honest_gccens_is_never_refused_by_the_censoring_replay(problem: Any) -> None:
+    from ehr_release.algorithms.gccens import gccens
+    from ehr_release.algorithms.gccens.release import release_files
+    from ehr_release.privacy.gccens import check_kmap, policy_cap
+    from ehr_release.privacy.gccens_replay import replay_censoring
+
+    population, sample, k, caps = problem
+    result = gccens(sample, population, k, caps)
+    codes = {c for r in sample for c in r}
+    assert replay_censoring(sample, population, k, {c: policy_cap(caps, c) for c in codes}
+                            ) == result.released
+    ids = [f"p{i:02d}" for i in range(len(sample))]
+    files = release_files(ids, result, k=k, population={})
+    report = check_kmap(files, ids, sample, population, k, caps)
+    assert report.holds, [r.name for r in report.failures]

@@ -86,7 +86,7 @@ STRICT_EDGES = {  # a second line whose count is not an integer ≥ 1, in JSON's
 
 
 def test_gccens_refuses_every_non_integer_count_as_before() -> None:
-    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 2}, {"250": 2}]
+    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 1}, {"250": 1}]
     for name, line in STRICT_EDGES.items():
         files = _gccens(line)
         report = check_kmap(files, ids, sample, pop, 1, {})
@@ -99,7 +99,7 @@ def test_gccens_reads_what_only_json_reads_as_before() -> None:
     """A count beyond 64 bits is an integer to json (orjson reads a float): the format
     holds as it did, and the censoring check is what refuses it. A line blank only to
     Unicode (a no-break space) is skipped as before."""
-    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 2}, {"250": 2}]
+    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 1}, {"250": 1}]
     files = _gccens(json.dumps({"patient_id": "b", "codes": {"250": 2 ** 70}}))
     assert not list(violations(files, GCCENS))
     report = {r.name: r.passed for r in check_kmap(files, ids, sample, pop, 1, {}).requirements}
@@ -111,7 +111,7 @@ def test_gccens_reads_what_only_json_reads_as_before() -> None:
 
 
 def test_gccens_attack_reads_edges_as_before() -> None:
-    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 2}, {"250": 2}]
+    pop, ids, sample = [{"250": 2}, {"250": 2}], ["a", "b"], [{"250": 1}, {"250": 1}]
     for name in ("nan", "float", "bool", "string"):
         report = attack_kmap(_gccens(STRICT_EDGES[name]), ids, sample, pop, 1, {})
         assert report.smallest_candidate_set is None and "unreadable" in report.measured, name

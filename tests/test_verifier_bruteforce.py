@@ -41,7 +41,7 @@ from ehr_release.dataset import Dataset
 from ehr_release.privacy.disassociation import check_km
 from ehr_release.privacy.gccens import check_kmap
 from ehr_release.privacy.kkm import check_kkm
-from tests.disassociation_layout import files_of
+from tests.disassociation_layout import files_of, in_documented_order
 
 FUZZ = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -393,8 +393,10 @@ def test_the_oracle_on_the_spec_example() -> None:
     assert caps[("834.0", "944.01")] == 3 and caps[("401.0",)] == 5
     assert guarantee_1(doc, records, 3, 2) and not guarantee_1(doc, records, 4, 2)
     assert chunks_anonymous(doc, 3, 2) and well_formed(doc, 10, 3)
-    report = check_km(files_of(doc),
-                            Dataset.from_records(records), 3, 2)
+    report = check_km(files_of(doc), Dataset.from_records(records), 3, 2)
+    # written in record order, the example's chunks are aligned: only the order is refused
+    assert [r.name for r in report.failures] == ["subrecord order"]
+    report = check_km(files_of(in_documented_order(doc)), Dataset.from_records(records), 3, 2)
     assert report.holds, report.failures
     # an unmatched shared subrecord: 834.0 is then held by 3 records, {834.0, 944.01} by 2
     weak = copy.deepcopy(doc)
@@ -418,9 +420,10 @@ def censored(draw):
     k = draw(st.integers(2, 3))
     caps = draw(st.dictionaries(st.sampled_from([*GC_CODES, "*"]), st.integers(0, 3),
                                 max_size=3))
-    # censoring: each record keeps a random sub-multiset, usually within the caps
-    released = []
-    for rec in sample:
+    # censoring: GCCens' own output (the spec's loop, brute force below), or each record
+    # keeps a random sub-multiset, usually within the caps
+    released = [] if draw(st.booleans()) else gccens_spec(population, sample, k, caps)
+    for rec in sample if not released else []:
         kept = {}
         for code, n in rec.items():
             limit = caps.get(code, caps.get("*", n))
@@ -428,8 +431,10 @@ def censored(draw):
             if keep:
                 kept[code] = keep
         released.append(kept)
-    rows = list(zip(ids, released, strict=True))
+    rows = sorted(zip(ids, released, strict=True))  # the documented line order
     edit = draw(st.integers(0, 11))
+    if edit == 4 and len(rows) > 1:  # lines out of order
+        rows.reverse()
     if edit == 0 and rows:  # a patient dropped
         rows.pop(draw(st.integers(0, len(rows) - 1)))
     elif edit == 1 and rows:  # a patient twice
@@ -443,10 +448,40 @@ def censored(draw):
     return population, ids, sample, k, caps, rows
 
 
+def _dis(population, rec) -> int:
+    return sum(all(p.get(code, 0) >= n for code, n in rec.items()) for p in population)
+
+
+def gccens_spec(population, sample, k, caps) -> list[dict[str, int]]:
+    """GCCens as spec 03 §1 writes it, by brute force: clamp to the caps (declared, else the
+    sample's maximum; then to the largest count present); while a record has dis < k,
+    censor one instance of the code with the fewest records at its cap (ties: lowest code)
+    from each of them."""
+    top = {c: max(r.get(c, 0) for r in sample) for r in sample for c in r}
+    cap = {c: min(t, caps.get(c, caps.get("*", t))) for c, t in top.items()}
+    recs = [{c: min(n, cap[c]) for c, n in r.items() if min(n, cap[c])} for r in sample]
+    cap = {c: max([r.get(c, 0) for r in recs]) for c in cap}
+    while any(_dis(population, r) < k for r in recs) and any(cap.values()):
+        code = min((c for c in cap if cap[c]),
+                   key=lambda c: (sum(r.get(c) == cap[c] for r in recs), c))
+        for r in recs:
+            if r.get(code) == cap[code]:
+                r[code] -= 1
+                if not r[code]:
+                    del r[code]
+        cap[code] -= 1
+    return recs
+
+
 def gccens_oracle(population, ids, sample, k, caps, rows) -> bool:
     original = dict(zip(ids, sample, strict=True))
     released_ids = [pid for pid, _ in rows]
     if sorted(released_ids) != sorted(ids):  # one record per sample patient, no others
+        return False
+    if released_ids != sorted(released_ids):  # lines in the documented order
+        return False
+    exact = dict(zip(ids, gccens_spec(population, sample, k, caps), strict=True))
+    if any(rec != exact[pid] for pid, rec in rows):  # exactly what GCCens leaves
         return False
     for pid, rec in rows:
         if any(n > original[pid].get(code, 0) for code, n in rec.items()):

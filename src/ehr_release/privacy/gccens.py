@@ -297,7 +297,38 @@ def check_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
             f"{population_info.get('records')} records, fingerprint "
             f"{str(population_info.get('fingerprint'))[:12]}…", same,
             {"release": claimed, "verified": dict(population_info)}))
+    reqs.append(_line_order(pids))
+    reqs.append(_replayed(pids, maps, own, sample, population, k, caps))
     return VerificationReport(NAME, reqs)
+
+
+def _line_order(pids: Sequence[str]) -> Requirement:
+    """Lines sorted by patient_id (a keyed pseudonym, the site's verifier checks it is the
+    patient's own): the documented order, so line order can carry nothing chosen."""
+    moved = sum(a >= b for a, b in zip(pids, pids[1:], strict=False))
+    return Requirement(
+        "line order", "lines sorted by patient_id, the documented order (exact check; "
+        "needs no key)", "in the documented order" if not moved else
+        f"{moved} of {max(len(pids) - 1, 0)} neighbouring lines out of order", not moved)
+
+
+def _replayed(pids: Sequence[str], maps: Sequence[Mapping[str, int]], own: np.ndarray,
+              sample: Sequence[Mapping[str, int]], population: Sequence[Mapping[str, int]],
+              k: int, caps: Mapping[str, int]) -> Requirement:
+    """Each released record exactly what GCCens' deterministic censoring leaves (replayed
+    independently, :mod:`ehr_release.privacy.gccens_replay`): no instance censored beyond or
+    short of it, so which instances go is no free choice."""
+    from ehr_release.privacy.gccens_replay import replay_censoring
+
+    codes = {c for r in sample for c in r}
+    expected = replay_censoring(sample, population, k, {c: policy_cap(caps, c) for c in codes})
+    differ = [pids[i] for i, row in enumerate(own.tolist())
+              if row < 0 or dict(maps[i]) != expected[row]]
+    return Requirement(
+        "censoring replayed", "every record exactly as GCCens' documented censoring leaves it "
+        "(exact replay from the sample and population; ties to the lowest code)",
+        f"{len(pids) - len(differ)} of {len(pids)} records as replayed", not differ,
+        {"patients": differ[:_SHOW]})
 
 
 def verify(files: Mapping[str, bytes], original: Dataset,

@@ -54,7 +54,8 @@ PARAMS = (
           "(Loukides et al. JBI 2014, worked example, footnote 4: any value ≥ k; empty = 2k, "
           "the paper's choice and today's releases)",
           default=None, check=Interval(int, 2, note="and ≥ k")),
-    Param("seed", int, "seed of the subrecord shuffles (tests, reproducible examples only)",
+    Param("seed", int, "accepted for reproducible examples; draws nothing: the subrecord "
+          "order inside a chunk is a documented rule the verifier replays (issue 32)",
           default=None),
 )
 

@@ -2,8 +2,9 @@
 
 VerPart is independent per cluster, so it runs over batches of clusters through a
 caller-supplied ``map_batches`` (the registry hands in the flow's task runner; the default is
-a plain in-process loop). Everything random — the order of subrecords inside each chunk —
-comes from the ``rng`` argument, in a fixed order, so a seed reproduces a release exactly.
+a plain in-process loop). Nothing is random: the order of subrecords inside each chunk — the
+one choice the model leaves free — follows the documented rule of :mod:`.order`, which the
+verifier replays (issue 32). ``rng`` is kept in the signature for callers and draws nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ehr_release.algorithms.disassociation.model import (
     PublishedCluster,
     PublishedJointCluster,
 )
+from ehr_release.algorithms.disassociation.order import ordered_chunk
 from ehr_release.algorithms.disassociation.refine import ClusterChunks, Unit, refine
 from ehr_release.algorithms.disassociation.verpart import Row, single_chunk_clusters, verpart
 from ehr_release.errors import ParameterError
@@ -98,12 +100,12 @@ def _slot_tables(chunks: list[ClusterChunks], units: list[Unit], clusters: list[
 
 
 def _publish(k: int, m: int, enc: EncodedRecords, clusters: list[np.ndarray],
-             chunks: list[ClusterChunks], units: list[Unit], rng: np.random.Generator
-             ) -> DisassociatedRelease:
+             chunks: list[ClusterChunks], units: list[Unit]) -> DisassociatedRelease:
     """Assemble the release with array operations over all (record, code) pairs.
 
     Each pair goes to the slot of its record in the chunk holding its code (item-chunk codes
-    go nowhere); one random key per slot shuffles the subrecords inside every chunk.
+    go nowhere); every chunk's subrecords are then put in the documented order
+    (:mod:`.order`), which depends on the published content only.
     """
     n, c = enc.n_records, max(enc.n_codes, 1)
     described, rec_keys, sh_keys, sizes = _slot_tables(chunks, units, clusters)
@@ -139,11 +141,8 @@ def _publish(k: int, m: int, enc: EncodedRecords, clusters: list[np.ndarray],
         chunk = keys[order][at, 2]
         slot[hit] = base[chunk[hit]] + offset[hit]
     n_slots = int(sizes.sum())
-    slot_chunk = np.repeat(np.arange(len(sizes)), sizes)
-    shuffled = np.empty(n_slots, dtype=np.int64)
-    shuffled[np.lexsort((rng.random(n_slots), slot_chunk))] = np.arange(n_slots)
     placed = slot >= 0
-    target = shuffled[slot[placed]]
+    target = slot[placed]       # slot order for now; each chunk is ordered below
     order = np.lexsort((pair_code[placed], target))
     names = np.array(enc.codes, dtype=object)
     flat = names[pair_code[placed][order]].tolist()
@@ -158,6 +157,12 @@ def _publish(k: int, m: int, enc: EncodedRecords, clusters: list[np.ndarray],
     for (kind, owner_id, _), chunk_rows in zip(described, published, strict=True):
         (record_chunks[owner_id] if kind == 0 else
          shared_chunks.setdefault(owner_id, [])).append(chunk_rows)
+    # The documented order (see .order): a function of each chunk's published content and
+    # labels, so the slot order above (records in cluster order) never shows.
+    record_chunks = [[ordered_chunk(ids[p], j, rows) for j, rows in enumerate(mine, start=1)]
+                     for p, mine in enumerate(record_chunks)]
+    shared_chunks = {u: [ordered_chunk(f"J{n}", j, rows) for j, rows in enumerate(mine, 1)]
+                     for n, (u, mine) in enumerate(sorted(shared_chunks.items()), start=1)}
     out = [PublishedCluster(ids[p], len(clusters[p]), record_chunks[p],
                             tuple(enc.codes[t] for t in sorted(ch.item_support)))
            for p, ch in enumerate(chunks)]
@@ -182,7 +187,8 @@ def disassociate(enc: EncodedRecords, k: int, m: int, constraint_of: np.ndarray,
     constraint_of
         Code id → utility-constraint number (``-1``: in no constraint).
     rng
-        Shuffles subrecords inside every chunk.
+        Unused: the subrecord order is the documented rule of :mod:`.order` (kept so
+        callers need not change).
     max_cluster_size
         HorPart stops splitting below this size; default 2k (the paper's choice).
     max_joint_size
@@ -213,5 +219,5 @@ def disassociate(enc: EncodedRecords, k: int, m: int, constraint_of: np.ndarray,
               ClusterChunks(r, [frequent[p]] if frequent[p] else [], items[p])
               for p, r in enumerate(cluster_rows)]
     units = refine(chunks, k, m, constraint_of, max_joint_size)
-    release = _publish(k, m, enc, clusters, chunks, units, rng)
+    release = _publish(k, m, enc, clusters, chunks, units)
     return DisassociationResult(release, clusters, chunks, units)

@@ -9,9 +9,11 @@ from ehr_release.dataset import Dataset
 from ehr_release.mapping import MapFn
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE, braces
 from ehr_release.privacy.disassociation.findings import analyse_tables
+from ehr_release.privacy.disassociation.order import misordered_chunks
 from ehr_release.privacy.disassociation.parse import (
     NAME,
     RELEASE_FILE,
+    ParsedRelease,
     ReleaseRejected,
     parse_release,
 )
@@ -36,7 +38,8 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
     except ReleaseRejected as exc:
         reqs.append(Requirement("release format", f"{RELEASE_FILE} in the published layout",
                                 str(exc), False))
-        for name in ("structure", "chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
+        for name in ("structure", "chunk k^m-anonymity", "Guarantee 1", "truthfulness",
+                     ORDER):
             reqs.append(Requirement(name, "see release format", not_checked, False))
         return VerificationReport(NAME, reqs)
     declared = rel.k == k and rel.m == m
@@ -56,6 +59,7 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
     if problems or tables is None:
         for name in ("chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
             reqs.append(Requirement(name, "see structure", not_checked, False))
+        reqs.append(order_requirement(rel))
         return VerificationReport(NAME, reqs)
     f = analyse_tables(tables, m, general=general, map_fn=map_fn)
     chunk_ok = f.weakest_chunk_support is None or f.weakest_chunk_support >= k
@@ -84,7 +88,25 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
         "consistent with the original" if not f.untruthful else
         f"{len(f.untruthful)}+ inconsistencies, e.g. {f.untruthful[0]}",
         not f.untruthful, {"inconsistencies": f.untruthful}))
+    reqs.append(order_requirement(rel))
     return VerificationReport(NAME, reqs)
+
+
+#: The requirement that replays the one free choice of the model (issue 32).
+ORDER = "subrecord order"
+
+
+def order_requirement(rel: ParsedRelease) -> Requirement:
+    """Every chunk in the documented subrecord order, replayed exactly from the bytes (no key
+    and no original needed, so a recipient's check is the site's; see :mod:`.order`)."""
+    bad = misordered_chunks(rel)
+    return Requirement(
+        ORDER, "every chunk's subrecords in the documented order (exact replay of the "
+        "format's rule from the published bytes; needs no key)",
+        f"{len(rel.chunk_owner):,} chunks replayed; " + (
+            "all in order" if not bad else f"{len(bad)} not in the documented order, e.g. "
+                                           f"{bad[0]}"),
+        not bad, {"chunks": bad[:MAX_EVIDENCE]})
 
 
 def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any], *,

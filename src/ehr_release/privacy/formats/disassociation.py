@@ -27,9 +27,10 @@ numbers, joint membership, sizes) is the same for all records of a cluster: at w
 the attacker *which cluster* holds the target, and the attack audit
 (:mod:`ehr_release.privacy.attacks.disassociation`) grants the attacker exactly that and still
 requires ≥ k candidates inside the cluster. (2) The subrecord number inside a chunk is the one
-field that could link a record's pieces across chunks; it is drawn by an independent uniform
-shuffle per chunk (secret randomness; the seed parameter, for tests only, is left out of the
-public datasheet), and the attack audit tests every release for a positional reading.
+field that could link a record's pieces across chunks; it follows a documented rule — a
+function of the chunk's own published content, never of which record a subrecord came from —
+that the verifier replays exactly from the bytes (issue 32; field ``subrecord``), and the
+attack audit tests every release for a positional reading.
 No field answered "yes". Compared with the JSON document, the constant ``algorithm`` field is
 gone (the file's declaration and the datasheet name the algorithm) and nothing was added:
 ``k`` and ``m`` repeat on every row, ``size`` and ``joint`` on every row of a group.
@@ -84,11 +85,20 @@ FIELDS_DOC = {
         "the verifier; the attack audit counts the candidates), and any record of the cluster "
         "(≥ k) could hold any item-chunk code."),
     "subrecord": (
-        "The subrecord's position in its chunk, 0 … size-1 (0 in the item chunk). No: it "
-        "comes from an independent uniform shuffle of each chunk, so position i of two chunks "
-        "need not be the same record; the attack audit tests every release for a positional "
-        "reading (positions that would link chunks) and counts candidates under it when the "
-        "release can be read that way. A shared chunk's subrecords are not attributed to "
+        "The subrecord's position in its chunk, 0 … size-1 (0 in the item chunk). The rule "
+        "(issue 32): a record or shared chunk lists its subrecords sorted by the SHA-256 "
+        "digest (bytes, ascending) of the UTF-8 of json.dumps([\"ehr_release.disassociation."
+        "subrecord-order/1\", group, chunk, codes, copy], ensure_ascii=False, "
+        "separators=(\",\", \":\")) — group the published label (P3, J1), chunk its number, "
+        "codes the subrecord's code list as published, copy 0, 1, … numbering identical "
+        "subrecords of the chunk (which are interchangeable). No: the order is a function of "
+        "the chunk's multiset of subrecords, which is published anyway, so it tells nothing "
+        "about which subrecords of two chunks are one record's (that is never an input), and "
+        "the hash, separated by group and chunk, leaves the positions of two chunks unrelated. "
+        "Needing no key, it is replayed exactly by the verifier — the site's, a recipient's, "
+        "an auditor's alike — which refuses any other order (records aligned across chunks, "
+        "chunks sorted by size, a hidden per-patient bit); the attack audit also tests every "
+        "release for a positional reading. A shared chunk's subrecords are not attributed to "
         "member clusters."),
     "code": (
         "One code of the subrecord (or of the item chunk); null for an empty subrecord, or "
@@ -97,7 +107,7 @@ FIELDS_DOC = {
         "subrecord and distinct, so their order carries nothing."),
     "(row order)": (
         "Sorted by group (in the order above), chunk, subrecord, code: a function of the "
-        "published content and of the documented per-chunk shuffles only. The verifier "
+        "published content and of the documented per-chunk order only. The verifier "
         "rejects any other order, and any row not described above."),
     "(file metadata)": (
         "None: no key-value metadata (no pandas or Arrow schema blob), no column statistics; "
@@ -116,9 +126,9 @@ SCHEMA = ReleaseSchema(files=(
         name=RELEASE_FILE, format="parquet", columns=COLUMNS, codes_column="code",
         parquet_rendering=RENDERING,
         doc="The whole disassociated dataset as one long table: clusters of ≥ k records whose "
-            "codes are split into independently shuffled k^m-anonymous chunks, an item chunk "
-            "of rare codes per cluster, and chunks shared by joint clusters; one row per "
-            "published code (or empty subrecord).",
+            "codes are split into k^m-anonymous chunks (subrecords in a documented "
+            "content-hash order), an item chunk of rare codes per cluster, and chunks "
+            "shared by joint clusters; one row per published code (or empty subrecord).",
         fields_doc=FIELDS_DOC),
 ))
 

@@ -28,10 +28,22 @@ RECORDS = FileSchema(
                       "and to no other release.",
         "codes": "The censored multiset (code → count ≥ 1). It is what k-map constrains: "
                  "contained in ≥ k population records, so the adversary's candidates for a "
-                 "line number ≥ k. Codes are sorted, so key order carries nothing.",
+                 "line number ≥ k. Codes are sorted, so key order carries nothing. Which "
+                 "instances are censored is no free choice (issue 32): exactly what GCCens "
+                 "leaves — every code clamped to its cap (declared, else the sample's "
+                 "maximum); then, while a record has dis < k, among codes with cap ≥ 1 the "
+                 "one held exactly cap times by the fewest records (ties: the lowest code in "
+                 "string order) loses one instance in each of them and its cap drops by one. "
+                 "A deterministic function of the sample, the population, k and the caps: "
+                 "the verifier replays it with its own code and refuses any record censored "
+                 "beyond or short of it (an extra instance dropped on chosen lines would "
+                 "keep k-map and carry a bit per patient).",
         "(line order)": "Lines are sorted by patient_id, i.e. by a random pseudonym: the order "
                         "of the extract (admission or MRN order, which a population holder "
-                        "could align with their own table) does not show.",
+                        "could align with their own table) does not show. The verifier "
+                        "refuses any other order (exact check, no key needed), and the "
+                        "site's verifier, which holds the pseudonym key, that each line's "
+                        "pseudonym is the one of the patient whose record it carries.",
         "(line bytes)": "Each line is exactly json.dumps of its two fields (keys in this "
                         "order, codes sorted, default separators, UTF-8 unescaped), ended by "
                         "one newline; the closed world refuses any other spacing, escape, "
