@@ -164,3 +164,43 @@ def test_an_approval_is_refused_when_a_differencing_release_was_parked_meanwhile
     service.decide(second, reviewer="rita", decision="reject", reason="differencing")
     assert service.decide(first, reviewer="rita", decision="approve", reason="ok",
                           publisher=lambda run_id: Status.PUBLISHED) == Status.PUBLISHED
+
+
+@pytest.fixture(scope="module")
+def small() -> Dataset:
+    return generate_sample(30, seed=5)
+
+
+def test_every_planted_weakening_pair_is_found_and_a_disjoint_history_never_fails(
+        tmp_path_factory, small):
+    """Hypothesis: random (k, m) pairs on one extract — refused exactly when the second is
+    weaker (smaller k or m) and the site has not allowed it; a disjoint extract never."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from ehr_release.storage.engine import reset_engines
+
+    placeholder = {"release.parquet": b"x"}
+    other = generate_sample(30, seed=405)  # other patients (a relabelled copy would link)
+    shifted = Dataset(other.patients.rename(index=lambda p: "x" + p),
+                      other.diagnoses.assign(patient_id=lambda d: "x" + d["patient_id"]))
+
+    @settings(max_examples=12, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.integers(2, 9), st.integers(1, 3), st.integers(2, 9), st.integers(1, 3))
+    def check(k1: int, m1: int, k2: int, m2: int) -> None:
+        home = tmp_path_factory.mktemp("home")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("EHR_RELEASE_HOME", str(home))
+            mp.setenv("EHR_RELEASE_DATABASE_URL", f"sqlite:///{home / 'db.sqlite'}")
+            reset_engines()
+            _park("disassociation", small, {"k": str(k1), "m": str(m1)}, placeholder)
+            same = _judge("disassociation", small, {"k": str(k2), "m": str(m2)}, placeholder)
+            assert same is not None
+            assert same.holds == (k2 >= k1 and m2 >= m1)
+            apart = _judge("disassociation", shifted, {"k": str(k2), "m": str(m2)},
+                           placeholder)
+            assert apart is not None and apart.holds and not apart.earlier
+            reset_engines()
+
+    check()
