@@ -37,6 +37,9 @@ WITHHELD = "(name withheld: an undeclared name may carry a value)"
 
 SCALARS = ("str", "int", "number", "bool")
 
+#: A row of the format documentation that no check pins down yet (``FileSchema.checked_by``).
+NOT_CHECKED = "NOT CHECKED"
+
 
 @dataclass(frozen=True)
 class ListOf:
@@ -130,6 +133,11 @@ class FileSchema:
     the codes are released although no column bears the source's name.
     ``derived_columns`` is set on the copy checked against one release: the column names
     ``columns_from`` read from that release, which are data a message must not repeat.
+    ``checked_by`` says, per row of ``fields_doc`` (a key covers the rows under it too:
+    ``charges`` covers ``charges[].scale``), which check pins the field, order or rendering
+    down — the closed world, a named requirement of the model verifier, the attack audit —
+    or :data:`NOT_CHECKED` where nothing does yet; the format documentation shows it, and a
+    test fails on a row without one.
     """
 
     name: str
@@ -146,6 +154,7 @@ class FileSchema:
     parquet_rendering: ParquetRendering | None = None
     review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
     derived_columns: frozenset[str] = frozenset()
+    checked_by: Mapping[str, str] = field(default_factory=dict)
 
     def for_release(self, files: Mapping[str, bytes]) -> FileSchema:
         """This declaration with the columns ``columns_from`` derives for ``files``, each
