@@ -36,6 +36,11 @@ geometrics), ``P(Z = z) = (1 − α)/(1 + α)·α^|z|``, ``α = exp(−1/s)`` fo
   group weighs less (q0 ≤ 5/8: about 30 of them). Noise much narrower than declared is caught
   the same way. A release with fewer groups than that cannot be told from an honest one --
   the test says so in its measurement instead of pretending.
+* The verifier runs this test at 10⁻⁶/7, its Bonferroni share beside the six two-sided
+  tests of :mod:`.diffgen_noise` (fit, mean, variance, residues mod 2, 3, 4), which catch
+  what it cannot see: counts off by a constant, parity pushed, noise narrower than declared
+  with an honest share of exact counts (issue 32). At that share exact counts are caught
+  from 12 groups of true count > m at ε = 1 instead of 11.
 """
 
 from __future__ import annotations
