@@ -223,7 +223,7 @@ def unrecorded_files(published: list[Any]) -> list[str]:
     everything in them, links, FIFOs and empty folders count too — the walk is the closed
     world's (:func:`~ehr_release.privacy.release_tree.walk_release`), links not followed.
     """
-    from ehr_release.privacy.release_tree import walk_release
+    from ehr_release.privacy.release_tree import tree_entries
 
     recorded: dict[Path, set[str]] = {}
     run_of: dict[Path, str] = {}
@@ -236,11 +236,9 @@ def unrecorded_files(published: list[Any]) -> list[str]:
     for folder, names in recorded.items():
         if not folder.is_dir():
             continue
-        tree = walk_release(folder)
-        extras = [(name, "file") for name in sorted(tree) if name not in names]
-        extras += [(s.path, s.kind) for s in tree.strays
-                   if not (s.top and s.path in names)]  # a recorded name: checked above
-        for extra, kind in sorted(extras):
+        extras = [(e.path, e.kind) for e in tree_entries(folder)
+                  if not (e.top and e.path in names)]  # a recorded name: checked above
+        for extra, kind in extras:
             problems.append(f"{run_of[folder]}: {folder / extra} ({kind}) is in the published "
                             "folder but not recorded as published")
     return problems

@@ -96,25 +96,31 @@ def read_regular(path: Path) -> bytes | None:
         os.close(fd)
 
 
+def tree_entries(folder: Path) -> list[Stray]:
+    """Every entry of ``folder``'s tree with its kind, nothing read (a top-level regular
+    file is kind ``file``): for a check that needs the names only (``audit verify``)."""
+    listed = list(_entries(folder))
+    parents = {rel.rsplit("/", 1)[0] for rel, _ in listed if "/" in rel}
+    return [Stray(rel, entry_kind(info.st_mode, top="/" not in rel,
+                                  name=rel.rsplit("/", 1)[-1],
+                                  empty=stat.S_ISDIR(info.st_mode) and rel not in parents),
+                  "/" not in rel) for rel, info in listed]
+
+
 def walk_release(folder: Path, envelope: Collection[str] = ()) -> ReleaseFolder:
     """Every entry of ``folder``: its top-level regular, non-hidden files (``envelope``
     names skipped: the publisher's files, not the release) and everything else as strays."""
     files: dict[str, bytes] = {}
     strays: list[Stray] = []
-    listed = list(_entries(folder))
-    parents = {rel.rsplit("/", 1)[0] for rel, _ in listed if "/" in rel}
-    for rel, info in listed:
-        top = "/" not in rel
-        mode = info.st_mode
-        if top and stat.S_ISREG(mode) and not rel.startswith("."):
-            if rel in envelope:
+    for entry in tree_entries(folder):
+        if entry.kind == "file":
+            if entry.path in envelope:
                 continue
-            data = read_regular(folder / rel)
+            data = read_regular(folder / entry.path)
             if data is not None:
-                files[rel] = data
+                files[entry.path] = data
                 continue
-            mode = os.lstat(folder / rel).st_mode  # swapped since the walk
-        empty = stat.S_ISDIR(mode) and rel not in parents
-        strays.append(Stray(rel, entry_kind(mode, top=top, name=rel.rsplit("/", 1)[-1],
-                                       empty=empty), top))
+            mode = os.lstat(folder / entry.path).st_mode  # swapped since the walk
+            entry = Stray(entry.path, entry_kind(mode, top=True, name=entry.path), True)
+        strays.append(entry)
     return ReleaseFolder(files, tuple(strays))
