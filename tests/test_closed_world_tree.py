@@ -251,3 +251,30 @@ def test_audit_verify_refuses_a_recorded_file_that_became_a_link(ehr_home, tmp_p
     manifest.symlink_to(copy)
     problems = "\n".join(check_integrity(engine)[0])
     assert "manifest.json is a symbolic link, not a regular file" in problems, problems
+
+
+# --------------------------------------------------------------------------- publish
+def test_publish_renames_only_a_folder_holding_exactly_its_files(env, monkeypatch) -> None:
+    """An entry appearing in the staging folder beside the written files (a ``.DS_Store``,
+    an ``extra/`` folder) is not renamed into place: the run fails, nothing is published."""
+    from ehr_release.storage import runs
+    from ehr_release.storage.runs import Status
+    from ehr_release.tasks import publish
+    from tests.flow_helpers import request_for, run_approved
+
+    data, out = env
+    real_write = publish.write_durably
+
+    def and_a_stray(path, content, **kwargs):
+        real_write(path, content, **kwargs)
+        if path.parent.name.startswith(".staging-"):
+            (path.parent / "extra").mkdir(exist_ok=True)
+            (path.parent / "extra" / "ids.csv").write_bytes(SECRET)
+
+    monkeypatch.setattr(publish, "write_durably", and_a_stray)
+    req = request_for(data, out)
+    run_approved(req)
+    run = runs.get_run(req.run_id)
+    assert run.status == Status.FAILED, run.status
+    assert "did not write" in run.error and "ids.csv" not in run.error
+    assert not (out / "releases" / req.run_id).exists()
