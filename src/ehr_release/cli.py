@@ -491,6 +491,8 @@ def verify(
         entry = registry.get(algorithm)
         params = entry.parse(parse_assignments(param or []))
         files = read_release_files(release)
+        for stray in getattr(files, "strays", ()):  # the operator's own paths: not stored
+            typer.echo(f"not a declared release file: {stray.path} ({stray.kind})", err=True)
         if entry.id_file is not None and release_id is None:
             release_id = release_id_of(release)
         dataset = read_dataset(original, diagnoses, admissions_path=admissions,

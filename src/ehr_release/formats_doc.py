@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ehr_release.privacy.closed_world import (
+    NOT_CHECKED,
     FileSchema,
     ListOf,
     MapOf,
@@ -28,6 +29,7 @@ class FieldRow:
     path: str
     kind: str
     review: str
+    checked_by: str = ""
 
 
 def _walk(spec: Spec, path: str) -> list[tuple[str, str]]:
@@ -58,7 +60,20 @@ def field_rows(schema: FileSchema) -> list[FieldRow]:
         pairs = _walk(schema.root, "")[1:] or [("(document)", describe(schema.root))]
     # Reviews of what is not a field (line order, line count) follow the fields.
     pairs += [(path, "–") for path in schema.fields_doc if path not in {p for p, _ in pairs}]
-    return [FieldRow(path, kind, schema.fields_doc.get(path, "")) for path, kind in pairs]
+    return [FieldRow(path, kind, schema.fields_doc.get(path, ""), checked_by(schema, path))
+            for path, kind in pairs]
+
+
+def checked_by(schema: FileSchema, path: str) -> str:
+    """What pins the row ``path`` down: its own ``checked_by`` entry, else its nearest
+    parent's (``charges[].scale`` → ``charges[]`` → ``charges``); "" when none has one."""
+    while True:
+        if path in schema.checked_by:
+            return schema.checked_by[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            return ""
+        path = path[:cut]
 
 
 def how_to_load(schema: FileSchema) -> str:
@@ -98,11 +113,18 @@ def markdown(name: str, schema: ReleaseSchema) -> str:
         if file.parquet_rendering is not None:
             out += [f"Bytes: exactly {file.parquet_rendering.words()}; any other byte fails "
                     "the closed world.", ""]
-        out += ["| field | type | could it narrow a patient? |", "| --- | --- | --- |"]
-        out += [f"| `{r.path}` | {r.kind} | {r.review or '**not reviewed**'} |"
-                for r in field_rows(file)]
+        out += ["| field | type | could it narrow a patient? | checked by |",
+                "| --- | --- | --- | --- |"]
+        out += [f"| `{r.path}` | {r.kind} | {r.review or '**not reviewed**'} | "
+                f"{_checked_words(r.checked_by)} |" for r in field_rows(file)]
         out.append("")
     return "\n".join(out)
+
+
+def _checked_words(text: str) -> str:
+    if not text:
+        return "**no check declared**"
+    return text.replace(NOT_CHECKED, f"**{NOT_CHECKED}**")
 
 
 def formats_page() -> str:
@@ -118,9 +140,11 @@ def formats_page() -> str:
              "Generated from the verifiers' closed-world declarations "
              "(`src/ehr_release/privacy/formats/`) by `python -m ehr_release.formats_doc`. "
              "A release holding any file, field or value type not listed here fails "
-             "verification. The last column is the closed-world review of each field: could "
+             "verification. The third column is the closed-world review of each field: could "
              "an attacker who has the model's background knowledge use it to narrow a "
-             "patient?", ""]
+             "patient? The last says which check pins the field, order or rendering down "
+             "(the closed world, a requirement of the model verifier, the attack audit), or "
+             f"{NOT_CHECKED} where none does yet.", ""]
     for names, schema in by_schema.values():
         parts.append(markdown(", ".join(f"`{n}`" for n in names), schema))
     return "\n".join(parts).rstrip() + "\n"

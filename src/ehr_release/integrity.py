@@ -16,6 +16,7 @@ deleted leaving a shorter, still valid chain. So one pass over the chain also ch
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,11 @@ def check_integrity(engine: Engine | None = None) -> tuple[list[str], str]:
     problems += _check_anchors(anchors, chain.events, facts, complete=chain.ok)
     for art in published:
         path = Path(art.path)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             problems.append(f"{art.run_id}: published file {path} is missing")
+        elif (kind := _not_regular(path)) is not None:
+            problems.append(f"{art.run_id}: published file {path} is a {kind}, not a regular "
+                            "file")
         elif sha256_file(path) != art.sha256:
             problems.append(f"{art.run_id}: published file {path} differs from its recorded "
                             f"SHA-256 {art.sha256[:16]}…")
@@ -200,13 +204,27 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "…'"
 
 
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is if not a regular file (a link to one included: a link can point
+    anywhere, and hashing a FIFO would block), else None."""
+    from ehr_release.privacy.release_tree import entry_kind
+
+    mode = path.lstat().st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return entry_kind(mode, top=True, name=path.name)
+
+
 def unrecorded_files(published: list[Any]) -> list[str]:
-    """Entries of a published folder that are not its recorded files.
+    """Entries of a published folder's whole tree that are not its recorded files.
 
     A published folder is exactly what was verified, approved and recorded; a file put in
-    beside them afterwards reaches the recipient unverified. Hidden names count too: the
-    re-verifier skips them, a copy of the folder does not.
+    beside them afterwards reaches the recipient unverified. Hidden names, subfolders and
+    everything in them, links, FIFOs and empty folders count too — the walk is the closed
+    world's (:func:`~ehr_release.privacy.release_tree.walk_release`), links not followed.
     """
+    from ehr_release.privacy.release_tree import tree_entries
+
     recorded: dict[Path, set[str]] = {}
     run_of: dict[Path, str] = {}
     for art in published:
@@ -218,9 +236,11 @@ def unrecorded_files(published: list[Any]) -> list[str]:
     for folder, names in recorded.items():
         if not folder.is_dir():
             continue
-        for extra in sorted(p.name for p in folder.iterdir() if p.name not in names):
-            problems.append(f"{run_of[folder]}: {folder / extra} is in the published folder "
-                            "but not recorded as published")
+        extras = [(e.path, e.kind) for e in tree_entries(folder)
+                  if not (e.top and e.path in names)]  # a recorded name: checked above
+        for extra, kind in extras:
+            problems.append(f"{run_of[folder]}: {folder / extra} ({kind}) is in the published "
+                            "folder but not recorded as published")
     return problems
 
 

@@ -14,14 +14,23 @@ ENVELOPE = frozenset({"certificate.pdf", "datasheet.pdf", "manifest.json"})
 
 
 def read_release_files(path: Path) -> dict[str, bytes]:
-    """A single release file, or every data file of a published release folder."""
+    """A single release file, or every data file of a published release folder.
+
+    A folder is walked whole (:func:`~ehr_release.privacy.release_tree.walk_release`): the
+    result also carries every entry that is not a top-level regular file — subfolders,
+    hidden names, links, FIFOs — and the closed world refuses each of them. (The path given
+    is the operator's own choice and may itself be a link.)
+    """
+    from ehr_release.privacy.release_tree import walk_release
+
     if not path.exists():
         raise InputError("release does not exist", file=str(path))
     if path.is_file():
         return {path.name: path.read_bytes()}
-    files = {p.name: p.read_bytes() for p in sorted(path.iterdir())
-             if p.is_file() and p.name not in ENVELOPE and not p.name.startswith(".")}
-    if not files:
+    if not path.is_dir():
+        raise InputError("release is neither a file nor a folder", file=str(path))
+    files = walk_release(path, ENVELOPE)
+    if not files and not files.strays:
         raise InputError("release folder holds no release files", file=str(path))
     return files
 

@@ -29,12 +29,16 @@ from typing import Any, Literal
 
 from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
 from ehr_release.privacy.canonical_parquet import ParquetRendering, parquet_problem
+from ehr_release.privacy.release_tree import Stray
 from ehr_release.reports import Requirement
 
 #: What a refusal says instead of an undeclared name (see :func:`undeclared`).
 WITHHELD = "(name withheld: an undeclared name may carry a value)"
 
 SCALARS = ("str", "int", "number", "bool")
+
+#: A row of the format documentation that no check pins down yet (``FileSchema.checked_by``).
+NOT_CHECKED = "NOT CHECKED"
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ class FileSchema:
     the codes are released although no column bears the source's name.
     ``derived_columns`` is set on the copy checked against one release: the column names
     ``columns_from`` read from that release, which are data a message must not repeat.
+    ``checked_by`` says, per row of ``fields_doc`` (a key covers the rows under it too:
+    ``charges`` covers ``charges[].scale``), which check pins the field, order or rendering
+    down — the closed world, a named requirement of the model verifier, the attack audit —
+    or :data:`NOT_CHECKED` where nothing does yet; the format documentation shows it, and a
+    test fails on a row without one.
     """
 
     name: str
@@ -145,6 +154,7 @@ class FileSchema:
     parquet_rendering: ParquetRendering | None = None
     review_keys_from: Callable[[Mapping[str, bytes]], Mapping[str, str]] | None = None
     derived_columns: frozenset[str] = frozenset()
+    checked_by: Mapping[str, str] = field(default_factory=dict)
 
     def for_release(self, files: Mapping[str, bytes]) -> FileSchema:
         """This declaration with the columns ``columns_from`` derives for ``files``, each
@@ -543,9 +553,40 @@ def _columns_message(found: list[str], declared: list[str]) -> str:
     return "columns are not in the declared order"
 
 
+def stray_violations(strays: Collection[Stray], declared: Collection[str]) -> Iterator[str]:
+    """The folder entries that are not top-level regular files (:mod:`.release_tree`).
+
+    A declared (or envelope) name is data-independent, so a link or folder standing in for
+    one is named; any other entry is given by its kind and its position in the walk (paths
+    in sorted order), never its name, which may carry a value.
+    """
+    named = [s for s in strays if s.top and s.path in declared]
+    for stray in named:
+        yield (f"declared file {stray.path!r} is {_a(stray.kind)}, not a regular file (a link "
+               "or special file can point anywhere or change after the check)")
+    rest = [(i, s) for i, s in enumerate(strays, start=1) if s not in named]
+    if rest:
+        where = ", ".join(f"{_a(s.kind)} at position {i}" for i, s in rest[:5])
+        more = f" and {len(rest) - 5} more" if len(rest) > 5 else ""
+        yield (f"{len(rest)} undeclared entr{'y' if len(rest) == 1 else 'ies'} in the release "
+               f"folder's tree: {where}{more} (positions in path order; {WITHHELD[1:-1]})")
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
 def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[str]:
-    """Every departure from ``schema``, one line each, files in name order."""
+    """Every departure from ``schema``, one line each, files in name order.
+
+    ``files`` read from a folder (:func:`.release_tree.walk_release`) also carries the
+    folder's other entries, its strays: each is a departure (the closed world is the whole
+    tree, not the files a reader picked).
+    """
     declared = {f.name: f for f in schema.files}
+    from ehr_release.release_files import ENVELOPE
+
+    yield from stray_violations(getattr(files, "strays", ()), {*declared, *ENVELOPE})
     if any(name not in declared for name in files):
         yield undeclared("file", sorted(files), declared) + " (positions in name order)"
     for name, file_schema in sorted(declared.items()):

@@ -17,7 +17,10 @@ configuration, and re-derives on its own
    "domains are public" true for this dataset);
 7. the published counts themselves (:mod:`ehr_release.privacy.diffgen_counts`, issue 14): no
    group of the cut is missing, and the residuals released − true are not implausibly small
-   for the declared noise scale (a one-sided test with false-alarm rate ≤ 10⁻⁶).
+   for the declared noise scale (a one-sided test) and follow the declared discrete Laplace
+   law in fit, mean, variance and residues mod 2, 3 and 4 (two-sided tests,
+   :mod:`ehr_release.privacy.diffgen_noise`, issue 32) — seven tests, each at 10⁻⁶/7, so an
+   honest release fails with probability ≤ 10⁻⁶ (Bonferroni).
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ from ehr_release.dataset import CODE, Dataset
 from ehr_release.errors import EhrReleaseError
 from ehr_release.hierarchy import Hierarchy
 from ehr_release.privacy.diffgen_counts import (
+    FALSE_ALARM,
     missing_groups,
     steps_of,
     too_many_small,
     true_counts,
 )
+from ehr_release.privacy.diffgen_noise import SHARES, noise_tests
 from ehr_release.reports import Requirement, VerificationReport
 
 NAME = "diffgen"
@@ -732,8 +737,9 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
         complete = Requirement("groups complete", "every group × class the released cut "
                                "requires", f"cannot replay the release: {type(exc).__name__}",
                                False)
-    required = ("residuals released − true no smaller than the declared discrete Laplace "
-                "noise allows (one-sided, false alarm ≤ 1e-6)")
+    required = ("residuals released − true follow the declared discrete Laplace noise: not "
+                "implausibly often near 0 (one-sided), and in fit, mean, variance and residues "
+                "mod 2, 3, 4 (two-sided); false alarm ≤ 1e-6 in all, Bonferroni")
     try:
         final = next(c for c in reversed(ledger["charges"])
                      if c.get("phase") == "final-counts")
@@ -741,10 +747,16 @@ def _counts_requirements(groups: pd.DataFrame, ledger: dict[str, Any], cut_doc: 
         if not np.all(counts == np.round(counts)):
             raise ValueError("counts are not integers")
         true = true_counts(groups, original, config, attrs)
-        test = too_many_small(counts.astype(np.int64) - true, true, float(final["scale"]))
-        noisy = Requirement("counts noisy", required, test.text(), not test.flagged,
+        residuals = counts.astype(np.int64) - true
+        share = FALSE_ALARM / SHARES
+        test = too_many_small(residuals, true, float(final["scale"]), share)
+        law = noise_tests(residuals, true, float(final["scale"]), share)
+        measured = "; ".join([test.text(), law.text()])
+        noisy = Requirement("counts noisy", required, measured,
+                            not test.flagged and not law.flagged,
                             {"small": test.small, "allowed": test.allowed,
-                             "window": test.window, "groups": test.groups},
+                             "window": test.window, "groups": test.groups,
+                             "departing_tests": len(law.departing)},
                             on_original=True)  # residuals against the true counts
     except (KeyError, ValueError, TypeError, StopIteration, RuntimeError) as exc:
         noisy = Requirement("counts noisy", required,

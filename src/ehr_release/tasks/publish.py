@@ -107,6 +107,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
         contents[MANIFEST] = (canonical_json(manifest) + "\n").encode()
         for name, data in contents.items():
             write_durably(staging / name, data)
+        _check_staged(run_id, staging, contents)
         fsync_dir(staging)
         os.rename(staging, final)
         fsync_dir(final.parent)
@@ -130,6 +131,21 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
         shutil.rmtree(final, ignore_errors=True)
         raise
     return final
+
+
+def _check_staged(run_id: str, staging: Path, contents: dict[str, bytes]) -> None:
+    """The staged folder must hold exactly the files written, as regular files: the
+    closed world of ``ehr-release verify`` and ``audit verify`` is the folder's whole tree
+    (:mod:`ehr_release.privacy.release_tree`), and so is what is renamed into place. Kinds
+    only in the message: an entry's name may carry a value."""
+    from ehr_release.privacy.release_tree import tree_entries
+
+    extra = [e.kind for e in tree_entries(staging)
+             if not (e.top and e.kind == "file" and e.path in contents)]
+    if extra:
+        raise IllegalTransition(f"run {run_id}: the staged release holds {len(extra)} "
+                                f"entr{'y' if len(extra) == 1 else 'ies'} it did not write "
+                                f"({', '.join(sorted(set(extra)))}); nothing was published")
 
 
 def _clear_crash_leftovers(run_id: str, final: Path) -> None:

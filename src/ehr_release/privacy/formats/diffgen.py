@@ -70,17 +70,31 @@ _GROUPS_DOC = {
     CLASS_DOC: "each group is listed once per declared class value (public), in the "
                       "configuration's order.",
     "count": "the true count plus discrete Laplace noise of the ledger's final-counts scale, "
-             "clamped at 0 (post-processing); the verifier tests the residuals are not "
-             "implausibly small.",
+             "clamped at 0 (post-processing); the verifier tests the residuals against the "
+             "declared noise law: not implausibly often near 0, and two-sided in fit, mean, "
+             "variance and residues mod 2, 3, 4.",
     "row order": "sorted by the labels alone (taxonomy order of categorical nodes, interval "
                  "start, cut-set label), never by count; the attack audit re-checks this.",
 }
 
+#: Which check pins each row of the groups table down (see ``FileSchema.checked_by``).
+_GROUPS_CHECKED = {
+    PREDICTOR_DOC: "closed world: exactly cut.json's attributes, in its order; verifier: "
+                   "released values public (a label of the released cut), groups complete",
+    CLASS_DOC: "verifier: released values public (a declared class value); attack: every "
+               "class of a group, in the configuration's order",
+    "count": "verifier: released values public (integer ≥ 0); counts noisy (the "
+             "small-residual test and two-sided tests of the residuals' fit, mean, variance "
+             "and residues mod 2, 3, 4 against the declared discrete Laplace)",
+    "row order": "attack: rows sorted by their labels in a public order",
+}
 GROUPS_CSV = FileSchema(
     name="groups.csv", format="csv", optional=True, columns_from=groups_columns,
     review_keys_from=groups_review_keys,
     doc="the released equivalence groups: generalized predictors, class value, noisy count",
-    fields_doc=_GROUPS_DOC)
+    fields_doc=_GROUPS_DOC,
+    checked_by={**_GROUPS_CHECKED, "row order": _GROUPS_CHECKED["row order"]
+                + "; closed world: canonical CSV rendering (quoting, spelling of numbers)"})
 GROUPS_PARQUET = FileSchema(
     name="groups.parquet", format="parquet", optional=True, columns_from=groups_columns,
     review_keys_from=groups_review_keys,
@@ -93,7 +107,10 @@ GROUPS_PARQUET = FileSchema(
                                    "metadata fails the closed world, and so does any file "
                                    "that is not exactly pandas' rendering of its columns "
                                    "(a note's content, bytes before the footer, row "
-                                   "groups, statistics: none may differ)."})
+                                   "groups, statistics: none may differ)."},
+    checked_by={**_GROUPS_CHECKED,
+                "(file metadata)": "closed world: declared notes only, canonical bytes "
+                                   "(pandas' rendering of the columns)"})
 
 _CATEGORICAL = Obj({"name": "str", "kind": Enum(("categorical",)), "cut": ListOf("str"),
                     "taxonomy_root": "str"})
@@ -134,6 +151,16 @@ CUT_JSON = FileSchema(
                       "taxonomy root and source, numerical domain, cut-set label syntax) and "
                       "its final cut (labels and intervals), which is " + _DP_STRUCTURE
                       + "; sorted by label or interval, not by any count.",
+    },
+    checked_by={
+        "algorithm": "closed world: its one declared value",
+        **_each("verifier: public description fixed (equal to the parameters and the "
+                "configuration, in its one spelling)", "configuration", "parameters",
+                "class", "count_column"),
+        "epsilon_prime": "verifier: ε' derivation; public description fixed",
+        "attributes": "verifier: public description fixed (configuration, cut in label "
+                      "order, domains, intervals), released values public (the cut is the "
+                      "ledger's replay); attack: cut in label order",
     })
 
 _DETAIL = OneOf((
@@ -198,6 +225,22 @@ LEDGER_JSON = FileSchema(
         "events": "steps that spent nothing (a categorical specialization, an unsplittable "
                   "interval, an early stop when no candidate is left): " + _DP_STRUCTURE
                   + ".",
+    },
+    checked_by={
+        "algorithm": "closed world: its one declared value",
+        "noise": "verifier: public description fixed (the sampler the seed parameter gives)",
+        **_each("verifier: public description fixed (equal to the parameters and the "
+                "configuration, in its one spelling)", "neighbouring", "epsilon", "h",
+                "numerical_predictors", "epsilon_prime", "unused_budget", "total_budget"),
+        "spent": "verifier: ε composition (recomputed, ≤ ε), public description fixed",
+        "spent_float": "verifier: ledger text fixed (the replay's number)",
+        "charges": "verifier: charges complete and scoped (replays Algorithm 1's charges), "
+                   "ledger text fixed (every text and number as replayed), noise calibrated",
+        "charges[].detail": "verifier: charges complete and scoped, ledger text fixed (no "
+                            "field the replay does not give; a split point strictly inside "
+                            "its interval, in its one spelling — the digits of a real-valued "
+                            "point are the mechanism's free draw)",
+        "events": "verifier: ledger text fixed (exactly the replay's events)",
     })
 
 

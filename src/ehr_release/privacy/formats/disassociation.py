@@ -41,7 +41,7 @@ from __future__ import annotations
 import io
 
 from ehr_release.privacy.canonical_parquet import ParquetRendering
-from ehr_release.privacy.closed_world import FileSchema, Nullable, ReleaseSchema
+from ehr_release.privacy.closed_world import NOT_CHECKED, FileSchema, Nullable, ReleaseSchema
 
 RELEASE_FILE = "release.parquet"
 
@@ -121,6 +121,34 @@ FIELDS_DOC = {
         "either (only that each is below k in its cluster)."),
 }
 
+#: Which check pins each row down (see ``FileSchema.checked_by``).
+CHECKED_BY = {
+    **dict.fromkeys(("k", "m"), "verifier (release format): the run's k and m, the same on "
+                                "every row"),
+    "group": "verifier (release format): P1, P2, … then J1, J2, …, each in one run of "
+             f"rows; {NOT_CHECKED}: that the clusters come in HorPart's order",
+    "size": "verifier (release format): one value per group; structure (the cluster's "
+            "records, chunk sizes)",
+    "joint": "verifier (release format): one value per group, J labels, a joint cluster "
+             "names itself; structure; attack: positional reading of shared chunks",
+    "chunk": "verifier (release format): 0 (item chunk), 1, 2, … in each group; structure "
+             "(disjoint chunk domains), chunk k^m-anonymity; "
+             f"{NOT_CHECKED}: that record chunks come in VerPart's order",
+    "subrecord": "verifier (release format): 0 … size-1 in each chunk; verifier (subrecord "
+                 "order): each chunk's subrecords in the documented content-hash order, "
+                 "replayed exactly; attack: positional reading (counts candidates under it)",
+    "code": "verifier: chunk k^m-anonymity, Guarantee 1, truthfulness; release format "
+            "(sorted and distinct inside a subrecord)",
+    "(row order)": "verifier (release format): sorted by group, chunk, subrecord, code; "
+                   "verifier (subrecord order): each chunk's subrecords; "
+                   f"{NOT_CHECKED}: the order of the clusters (see group)",
+    "(file metadata)": "closed world: canonical Parquet bytes (this writer's rendering, no "
+                       "metadata); verifier (release format)",
+    "(identifiers)": "closed world: no such column; verifier: source ids (no source patient "
+                     "id in any file)",
+    "(counts)": "closed world: no such column",
+}
+
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RELEASE_FILE, format="parquet", columns=COLUMNS, codes_column="code",
@@ -129,7 +157,7 @@ SCHEMA = ReleaseSchema(files=(
             "codes are split into k^m-anonymous chunks (subrecords in a documented "
             "content-hash order), an item chunk of rare codes per cluster, and chunks "
             "shared by joint clusters; one row per published code (or empty subrecord).",
-        fields_doc=FIELDS_DOC),
+        fields_doc=FIELDS_DOC, checked_by=CHECKED_BY),
 ))
 
 

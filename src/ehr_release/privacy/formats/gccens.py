@@ -11,7 +11,7 @@ yes to the second and is not part of the format (issue 14, finding 2).
 from __future__ import annotations
 
 from ehr_release.privacy.canonical_bytes import Rendering
-from ehr_release.privacy.closed_world import FileSchema, MapOf, Obj, ReleaseSchema
+from ehr_release.privacy.closed_world import NOT_CHECKED, FileSchema, MapOf, Obj, ReleaseSchema
 
 RECORDS_FILE = "censored.jsonl"
 META_FILE = "censoring.json"
@@ -52,6 +52,17 @@ RECORDS = FileSchema(
         "(line count)": "The sample size: public in any k-map release (the sample is known "
                         "to exist); it tells nobody which population records are in it.",
     },
+    checked_by={
+        "patient_id": "verifier: one record per sample patient (the pseudonym of each sample "
+                      "patient, once); source ids (no source patient id in any file)",
+        "codes": "verifier: censoring only (no code or instance the patient lacks), caps "
+                 "respected, k-map; censoring replayed (exactly the documented "
+                 "deterministic censoring); closed world: canonical line bytes (codes sorted)",
+        "(line order)": "verifier (line order): lines sorted by patient_id, the keyed "
+                        "pseudonym the site verifier matches to each patient",
+        "(line bytes)": "closed world: canonical JSON Lines bytes",
+        "(line count)": "verifier: one record per sample patient",
+    },
 )
 
 META = FileSchema(
@@ -78,6 +89,12 @@ META = FileSchema(
                                   "the extract's ids, demographics, class or row order (a "
                                   "hash of those, sample members' included, would let "
                                   "whoever knows all but one value confirm it).",
+    },
+    checked_by={
+        **dict.fromkeys(("k", "caps"), "verifier: parameters only (the run's k and caps "
+                                       "policy as declared)"),
+        "population": "verifier: population (the records and fingerprint of the population "
+                      "verified here)",
     },
 )
 

@@ -120,6 +120,32 @@ CODES_DOC = {
     "(file metadata)": FIELDS_DOC["(file metadata)"],
 }
 
+_BYTES = "closed world: canonical Parquet bytes (this writer's rendering, no metadata)"
+
+#: Which check pins each row down (see ``FileSchema.checked_by``).
+RECORDS_CHECKED = {
+    "cluster": "closed world: text; verifier (release format): labels C1, C2, … in row "
+               "order, each cluster's rows together",
+    DEMOGRAPHIC_DOC: "verifier (release format): exactly the configured attributes, in "
+                     "order; (k, k^m)-anonymity and k-anonymity of the demographics; "
+                     "attained bounds; utility constraints",
+    IDS_COLUMN: "verifier (release format): ids of the code table, ascending, each once; "
+                "(k, k^m)-anonymity, k^m-anonymity of the codes, held members; attack: "
+                "every ≤ m-code knowledge set",
+    "(suppressed codes)": "closed world: no such column (an undeclared column fails)",
+    "(row order)": "verifier (release format): replays the documented order and refuses "
+                   "any other",
+    "(identifiers)": "closed world: no such column; verifier: source ids (no source "
+                     "patient id in any file)",
+    "(file metadata)": _BYTES,
+}
+CODES_CHECKED = {
+    "id": "verifier (release format): 0, 1, … in row order",
+    "codes": "verifier (release format): rows in the sorted order of their lists, every "
+             "entry shown by some record; held members",
+    "(file metadata)": _BYTES,
+}
+
 SCHEMA = ReleaseSchema(files=(
     FileSchema(
         name=RECORDS_FILE, format="parquet", columns_from=records_columns,
@@ -129,13 +155,13 @@ SCHEMA = ReleaseSchema(files=(
         columns={"cluster": "str", DEMOGRAPHIC_DOC: DEMOGRAPHIC_VALUE, IDS_COLUMN: ListOf("int")},
         doc="One row per released patient record: its cluster, its cluster's generalized "
             "demographics and the ids of its generalized diagnosis codes.",
-        fields_doc=FIELDS_DOC),
+        fields_doc=FIELDS_DOC, checked_by=RECORDS_CHECKED),
     FileSchema(
         name=CODES_FILE, format="parquet", parquet_rendering=RENDERING,
         columns={"id": "int", "codes": ListOf("str")},
         doc="Each generalized code of the release once: its id and the sorted codes it "
             "stands for (join on records' generalized_codes).",
-        fields_doc=CODES_DOC),
+        fields_doc=CODES_DOC, checked_by=CODES_CHECKED),
 ))
 
 

@@ -65,6 +65,21 @@ RECORDS = FileSchema(
                              "frequent trajectory): data-dependent and redundant with the "
                              "trajectory, so it is no longer published.",
     },
+    checked_by={
+        "patient_id": "verifier: one record per patient (the pseudonym of each patient, "
+                      "once); source ids (no source patient id in any file)",
+        "trajectory": "verifier: truthful generalization (embeds in order into the "
+                      "patient's own), k-anonymity; attack: candidates of every target",
+        "trajectory[][0]": "verifier: release format (a node of the ICD hierarchy), "
+                           "truthful generalization",
+        "trajectory[][1]": "verifier: release format (a block of the age hierarchy), "
+                           "truthful generalization",
+        "len(trajectory)": "verifier: k-anonymity (identical trajectories, so identical "
+                           "lengths in a group)",
+        "line order": "attack: lines in pseudonym order",
+        "line bytes": "closed world: canonical JSON Lines bytes; attack",
+        "cluster (removed)": "closed world: no such field (an undeclared field fails)",
+    },
 )
 
 META = FileSchema(
@@ -101,6 +116,15 @@ META = FileSchema(
         "clusters (removed)": "Was the number of clusters; dropped with the per-record "
                               "cluster id (the number of distinct trajectories is visible "
                               "in the records anyway).",
+    },
+    checked_by={
+        **dict.fromkeys(("algorithm", "method", "k", "w_icd", "w_age", "leaf_count",
+                         "age_domain"),
+                        "verifier: declared loss (equal to the verified settings)"),
+        "hierarchy": "closed world: its one declared value",
+        "ilm, alm (removed)": "closed world: no such field; verifier: declared loss (no loss "
+                              "stated)",
+        "clusters (removed)": "closed world: no such field (an undeclared field fails)",
     },
 )
 
