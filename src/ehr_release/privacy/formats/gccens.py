@@ -11,7 +11,7 @@ yes to the second and is not part of the format (issue 14, finding 2).
 from __future__ import annotations
 
 from ehr_release.privacy.canonical_bytes import Rendering
-from ehr_release.privacy.closed_world import NOT_CHECKED, FileSchema, MapOf, Obj, ReleaseSchema
+from ehr_release.privacy.closed_world import FileSchema, MapOf, Obj, ReleaseSchema
 
 RECORDS_FILE = "censored.jsonl"
 META_FILE = "censoring.json"
