@@ -171,18 +171,20 @@ def _parquet(files: Mapping[str, bytes], name: str, columns: list[str] | None = 
         raise Unreadable(f"{name} is not a readable Parquet table") from None
 
 
-def _dictionary_counts(column) -> Counter[str]:  # noqa: ANN001 - a pyarrow ChunkedArray
-    """Non-null values of a dictionary-encoded text column and how many rows show each."""
-    out: Counter[str] = Counter()
-    for chunk in column.chunks:
-        if not hasattr(chunk, "dictionary"):
-            raise Unreadable("a code column is not text")
-        index = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        counts = np.bincount(index[index >= 0], minlength=len(chunk.dictionary))
-        for value, n in zip(chunk.dictionary.to_pylist(), counts.tolist(), strict=True):
-            if n:
-                out[str(value)] += n
-    return out
+def _dictionary_counts(column) -> dict[str, int]:  # noqa: ANN001 - a pyarrow ChunkedArray
+    """Non-null values of a text column and how many rows show each (counted by Arrow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise Unreadable("a code column is not text")
+    counted = pc.value_counts(column)
+    values = counted.field("values")
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(kind)
+    return {v: n for v, n in zip(values.to_pylist(), counted.field("counts").to_pylist(),
+                                 strict=True) if v is not None}
 
 
 def _disassociation(files: Mapping[str, bytes], h: Hierarchy) -> TermCounts:
@@ -236,8 +238,12 @@ def _kkm(files: Mapping[str, bytes], h: Hierarchy) -> TermCounts:
     shown = values.to_numpy(zero_copy_only=False).astype(np.int64)
     if len(shown) and (shown.min() < 0 or shown.max() >= codes.num_rows):
         raise Unreadable("a record refers to an id the code table does not hold")
-    per_record = np.unique(rows * max(len(term_of), 1) + entry_term[shown])
-    counts = np.bincount(per_record % max(len(term_of), 1), minlength=len(term_of))
+    terms = entry_term[shown]
+    strictly_ascending = not ((np.diff(shown) <= 0) & (np.diff(rows) == 0)).any()
+    if not (strictly_ascending and len(term_of) == codes.num_rows):
+        # a record shows an id twice, or two ids covering the same leaves: once each
+        terms = np.unique(rows * max(len(term_of), 1) + terms) % max(len(term_of), 1)
+    counts = np.bincount(terms, minlength=len(term_of))
     out = TermCounts()
     for term, index in term_of.items():
         _add(out, term, counts[index])
