@@ -212,7 +212,9 @@ def _list_rows(column) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - pyarr
 
 def _kkm(files: Mapping[str, bytes], h: Hierarchy) -> TermCounts:
     """Each record's generalized codes (a code set: any non-empty subset of its leaves) and
-    each generalized demographic, counted once per record."""
+    each generalized demographic, counted once per record. Suppressed codes are not
+    published (issue 14), so no term stands for them: a code suppressed in one release and
+    shown in the other reads as a change of count."""
     import pyarrow as pa
 
     codes = _parquet(files, kkm_format.CODES_FILE)
@@ -288,7 +290,10 @@ def _json_lines(files: Mapping[str, bytes], name: str) -> list[object]:
 
 
 def _gccens(files: Mapping[str, bytes], h: Hierarchy) -> TermCounts:
-    """Each line's codes left after censoring, counted once per line (a count ≥ 1)."""
+    """Each line's codes left after censoring, counted once per line (a count ≥ 1). The
+    multiplicities are not terms: a group whose lines held a code's instances drops that
+    code's line count too, so the code is attributed either way; how often the group holds
+    it does not change which group is below k."""
     lines = _json_lines(files, gccens_format.RECORDS_FILE)
     maps = [line.get("codes") if isinstance(line, dict) else None for line in lines]
     if not all(isinstance(m, dict) for m in maps):
