@@ -26,7 +26,6 @@ Usage: ``python bench/history_attack.py [--n 100000] [--earlier 100] [--distinct
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import resource
 import sys
@@ -120,6 +119,14 @@ def run(name: str, source: Dataset, args: argparse.Namespace, config: Path) -> d
             "smallest": report.smallest_candidate_set}
 
 
+def _row(r: dict) -> str:
+    return (f"{r['algorithm']:<22}{r['patients']:>9,}{r['MB']:>7.1f}{r['terms']:>7,}"
+            f"{r['anonymize']:>8.1f}{r['read']:>8.3f}{r['cold']:>8.2f}{r['warm']:>8.3f}"
+            f"{r['verify']:>9.2f}{r['cold'] / r['verify']:>8.2f}"
+            f"{r['warm'] / r['verify']:>8.3f}  verified {r['holds']}, history "
+            f"{'passed' if r['passed'] else 'failed'} (smallest group {r['smallest']})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
@@ -135,27 +142,16 @@ def main() -> None:
     if not DEMO.is_dir():
         sys.exit(f"needs the MIMIC-III demo in {DEMO}")
     source = generate(fit(read_dataset(DEMO)), args.n, np.random.default_rng(7))
-    rows = []
+    print(f"{args.earlier} earlier releases ({args.distinct} distinct anonymizations), "
+          f"k = {args.k}, m = 2")
+    print(f"{'algorithm':<22}{'patients':>9}{'MB':>7}{'terms':>7}{'anon s':>8}"
+          f"{'read s':>8}{'cold s':>8}{'warm s':>8}{'verify s':>9}{'cold/v':>8}"
+          f"{'warm/v':>8}  verdicts", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
         config.write_text(yaml.safe_dump(CONFIG))
         for name in args.algorithms.split(","):
-            rows.append(run(name, source, args, config))
-            print(f"# {name} done", file=sys.stderr, flush=True)
-    out = io.StringIO()
-    out.write(f"{'algorithm':<16}{'patients':>9}{'MB':>7}{'terms':>7}{'anon s':>8}"
-              f"{'read s':>8}{'cold s':>8}{'warm s':>8}{'verify s':>9}{'cold/v':>8}"
-              f"{'warm/v':>8}  verdicts\n")
-    for r in rows:
-        out.write(f"{r['algorithm']:<16}{r['patients']:>9,}{r['MB']:>7.1f}{r['terms']:>7,}"
-                  f"{r['anonymize']:>8.1f}{r['read']:>8.3f}{r['cold']:>8.2f}{r['warm']:>8.3f}"
-                  f"{r['verify']:>9.2f}{r['cold'] / r['verify']:>8.2f}"
-                  f"{r['warm'] / r['verify']:>8.3f}  verified {r['holds']}, history "
-                  f"{'passed' if r['passed'] else 'failed'} (smallest group "
-                  f"{r['smallest']})\n")
-    print(f"{args.earlier} earlier releases ({args.distinct} distinct anonymizations), "
-          f"k = {args.k}, m = 2")
-    print(out.getvalue(), end="")
+            print(_row(run(name, source, args, config)), flush=True)  # as each one ends
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
 
 
