@@ -19,6 +19,19 @@ age, gender, codes whose prevalence follows age band and gender). Per algorithm:
 * ``verify`` is the registry entry's verifier on C (closed world not included), the
   yardstick; ``cold/verify`` and ``warm/verify`` are the goal's ratios.
 
+Measured 2026-11-28 (stop of issue 31, 2 cores shared, load 9–14; default arguments):
+
+===============  ========  ======  ======  ======  ========  ======  ======
+algorithm        patients  read s  cold s  warm s  verify s  cold/v  warm/v
+===============  ========  ======  ======  ======  ========  ======  ======
+disassociation    100,000   0.128   17.60   0.382     24.92    0.71   0.015
+artuc-baseline    100,000   0.390   38.55   0.002     74.13    0.52   0.000
+===============  ========  ======  ======  ======  ========  ======  ======
+
+Both releases verified and both histories failed (smallest group 1: the patient removed).
+Reading every release (cold) stays under one verification; with each release's counts
+kept, the comparison itself costs 0.4 s at most.
+
 Usage: ``python bench/history_attack.py [--n 100000] [--earlier 100] [--distinct 4]
 [--algorithms disassociation,artuc-baseline] [--k 5]`` (``--quick``: 10,000 patients).
 """
