@@ -390,3 +390,18 @@ def test_a_record_showing_one_leaf_set_twice_counts_once() -> None:
     terms = published_terms(HeldRelease("x", "rmr", files, 2))
     hypertension = frozenset({"401.0", "401.1", "401.9"})
     assert terms == {hypertension: 2, frozenset({"428.0"}): 2, frozenset({"@age=[20.0, 30.0]"}): 3}
+
+
+@pytest.mark.parametrize("algorithm, files", [
+    ("lda", {"trajectories.jsonl": b'{"patient_id": "p1", "codes": {"401.9": 1}}\n'}),
+    ("lda", {"trajectories.jsonl": b'{"patient_id": "p1", "trajectory": [["401.9"]]}\n'}),
+    ("gccens", {"censored.jsonl": b'{"patient_id": "p1", "trajectory": []}\n'}),
+    ("gccens", {"censored.jsonl": b'{"patient_id": "p1", "codes": {"401.9": 1}\n'}),
+    ("artuc", {"records.parquet": b"PAR1"}),
+    ("disassociation", {}),
+])
+def test_each_reader_refuses_what_is_not_its_format(algorithm: str,
+                                                    files: dict[str, bytes]) -> None:
+    with pytest.raises(Unreadable) as refused:
+        published_terms(HeldRelease("x", algorithm, files, 2))
+    assert "401.9" not in str(refused.value)
