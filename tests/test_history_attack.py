@@ -368,3 +368,40 @@ def test_term_counts_of_a_disassociated_release_are_its_rows() -> None:
     assert isinstance(terms, TermCounts)
     assert sum(terms.values()) == int(table["code"].notna().sum())
     assert len(terms) == table["code"].nunique()
+
+
+def test_a_record_showing_one_leaf_set_twice_counts_once() -> None:
+    """Two code-table entries covering the same leaf codes (a category and the category
+    with one of its codes) on one record: one occurrence of that term, not two."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(table: pa.Table) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(table, out)
+        return out.getvalue()
+
+    codes = pa.table({"id": [0, 1, 2], "codes": [["401"], ["401", "401.9"], ["428.0"]]})
+    records = pa.table({"cluster": ["C1", "C1", "C1"], "age": [[20.0, 30.0]] * 3,
+                        "generalized_codes": [[0, 1], [0, 2], [2]]})
+    files = {"generalized_codes.parquet": parquet(codes), "records.parquet": parquet(records)}
+    terms = published_terms(HeldRelease("x", "rmr", files, 2))
+    hypertension = frozenset({"401.0", "401.1", "401.9"})
+    assert terms == {hypertension: 2, frozenset({"428.0"}): 2, frozenset({"@age=[20.0, 30.0]"}): 3}
+
+
+@pytest.mark.parametrize("algorithm, files", [
+    ("lda", {"trajectories.jsonl": b'{"patient_id": "p1", "codes": {"401.9": 1}}\n'}),
+    ("lda", {"trajectories.jsonl": b'{"patient_id": "p1", "trajectory": [["401.9"]]}\n'}),
+    ("gccens", {"censored.jsonl": b'{"patient_id": "p1", "trajectory": []}\n'}),
+    ("gccens", {"censored.jsonl": b'{"patient_id": "p1", "codes": {"401.9": 1}\n'}),
+    ("artuc", {"records.parquet": b"PAR1"}),
+    ("disassociation", {}),
+])
+def test_each_reader_refuses_what_is_not_its_format(algorithm: str,
+                                                    files: dict[str, bytes]) -> None:
+    with pytest.raises(Unreadable) as refused:
+        published_terms(HeldRelease("x", algorithm, files, 2))
+    assert "401.9" not in str(refused.value)
