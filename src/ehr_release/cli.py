@@ -33,6 +33,9 @@ users_app = typer.Typer(help="Dashboard users and their roles.", no_args_is_help
 app.add_typer(audit_app, name="audit")
 app.add_typer(server_app, name="server")
 app.add_typer(users_app, name="users")
+site_app = typer.Typer(help="This site: made once, as a normal site or a test site.",
+                       no_args_is_help=True)
+app.add_typer(site_app, name="site")
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
@@ -697,6 +700,33 @@ def dashboard(
                    "--secure-cookies (cookies are HttpOnly and SameSite=Strict, but not "
                    "Secure over plain HTTP)", err=True)
     uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+@site_app.command("init")
+def site_init(test: Annotated[bool, typer.Option(
+        "--test", help="A test site: seeded (replayable) releases are accepted and every "
+                       "certificate and datasheet says TEST SITE on page 1.")] = False,
+              ) -> None:
+    """Make this site (home and database) before anything else uses it.
+
+    The kind is recorded as the audit chain's first event and can never change; a normal
+    site is also made implicitly on first use, so only a test site needs this command.
+    """
+    from ehr_release.storage.site import create_site
+
+    try:
+        create_site(test=test)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo("test site created" if test else "site created")
+
+
+@site_app.command("status")
+def site_status() -> None:
+    """Say whether this is a test site (read from the audit chain's first event)."""
+    from ehr_release.storage.site import is_test_site
+
+    typer.echo("test site" if is_test_site() else "normal site")
 
 
 def database_problem(exc: BaseException) -> str | None:

@@ -66,6 +66,8 @@ class DatasheetContext:
     attack_statement: str | None = None
     #: What the checks cannot establish from the bytes (:func:`plain.verification_limits`).
     verification_limits: str | None = None
+    #: Made on a test site (:mod:`ehr_release.storage.site`): page 1 says so.
+    test_site: bool = False
 
     @property
     def is_draft(self) -> bool:

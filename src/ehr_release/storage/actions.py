@@ -49,6 +49,8 @@ class AuditAction(StrEnum):
     DATASHEET_DOWNLOADED = "datasheet.downloaded"
     # the chain itself
     AUDIT_KEY_ROTATED = "audit.key_rotated"
+    # the site: made once, as a test site or a normal one (:mod:`ehr_release.storage.site`)
+    SITE_CREATED = "site.created"
 
 
 def status_action(status: str) -> AuditAction:

@@ -43,6 +43,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import home
+from ehr_release.storage.site import is_test_site
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
 from ehr_release.tasks.redaction import redacted
@@ -167,7 +168,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         released=released,
         released_columns=released_columns(files, list(schema), entry.schema),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss,
-        epsilon_account=_epsilon_account(run_id))
+        epsilon_account=_epsilon_account(run_id), test_site=is_test_site())
 
 
 def _epsilon_account(run_id: str) -> str | None:
@@ -197,7 +198,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
         attack_statement=None if attack is None or not attack.passed else attack_statement(
             attack.attacker_model, attack.required,
             verification_limits(entry.name) is None),
-        verification_limits=verification_limits(entry.name))
+        verification_limits=verification_limits(entry.name), test_site=is_test_site())
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
