@@ -683,7 +683,9 @@ def dashboard(
 ) -> None:
     """Serve the reviewer dashboard (sign in, review, approve or reject, read the audit).
 
-    Sign-in limits come from EHR_RELEASE_SIGNIN_* (see the README's dashboard section).
+    Sign-in limits come from EHR_RELEASE_SIGNIN_* (see the README's dashboard section); a
+    sign-in counts against the socket's address unless EHR_RELEASE_TRUSTED_PROXIES names the
+    proxies whose X-Forwarded-For is believed.
     """
     import uvicorn
 
@@ -699,7 +701,11 @@ def dashboard(
         typer.echo("warning: serving beyond loopback; put it behind TLS and pass "
                    "--secure-cookies (cookies are HttpOnly and SameSite=Strict, but not "
                    "Secure over plain HTTP)", err=True)
-    uvicorn.run(web, host=host, port=port, log_level="warning")
+    # proxy_headers=False: uvicorn would otherwise take the client's address from
+    # X-Forwarded-For whenever the peer is 127.0.0.1 — any local process could then forge a
+    # new client per sign-in attempt. EHR_RELEASE_TRUSTED_PROXIES is the one way to trust a
+    # proxy (dashboard.security.client_address).
+    uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=False)
 
 
 @site_app.command("init")
