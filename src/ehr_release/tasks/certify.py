@@ -43,6 +43,7 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import home
+from ehr_release.storage.home import private_dir
 from ehr_release.storage.site import is_test_site
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
@@ -203,9 +204,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
     """Working copies the reviewer reads before deciding (never published as they are)."""
-    folder = home() / "runs" / run_id
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / name
+    return private_dir(home() / "runs" / run_id) / name
 
 
 @task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
