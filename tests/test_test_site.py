@@ -137,3 +137,22 @@ def test_a_test_sites_published_documents_say_so_on_page_one(env):
     assert run_approved(req).get("result") == "published"
     assert "TEST SITE" in _page_one(home() / "runs" / req.run_id / CERTIFICATE)
     assert "TEST SITE" in _page_one(out / "releases" / req.run_id / "datasheet.pdf")
+
+
+def test_a_seeded_run_parked_on_a_normal_site_is_not_published(ehr_home):
+    """Defence in depth: a seeded run approved on a normal site (parked before the rule,
+    say) is refused at publishing too."""
+    from ehr_release.storage import runs
+    from ehr_release.storage.models import DatasetRecord
+    from ehr_release.tasks.publish import publish_release
+    from tests.test_storage import to_awaiting
+
+    engine = get_engine()
+    ds = DatasetRecord(fingerprint="ab" * 32, rows=10, codes=30, columns_json="{}", source="x")
+    run_id = runs.new_run_id()
+    runs.create_run(run_id=run_id, dataset=ds, requester="steward", algorithm="code-counts",
+                    parameters={"k": "2", "seed": "7"}, out_dir="/tmp", engine=engine)
+    to_awaiting(run_id, engine)
+    runs.decide(run_id, reviewer="rita", decision="approve", reason="ok", engine=engine)
+    with pytest.raises(ParameterError, match="only accepted on a test site"):
+        publish_release(run_id, {}, None, None, "flow")  # type: ignore[arg-type]
