@@ -96,9 +96,11 @@ def reserve(s: Session, keys: dict[str, str], policy: ThrottlePolicy,
     s.exec(delete(SignInThrottle).where(
         col(SignInThrottle.updated_at) < stale.isoformat(timespec="microseconds")))
     rows = {scope: _locked_row(s, scope, subject, policy, now) for scope, subject in keys.items()}
-    for scope, row in rows.items():
-        if row.locked_until is not None or row.failures >= policy.limit(scope):
-            return Locked(scope, _seconds_left(row, policy, now))
+    locked = [scope for scope, row in rows.items()
+              if row.locked_until is not None or row.failures >= policy.limit(scope)]
+    if locked:  # come back when every lock has ended
+        return Locked(locked[0], max(_seconds_left(rows[scope], policy, now)
+                                     for scope in locked))
     for row in rows.values():
         row.failures += 1
         row.updated_at = now.isoformat(timespec="microseconds")
