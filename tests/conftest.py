@@ -51,6 +51,16 @@ def ehr_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     reset_engines()
 
 
+@pytest.fixture
+def test_site(ehr_home: Path) -> Path:
+    """``ehr_home`` made a test site: a seed is accepted only there (the audit chain's first
+    event says so, :mod:`ehr_release.storage.site`); documents say TEST SITE on page 1."""
+    from ehr_release.storage.site import create_site
+
+    create_site(test=True)
+    return ehr_home
+
+
 def _postgres_reachable() -> str | None:
     try:
         import sqlalchemy as sa
@@ -124,8 +134,9 @@ def harness():
 
 
 @pytest.fixture
-def flow_csv(ehr_home: Path, tmp_path: Path) -> Path:
-    """The flow tests' small extract (``tests.flow_helpers.CSV``), in a fresh home."""
+def flow_csv(test_site: Path, tmp_path: Path) -> Path:
+    """The flow tests' small extract (``tests.flow_helpers.CSV``), in a fresh test site (the
+    flow tests run seeded releases)."""
     from tests.flow_helpers import CSV
 
     data = tmp_path / "extract.csv"

@@ -10,6 +10,7 @@ words, what is released, to whom, until when, the guarantee, and flag poor utili
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cache
@@ -193,6 +194,21 @@ def test_first_page_says_what_leaves_to_whom_and_how_good_it_is(name: str) -> No
         assert "Poor utility" in first and reason[:40] in first, name
     # Section 1 onwards starts on page 2: the first page is the summary alone.
     assert "1. Source dataset" not in first
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_a_test_site_says_so_on_page_one_and_the_summary_still_fits(name: str) -> None:
+    """Issue 32 item 5: a test site's documents say TEST SITE on page 1 (and only theirs);
+    the banner does not push a summary that fitted page 1 onto page 2."""
+    cert, sheet = _release(name)
+    for plain, test in ((render_certificate_html(cert),
+                         render_certificate_html(dataclasses.replace(cert, test_site=True))),
+                        (render_datasheet_html(sheet),
+                         render_datasheet_html(dataclasses.replace(sheet, test_site=True)))):
+        assert "TEST SITE" not in plain
+        assert "TEST SITE" in _page_text(test, 0)
+        if _page_text(plain, 1).lstrip().startswith("1. "):
+            assert _page_text(test, 1).lstrip().startswith("1. "), name
 
 
 @pytest.mark.parametrize("name", ["artuc", "disassociation", "lda", "diffgen"])

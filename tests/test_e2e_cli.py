@@ -144,3 +144,22 @@ def test_reject_publishes_nothing(world) -> None:
               cli("audit", "export", "--run", run_id, "--format", "jsonl").stdout.splitlines()]
     actions = [e["action"] for e in events]
     assert "run.rejected" in actions and "run.published" not in actions
+
+
+def test_nothing_in_the_home_is_readable_by_others(world) -> None:
+    """Issue 33 item 8: after a request and its approval through the real CLI (a local
+    Prefect server, the detached flow process, the publishing flow in the deciding one),
+    no file or folder in the home — Prefect's database, results and server log included —
+    grants group or others any access. Before, Prefect's files were 0644/0755, and so were
+    ``runs/`` and the server log."""
+    root, data, cli = world
+    run_id = _start(cli, data, root / "out-private")
+    cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
+        "--reason", "verified independently", check=True)
+    home = root / "home"
+    # Prefect's own files are there to be checked (its home is inside ours)
+    assert (home / "prefect" / "prefect.db").is_file() and (home / "prefect-server.log").is_file()
+    assert (home / "runs" / run_id).is_dir()
+    loose = [f"{p.lstat().st_mode & 0o777:o} {p.relative_to(root)}"
+             for p in [home, *home.rglob("*")] if not p.is_symlink() and p.lstat().st_mode & 0o077]
+    assert loose == []

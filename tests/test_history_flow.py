@@ -24,7 +24,7 @@ def _failed(req) -> str:
     return runs.get_run(req.run_id).error or ""
 
 
-def test_differencing_and_weaker_releases_fail_and_a_rerun_is_shown(harness, ehr_home,
+def test_differencing_and_weaker_releases_fail_and_a_rerun_is_shown(harness, test_site,
                                                                     tmp_path) -> None:
     extract = generate_sample(150, seed=8)
     whole, minus_one = tmp_path / "e.csv", tmp_path / "e-1.csv"

@@ -32,6 +32,7 @@ from ehr_release.reports import (
 from ehr_release.request import DataUse
 from ehr_release.storage import pending
 from ehr_release.storage.engine import home
+from ehr_release.storage.home import private_dir
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,7 @@ def park(run_id: str, files: ReleaseFiles, verification: VerificationReport,
          utility: UtilityReport, outcome: ReleaseOutcome, data_use: DataUse,
          approval_timeout_s: int) -> None:
     """Persist the bundle; after this the run needs no process until a decision arrives."""
-    folder = candidate_dir(run_id)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = private_dir(candidate_dir(run_id))
     for name, data in files.items():
         write_durably(folder / check_safe_name(name), data, private=True)
     fsync_dir(folder)

@@ -111,6 +111,8 @@ class CertificateContext:
     headline_loss: str | None = None
     #: ε already spent on the same extract by other DP releases (None: not a DP release).
     epsilon_account: str | None = None
+    #: Made on a test site (:mod:`ehr_release.storage.site`): page 1 says so.
+    test_site: bool = False
 
     @property
     def is_draft(self) -> bool:

@@ -37,6 +37,9 @@ app.add_typer(users_app, name="users")
 app.add_typer(source_app, name="source")
 app.add_typer(policy_app, name="policy")
 app.command("history")(history_command)
+site_app = typer.Typer(help="This site: made once, as a normal site or a test site.",
+                       no_args_is_help=True)
+app.add_typer(site_app, name="site")
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
@@ -690,7 +693,9 @@ def dashboard(
 ) -> None:
     """Serve the reviewer dashboard (sign in, review, approve or reject, read the audit).
 
-    Sign-in limits come from EHR_RELEASE_SIGNIN_* (see the README's dashboard section).
+    Sign-in limits come from EHR_RELEASE_SIGNIN_* (see the README's dashboard section); a
+    sign-in counts against the socket's address unless EHR_RELEASE_TRUSTED_PROXIES names the
+    proxies whose X-Forwarded-For is believed.
     """
     import uvicorn
 
@@ -706,7 +711,38 @@ def dashboard(
         typer.echo("warning: serving beyond loopback; put it behind TLS and pass "
                    "--secure-cookies (cookies are HttpOnly and SameSite=Strict, but not "
                    "Secure over plain HTTP)", err=True)
-    uvicorn.run(web, host=host, port=port, log_level="warning")
+    # proxy_headers=False: uvicorn would otherwise take the client's address from
+    # X-Forwarded-For whenever the peer is 127.0.0.1 — any local process could then forge a
+    # new client per sign-in attempt. EHR_RELEASE_TRUSTED_PROXIES is the one way to trust a
+    # proxy (dashboard.security.client_address).
+    uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=False)
+
+
+@site_app.command("init")
+def site_init(test: Annotated[bool, typer.Option(
+        "--test", help="A test site: seeded (replayable) releases are accepted and every "
+                       "certificate and datasheet says TEST SITE on page 1.")] = False,
+              ) -> None:
+    """Make this site (home and database) before anything else uses it.
+
+    The kind is recorded as the audit chain's first event and can never change; a normal
+    site is also made implicitly on first use, so only a test site needs this command.
+    """
+    from ehr_release.storage.site import create_site
+
+    try:
+        create_site(test=test)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo("test site created" if test else "site created")
+
+
+@site_app.command("status")
+def site_status() -> None:
+    """Say whether this is a test site (read from the audit chain's first event)."""
+    from ehr_release.storage.site import is_test_site
+
+    typer.echo("test site" if is_test_site() else "normal site")
 
 
 def database_problem(exc: BaseException) -> str | None:

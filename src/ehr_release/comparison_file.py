@@ -20,6 +20,8 @@ def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str
         rows = report["rows"]
     except (OSError, ValueError, KeyError) as exc:
         raise EhrReleaseError(f"cannot read comparison {path}: {exc}") from None
+    except RecursionError:  # a hostile file thousands of brackets deep (json recurses)
+        raise EhrReleaseError(f"cannot read comparison {path}: nested too deeply") from None
     if not 0 <= row < len(rows):
         raise EhrReleaseError(f"comparison {path} has rows 0–{len(rows) - 1}; got {row}")
     chosen = rows[row]

@@ -72,6 +72,8 @@ class DatasheetContext:
     #: Under ε-DP: the most ε any patient of this release carries with it, all releases
     #: that held them counted (:mod:`ehr_release.storage.budget`).
     cumulative_epsilon: str | None = None
+    #: Made on a test site (:mod:`ehr_release.storage.site`): page 1 says so.
+    test_site: bool = False
 
     @property
     def is_draft(self) -> bool:

@@ -16,7 +16,9 @@ from typing import Any, Literal
 from ehr_release.errors import ParameterError
 from ehr_release.randomness import TEST_MODE_ENV, test_mode
 
-#: Every algorithm's seed parameter has this name; a seed is refused outside test mode.
+#: Every algorithm's seed parameter has this name; a seed is refused outside test mode, and
+#: a release request carrying one is refused on any site but a test site
+#: (:func:`ehr_release.storage.site.refuse_seed_unless_test_site`, at the plan).
 SEED = "seed"
 
 REQUIRED: Any = object()
@@ -202,5 +204,5 @@ def allowed_values(p: Param) -> str:
         allowed = {"int": "an integer", "float": "a number", "bool": "true or false",
                    "str": "text"}.get(kind, kind)
     if p.name == SEED and "test mode" not in allowed:
-        allowed += f" (test mode only: {TEST_MODE_ENV}=1)"
+        allowed += f" (test mode only: {TEST_MODE_ENV}=1, on a test site)"
     return allowed

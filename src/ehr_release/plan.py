@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ehr_release.files import sha256_file
+from ehr_release.params import SEED
 from ehr_release.randomness import check_random_state
 from ehr_release.request import ReleaseRequest
 
@@ -85,11 +86,21 @@ def input_files(params: Mapping[str, Any]) -> dict[str, str]:
 
 
 def parse_request_params(request: ReleaseRequest) -> tuple[AlgorithmEntry, dict[str, Any]]:
-    """The request's entry and typed parameters; loads no anonymizer and no pandas."""
+    """The request's entry and typed parameters; loads no anonymizer and no pandas.
+
+    A seed is refused here unless the site is a test site (read from the audit chain, not
+    from the environment: :mod:`ehr_release.storage.site`), so neither the CLI, the
+    dashboard nor the flow's own ingest stage accepts a seeded release on a real site.
+    """
     from ehr_release.registry import get as get_algorithm
 
     entry = get_algorithm(request.algorithm)
-    return entry, entry.parse(request.params)
+    params = entry.parse(request.params)
+    if params.get(SEED) is not None:
+        from ehr_release.storage.site import refuse_seed_unless_test_site
+
+        refuse_seed_unless_test_site(params)
+    return entry, params
 
 
 def make_plan(request: ReleaseRequest, dataset: Dataset | None = None, *,

@@ -36,6 +36,7 @@ from ehr_release.storage import pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
+from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.runs import TERMINAL, Status
 
 if TYPE_CHECKING:
@@ -98,11 +99,14 @@ def prefect_api() -> Iterator[str]:
     flow's own process finds its API the same way (:mod:`ehr_release.flows.launch`)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ehr_release.flows.server import ensure_api
+    from ehr_release.flows.server import ensure_api, tighten_home
 
     api_url = ensure_api()
-    with temporary_settings(updates={PREFECT_API_URL: api_url}):
-        yield api_url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            yield api_url
+    finally:
+        tighten_home()  # what Prefect wrote from this process, under the user's umask
 
 
 def start_release(request: ReleaseRequest, *, wait_timeout_s: float,
@@ -202,8 +206,7 @@ def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
     already set in this process's Prefect settings (a test harness, a caller that imported
     Prefect) is handed down; otherwise Prefect is not imported here.
     """
-    work = _run_folder(request.run_id)
-    work.mkdir(parents=True, exist_ok=True, mode=0o700)
+    work = private_dir(_run_folder(request.run_id))
     # Written now so the process can read the input while this one checks it (a head
     # start, see ehr_release.flows.head_start); it runs the request only once told to.
     write_durably(work / "request.json", request.model_dump_json().encode(), private=True)
@@ -216,7 +219,7 @@ def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [sys.executable, "-m", "ehr_release.flows.launch", str(work / "request.json")],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE, env=env,
-            start_new_session=True)
+            start_new_session=True, umask=PRIVATE_UMASK)  # its files in the home: private
 
 
 def wait_until_ready(proc: subprocess.Popen[bytes]) -> None:

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, InputError, ParameterError
 from ehr_release.hierarchy import Hierarchy, hierarchy_from_frame, icd9_hierarchy
@@ -718,7 +719,7 @@ def read_hierarchy_file(ref: str, base: Path) -> Hierarchy:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load_config_yaml(read_config_text(path), str(path))  # size, depth: one line
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:  # fix (issue 8): + binary
         raise ConfigError(f"cannot read {path}: {exc}") from None
 

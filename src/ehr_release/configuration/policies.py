@@ -254,8 +254,10 @@ def parse_policy_yaml(text: str, name: str = "yaml") -> UtilityPolicy:
     """A policy from the text of a YAML file (see :func:`policy_from_data` for the shape)."""
     import yaml
 
+    from ehr_release.configuration.limits import load_config_yaml
+
     try:
-        data = yaml.safe_load(text)
+        data = load_config_yaml(text, f"policy {name!r}")
     except yaml.YAMLError as exc:
         raise ConfigError(f"policy {name!r}: not valid YAML ({exc})") from None
     return policy_from_data(data, name)
@@ -324,8 +326,10 @@ def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
     text = None
     if parsed.kind == "file":
         path = Path(parsed.argument).expanduser()
+        from ehr_release.configuration.limits import read_config_text
+
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_config_text(path, f"policy file {str(path)!r}")
         except OSError as exc:
             raise ConfigError(f"policy file {str(path)!r} cannot be read: "
                               f"{exc.strerror or exc}") from None

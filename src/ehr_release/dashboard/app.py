@@ -18,7 +18,12 @@ from fastapi.responses import Response
 
 from ehr_release.dashboard import errors
 from ehr_release.dashboard.routes import audit, documents, history, runs, signin
-from ehr_release.dashboard.security import COOKIE, secure_cookies_from_env
+from ehr_release.dashboard.security import (
+    COOKIE,
+    Network,
+    secure_cookies_from_env,
+    trusted_proxies_from_env,
+)
 from ehr_release.dashboard.settings import DashboardSettings, Publisher
 from ehr_release.storage.throttle import ThrottlePolicy
 
@@ -26,13 +31,16 @@ __all__ = ["COOKIE", "create_app"]
 
 
 def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None = None,
-               throttle: ThrottlePolicy | None = None) -> FastAPI:
+               throttle: ThrottlePolicy | None = None,
+               trusted_proxies: tuple[Network, ...] | None = None) -> FastAPI:
     """Build the app. ``publish`` runs the publishing flow of an approved run (default:
     :func:`ehr_release.service.publish`; tests inject one).
 
     ``secure_cookies`` (default: ``EHR_RELEASE_SECURE_COOKIES``) marks cookies Secure even
     when TLS ends at a proxy; ``throttle`` (default: ``EHR_RELEASE_SIGNIN_*``) limits
-    failed sign-ins. Both are read here, so a bad setting fails at start-up.
+    failed sign-ins; ``trusted_proxies`` (default: ``EHR_RELEASE_TRUSTED_PROXIES``) are
+    the proxies whose ``X-Forwarded-For`` names the client. All are read here, so a bad
+    setting fails at start-up.
     """
     from ehr_release.service import publish as publish_here
 
@@ -41,7 +49,9 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
     app.state.settings = DashboardSettings(
         publish=publish or publish_here,
         secure_cookies=secure_cookies_from_env() if secure_cookies is None else secure_cookies,
-        throttle=throttle or ThrottlePolicy.from_env())
+        throttle=throttle or ThrottlePolicy.from_env(),
+        trusted_proxies=(trusted_proxies_from_env() if trusted_proxies is None
+                         else trusted_proxies))
     errors.install(app)
 
     @app.middleware("http")

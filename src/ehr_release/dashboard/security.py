@@ -5,10 +5,19 @@ a forged cross-site form is an attack on a signed-in reviewer and should leave a
 Cookies are ``Secure`` when the operator says the dashboard is served over TLS
 (``--secure-cookies`` / ``EHR_RELEASE_SECURE_COOKIES``) and whenever the request itself
 arrived over https.
+
+**Who the client is** (the sign-in throttle's per-client key): the socket's peer address.
+``X-Forwarded-For`` is a header anyone can send — read blindly, every forged value is a new
+client with a fresh allowance of guesses — so it is read only when the peer is one of the
+proxies the site names in ``EHR_RELEASE_TRUSTED_PROXIES`` (addresses or networks), and then
+the right-most address in it that is not itself a trusted proxy is the client: the one the
+last trusted hop saw. uvicorn's own proxy-header handling (which trusts 127.0.0.1, i.e. any
+local process) is switched off by ``ehr-release dashboard``, so this is the only reading.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Annotated
 
@@ -24,6 +33,11 @@ from ehr_release.storage.users import SignedIn
 
 COOKIE = "ehr_session"
 SECURE_COOKIES_ENV = "EHR_RELEASE_SECURE_COOKIES"
+TRUSTED_PROXIES_ENV = "EHR_RELEASE_TRUSTED_PROXIES"
+#: Longest client text kept as a throttle subject (a header may be anything).
+_MAX_CLIENT = 64
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def current_user(request: Request) -> SignedIn:
@@ -60,5 +74,52 @@ def secure_cookies_from_env() -> bool:
     return BOOL_WORDS[raw]
 
 
-def cookie_is_secure(request: Request, configured: bool) -> bool:
-    return configured or request.url.scheme == "https"
+def cookie_is_secure(request: Request, configured: bool,
+                     proxies: tuple[Network, ...] = ()) -> bool:
+    """Secure when configured, when the request came over https, or when a trusted proxy
+    says it did (``X-Forwarded-Proto``; uvicorn's own reading of it is off)."""
+    if configured or request.url.scheme == "https":
+        return True
+    peer = request.client.host if request.client else ""
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return forwarded == "https" and _trusted(peer, proxies)
+
+
+def trusted_proxies_from_env() -> tuple[Network, ...]:
+    """``EHR_RELEASE_TRUSTED_PROXIES``: addresses or networks (``10.0.0.5``, ``10.0.0.0/8``,
+    ``::1``), separated by commas or spaces; empty or unset — no proxy is trusted."""
+    raw = os.environ.get(TRUSTED_PROXIES_ENV, "")
+    networks = []
+    for item in raw.replace(",", " ").split():
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(f"{TRUSTED_PROXIES_ENV} must list IP addresses or networks "
+                              f"(e.g. 10.0.0.5, 10.0.0.0/8); {item[:60]!r} is neither") from None
+    return tuple(networks)
+
+
+def _trusted(address: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in proxies)
+
+
+def client_address(request: Request, proxies: tuple[Network, ...]) -> str:
+    """The client a sign-in is counted against (see the module docstring).
+
+    The peer, unless it is a trusted proxy; then the right-most ``X-Forwarded-For`` entry
+    that is not a trusted proxy (every header line counts, in order). A chain of trusted
+    proxies only gives its left-most entry.
+    """
+    peer = request.client.host if request.client else "unknown"
+    if not proxies or not _trusted(peer, proxies):
+        return peer
+    hops = [hop.strip() for line in request.headers.getlist("x-forwarded-for")
+            for hop in line.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, proxies):
+            return hop[:_MAX_CLIENT]
+    return hops[0][:_MAX_CLIENT] if hops else peer

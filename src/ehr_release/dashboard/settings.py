@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from ehr_release.dashboard.security import Network
 from ehr_release.storage.runs import Status
 from ehr_release.storage.throttle import ThrottlePolicy
 
@@ -20,11 +21,13 @@ Publisher = Callable[[str], Status]
 @dataclass(frozen=True)
 class DashboardSettings:
     """``publish`` runs an approved run's publishing flow; ``secure_cookies`` marks cookies
-    Secure even when TLS ends at a proxy; ``throttle`` limits failed sign-ins."""
+    Secure even when TLS ends at a proxy; ``throttle`` limits failed sign-ins;
+    ``trusted_proxies`` are the only peers whose ``X-Forwarded-For`` names the client."""
 
     publish: Publisher
     secure_cookies: bool
     throttle: ThrottlePolicy
+    trusted_proxies: tuple[Network, ...] = ()
 
 
 def settings_of(request: Request) -> DashboardSettings:

@@ -11,6 +11,12 @@ The server is started with its real address in its settings: Prefect's UI learns
 API is from ``PREFECT_UI_API_URL`` (else ``PREFECT_SERVER_API_HOST``/``PORT``, default
 port 4200), not from the ``--port`` option, so without them the UI calls a port nobody
 listens on.
+
+Everything Prefect keeps lies in the ehr home (``PREFECT_HOME`` = ``<home>/prefect`` unless
+set) and is private like the rest of it: the server runs with the home's umask
+(:data:`~ehr_release.storage.home.PRIVATE_UMASK`), its log and state file are 0600, and
+what Prefect writes from a deciding process is tightened afterwards
+(:func:`tighten_home`).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from ehr_release.storage.home import home
+from ehr_release.files import write_durably
+from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 
 STARTUP_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 10
@@ -44,6 +51,28 @@ def configure_prefect_home() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    prefect_home = _prefect_home_in_home()
+    if prefect_home is not None:
+        prefect_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(prefect_home)
+
+
+def _prefect_home_in_home() -> Path | None:
+    """``PREFECT_HOME`` if it lies in the ehr home (its default), else None: a Prefect home
+    the operator put elsewhere is theirs to keep."""
+    raw = os.environ.get("PREFECT_HOME")
+    if not raw:
+        return None
+    path = Path(raw).expanduser().resolve()
+    return path if path.is_relative_to(home()) else None
+
+
+def tighten_home() -> None:
+    """Take group/other permissions off what this process wrote into the home with the
+    user's umask: Prefect's results and files of the publishing flow, which runs in the
+    deciding process (so does a published release under the default releases root,
+    ``<home>/releases``: the home is 0700, so nobody else could read it anyway)."""
+    make_private(home())
 
 
 def _state_file() -> Path:
@@ -96,18 +125,22 @@ def ensure_api() -> str:
         return url
     port = _free_port()
     url = f"http://{HOST}:{port}/api"
-    log = (home() / "prefect-server.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
-         "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(port),
-        start_new_session=True)
+    log_path = home() / "prefect-server.log"
+    os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
+    make_private(log_path)  # one written by an older version
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
+             "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=server_env(port), start_new_session=True, umask=PRIVATE_UMASK)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
         if _healthy(url):
-            _state_file().write_text(json.dumps({"url": url, "pid": proc.pid}))
+            write_durably(_state_file(), json.dumps({"url": url, "pid": proc.pid}).encode(),
+                          private=True)
             return url
         time.sleep(0.5)
     proc.terminate()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ehr_release.configuration.epsilon import EPSILON_PATTERN, EPSILON_RULE, resolve_epsilon
+from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.configuration.relaxation import relax_ceilings
 from ehr_release.errors import ConfigError
 from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
@@ -70,7 +71,7 @@ def config_defaults(given: Mapping[str, Any]) -> dict[str, str]:
     if not path or not Path(str(path)).is_file():
         return {}
     try:
-        raw = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+        raw = load_config_yaml(read_config_text(Path(str(path))), f"configuration {path}")
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
     defaults = raw.get("defaults") if isinstance(raw, dict) else None

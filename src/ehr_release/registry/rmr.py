@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.errors import ConfigError
 from ehr_release.params import OneOf, Param
 from ehr_release.prepared import prepared
@@ -65,7 +66,7 @@ RMR_PARAMS = (*(replace(p, help=_HELP[p.name]) if p.name in _HELP else p for p i
 
 def _read_code_hierarchy(path: Path) -> Hierarchy:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_config_yaml(read_config_text(path), str(path))  # size, depth: one line
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     codes = raw.get("codes") if isinstance(raw, Mapping) else None

@@ -54,6 +54,8 @@ class AuditAction(StrEnum):
     SITE_WEAKER_POLICY_SET = "site.weaker_policy_set"
     # the chain itself
     AUDIT_KEY_ROTATED = "audit.key_rotated"
+    # the site: made once, as a test site or a normal one (:mod:`ehr_release.storage.site`)
+    SITE_CREATED = "site.created"
 
 
 def status_action(status: str) -> AuditAction:

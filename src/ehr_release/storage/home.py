@@ -9,9 +9,13 @@ SQLAlchemy's import (about 0.4 s of CPU), so the home is found here and
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 HOME_ENV = "EHR_RELEASE_HOME"
+#: The umask of every process the home starts (the local Prefect server, a release's flow
+#: process and what it spawns): what they create in the home is 0600/0700.
+PRIVATE_UMASK = 0o077
 
 
 #: The application's folder name inside the platform's per-user data directory.
@@ -36,12 +40,63 @@ def home() -> Path:
     files naming inputs, draft certificates with figures measured on patient data and the
     pseudonym key: mode 0700, tightened if it was looser.
     """
-    raw = os.environ.get(HOME_ENV)
-    path = (Path(raw).expanduser() if raw else default_home()).resolve()
+    path = home_path()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     if path.stat().st_mode & 0o077 and path.owner() == _user():
         path.chmod(0o700)
     return path
+
+
+def home_path() -> Path:
+    """Where the home is, without creating it (see :func:`home`)."""
+    raw = os.environ.get(HOME_ENV)
+    return (Path(raw).expanduser() if raw else default_home()).resolve()
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and each missing parent with mode 0700; return it.
+
+    ``Path.mkdir(parents=True, mode=0o700)`` gives only the last folder that mode: the
+    parents get the default (0755 under the usual umask), which left ``<home>/runs`` open.
+    """
+    missing = []
+    folder = path
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def make_private(root: Path) -> None:
+    """Take group and other permissions off ``root`` and everything under it.
+
+    Why: the home holds the database, keys, draft certificates with figures measured on
+    patient data — and Prefect's database, pickled task results and server log, which
+    Prefect creates with the umask of whichever process writes them (0644/0755 under the
+    usual 022). Processes the home starts run with :data:`PRIVATE_UMASK`; this catches what
+    Prefect writes from the deciding process itself (the publishing flow runs there) and
+    anything older. Only entries this user owns are changed; symbolic links are not
+    followed; an entry that vanishes meanwhile is skipped.
+    """
+    if not root.exists():
+        return
+    uid = os.getuid()
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            _private(Path(folder) / name, uid)
+    _private(root, uid)
+
+
+def _private(path: Path, uid: int) -> None:
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != uid or not st.st_mode & 0o077:
+            return
+        path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+    except (FileNotFoundError, PermissionError):
+        return
 
 
 def _user() -> str:

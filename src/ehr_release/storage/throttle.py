@@ -11,11 +11,16 @@ Rows are keyed by a SHA-256 of scope and subject, so a credential mistyped into 
 field is not stored in clear.
 
 Limits come from the environment (see :class:`ThrottlePolicy`); defaults are in the README.
+A refused attempt learns how long its lock lasts (:class:`Locked`), so the dashboard's 429
+can say ``Retry-After``. Who the *client* is, is the caller's to establish: the dashboard
+uses the socket's address unless the site names trusted proxies
+(:func:`ehr_release.dashboard.security.client_address`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -65,14 +70,22 @@ class ThrottlePolicy:
         return self.max_failures_per_user if scope == USER else self.max_failures_per_client
 
 
+@dataclass(frozen=True)
+class Locked:
+    """A refused attempt: which key is locked, and whole seconds until it may try again."""
+
+    scope: str
+    retry_after_s: int
+
+
 def subjects(name: str, client: str) -> dict[str, str]:
     """The throttle keys of one attempt: the typed name (trimmed, case-folded) and client."""
     return {USER: name.strip().casefold(), CLIENT: client}
 
 
 def reserve(s: Session, keys: dict[str, str], policy: ThrottlePolicy,
-            now: datetime | None = None) -> str | None:
-    """Count one attempt against every key, unless one is locked: then return its scope.
+            now: datetime | None = None) -> Locked | None:
+    """Count one attempt against every key, unless one is locked: then return that lock.
 
     Rows are locked for the rest of ``s``'s transaction; commit soon after. Rows untouched
     for longer than a window and a lockout are deleted first: they can no longer lock
@@ -83,9 +96,11 @@ def reserve(s: Session, keys: dict[str, str], policy: ThrottlePolicy,
     s.exec(delete(SignInThrottle).where(
         col(SignInThrottle.updated_at) < stale.isoformat(timespec="microseconds")))
     rows = {scope: _locked_row(s, scope, subject, policy, now) for scope, subject in keys.items()}
-    for scope, row in rows.items():
-        if row.locked_until is not None or row.failures >= policy.limit(scope):
-            return scope
+    locked = [scope for scope, row in rows.items()
+              if row.locked_until is not None or row.failures >= policy.limit(scope)]
+    if locked:  # come back when every lock has ended
+        return Locked(locked[0], max(_seconds_left(rows[scope], policy, now)
+                                     for scope in locked))
     for row in rows.values():
         row.failures += 1
         row.updated_at = now.isoformat(timespec="microseconds")
@@ -118,6 +133,16 @@ def succeeded(s: Session, keys: dict[str, str], policy: ThrottlePolicy,
         row = _locked_row(s, scope, subject, policy, now)
         row.failures = 0 if scope == USER else max(0, row.failures - 1)
         s.add(row)
+
+
+def _seconds_left(row: SignInThrottle, policy: ThrottlePolicy, now: datetime) -> int:
+    """Whole seconds until ``row``'s lock ends (at least 1). A key at its limit but not yet
+    locked is one whose failing attempts are still being checked: its lock, when they end,
+    lasts a full lockout."""
+    if row.locked_until is None:
+        return policy.lockout_s
+    left = (datetime.fromisoformat(row.locked_until) - now).total_seconds()
+    return max(1, math.ceil(left))
 
 
 def _key(scope: str, subject: str) -> str:

@@ -49,7 +49,14 @@ class AuthError(EhrReleaseError):
 
 
 class Throttled(AuthError):
-    """Sign-in refused without checking the credential: too many recent failures."""
+    """Sign-in refused without checking the credential: too many recent failures.
+
+    ``retry_after_s``: whole seconds until the lock ends (the dashboard's ``Retry-After``).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -125,14 +132,15 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
         locked = throttle.reserve(s, keys, policy)
         if locked is not None:
             append_event(s, actor=actor, action=AuditAction.AUTH_REFUSED,
-                         payload={"why": "too many failed sign-ins", "scope": locked})
+                         payload={"why": "too many failed sign-ins", "scope": locked.scope})
         user = None if locked else s.exec(select(User).where(User.name == name.strip())).first()
         found = (SignedIn(user.id, user.name, user.role, "")
                  if user and not user.disabled and user.id is not None else None)
         stored = user.credential_hash if user and found else dummy
         s.commit()
     if locked is not None:
-        raise Throttled("too many failed sign-ins; try again later")
+        raise Throttled("too many failed sign-ins; try again later",
+                        retry_after_s=locked.retry_after_s)
     # Argon2 runs outside any transaction: on SQLite one would hold the write lock meanwhile.
     try:
         ok = _HASHER.verify(stored, credential) and found is not None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ehr_release.canonical import canonical_json
+from ehr_release.storage.home import private_dir
 
 
 def stage_cache(run_id: str) -> Path:
@@ -24,8 +25,7 @@ def stage_cache(run_id: str) -> Path:
     from ehr_release.bundle import stage_cache_dir
 
     folder = stage_cache_dir(run_id)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder
+    return private_dir(folder)
 
 
 def release_stage_key(context: Any, parameters: dict[str, Any]) -> str:

@@ -44,6 +44,8 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import home
+from ehr_release.storage.home import private_dir
+from ehr_release.storage.site import is_test_site
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
 from ehr_release.tasks.redaction import redacted
@@ -168,7 +170,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         released=released,
         released_columns=released_columns(files, list(schema), entry.schema),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss,
-        epsilon_account=_epsilon_account(run_id))
+        epsilon_account=_epsilon_account(run_id), test_site=is_test_site())
 
 
 def _epsilon_account(run_id: str) -> str | None:
@@ -199,7 +201,8 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
             attack.attacker_model, attack.required,
             verification_limits(entry.name) is None),
         verification_limits=verification_limits(entry.name),
-        history=history_words(verification), cumulative_epsilon=_cumulative_epsilon(run_id))
+        history=history_words(verification), cumulative_epsilon=_cumulative_epsilon(run_id),
+        test_site=is_test_site())
 
 
 def history_words(verification: VerificationReport) -> str | None:
@@ -222,9 +225,7 @@ def _cumulative_epsilon(run_id: str) -> str | None:
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
     """Working copies the reviewer reads before deciding (never published as they are)."""
-    folder = home() / "runs" / run_id
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / name
+    return private_dir(home() / "runs" / run_id) / name
 
 
 @task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,

@@ -41,6 +41,7 @@ from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
+from ehr_release.storage.site import refuse_seed_unless_test_site
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.certify import (
     build_context,
@@ -62,6 +63,8 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     if run.status != Status.APPROVED:
         raise IllegalTransition(f"run {run_id} is {run.status}; only an approved run is "
                                 "published")
+    # A seeded run parked on a normal site before seeds needed a test site is not published.
+    refuse_seed_unless_test_site(json.loads(run.parameters_json))
     spent = account(run_id, dp_algorithm_names())
     if spent is not None and spent.exceeded:
         raise IllegalTransition(f"run {run_id}: publishing would exceed the ε budget of its "

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.configuration.taxonomies.model import (
     DiffGenConfig,
     NumericalDomain,
@@ -65,7 +66,7 @@ def config_path(spec: str) -> Path:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_config_yaml(read_config_text(path), str(path))  # size, depth: one line
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary file is a ConfigError
