@@ -72,6 +72,8 @@ class DatasheetContext:
     #: Under ε-DP: the most ε any patient of this release carries with it, all releases
     #: that held them counted (:mod:`ehr_release.storage.budget`).
     cumulative_epsilon: str | None = None
+    #: The source's diagnosis code system and edition (:func:`plain.code_edition`).
+    code_system: str | None = None
 
     @property
     def is_draft(self) -> bool:

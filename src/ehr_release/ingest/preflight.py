@@ -30,7 +30,9 @@ from ehr_release.ingest.rules import (
     check_path,
     code_error,
     code_verdict,
+    detect_code_system,
     id_problem,
+    mixed_error,
     require_columns,
     require_rows,
     short_row_error,
@@ -162,10 +164,15 @@ def _check_demographics(table: Table, path: Path, class_column: str | None) -> N
 
 
 def _check_codes(codes: list[tuple[str, int]], path: Path, column: str) -> None:
-    verdicts = {text: code_verdict(text) for text in {t for t, _ in codes}}
+    distinct = list(dict.fromkeys(t for t, _ in codes))
+    system = detect_code_system(distinct)
+    if isinstance(system, tuple):
+        first = {text: row for text, row in reversed(codes)}
+        raise mixed_error(path, first[system[0]], first[system[1]], column)
+    verdicts = {text: code_verdict(text, system) for text in distinct}
     for text, row in codes:
         if verdicts[text] is None:
-            raise code_error(text, path, row, column)
+            raise code_error(text, path, row, column, system)
 
 
 def _check_ages(ages: list[tuple[str, int]], path: Path, column: str) -> None:
