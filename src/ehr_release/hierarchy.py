@@ -206,6 +206,16 @@ def code_system(name: str) -> CodeSystem:
                          f"{', '.join(CODE_SYSTEMS)}") from None
 
 
+_SCHEMA_CODES = re.compile(r"^multiset\[(\w+)\]")
+
+
+def schema_code_system(schema: Mapping[str, str]) -> str | None:
+    """The code system a dataset's stored schema names (``codes: multiset[icd10]+age`` →
+    ``icd10``; see :meth:`ehr_release.dataset.Dataset.schema`), None without codes."""
+    found = _SCHEMA_CODES.match(schema.get("codes", ""))
+    return found.group(1) if found else None
+
+
 def code_hierarchy(name: str = ICD9) -> Hierarchy:
     """The packaged hierarchy of the code system ``name`` (loaded once per process)."""
     return code_system(name).hierarchy()

@@ -34,22 +34,19 @@ _DTYPES = (
 )
 
 
-_CODES_KIND = re.compile(r"^multiset\[(\w+)\]")
-
-
 def code_edition(schema: Mapping[str, str]) -> str | None:
     """The code system and edition of a dataset's diagnosis codes, from its stored schema
     (``codes: multiset[icd10]+age`` → ``ICD-10-CM April 1, 2026 (...)``), for the
     certificate and the datasheet; None for a dataset without codes."""
-    from ehr_release.hierarchy import code_system
+    from ehr_release.hierarchy import code_system, schema_code_system
 
-    found = _CODES_KIND.match(schema.get("codes", ""))
-    if not found:
+    name = schema_code_system(schema)
+    if name is None:
         return None
     try:
-        return code_system(found.group(1)).edition
+        return code_system(name).edition
     except ValueError:
-        return found.group(1)
+        return name
 
 
 def human_type(dtype: str) -> str:
