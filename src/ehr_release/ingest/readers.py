@@ -8,6 +8,8 @@
    admissions table (``admission, patient_id, admit_date``) from which ages are computed.
 3. **MIMIC-III directory**: a folder holding ``PATIENTS``, ``ADMISSIONS`` and
    ``DIAGNOSES_ICD`` tables, read as (2) with MIMIC's column names and date conventions.
+4. **MIMIC-IV ``hosp``, OMOP CDM v5.4 and FHIR R4 bulk-export folders**, told apart by
+   :mod:`ehr_release.ingest.layouts` and read by their own modules.
 
 Every reader validates once, here, and raises :class:`InputError` naming file, row, column.
 """
@@ -51,7 +53,9 @@ def read_dataset(
     """
     path = Path(input_path)
     if path.is_dir():
-        return read_mimic_dir(path, class_column=class_column, code_system=code_system)
+        from ehr_release.ingest.layouts import read_folder
+
+        return read_folder(path, class_column=class_column, code_system=code_system)
     if diagnoses_path is not None:
         return read_long(path, Path(diagnoses_path),
                          admissions_path=Path(admissions_path) if admissions_path else None,
