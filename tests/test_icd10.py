@@ -99,3 +99,29 @@ def test_a_declared_code_system_is_obeyed(tmp_path: Path) -> None:
         read_dataset(path, code_system="icd9")
     with pytest.raises(ValueError, match="unknown code system"):
         read_dataset(path, code_system="icd11")
+
+
+@pytest.mark.parametrize(("declared", "message"), [
+    ("icd9", "malformed ICD-9 code: not a node of the ICD-9-CM hierarchy"),
+    ("icd11", "unknown code system 'icd11'"),
+])
+def test_cli_code_system_option_is_obeyed_and_audited(ehr_home, tmp_path: Path,
+                                                      declared: str, message: str) -> None:
+    """``run --code-system`` declares the extract's codes: an ICD-10 extract declared ICD-9
+    is refused by row before anything starts, and the refusal is audited value-free."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+    from ehr_release.storage.audit import export_events
+
+    path = _wide(tmp_path, ["I10", "E119"])
+    result = CliRunner().invoke(app, ["run", "--input", str(path), "--algorithm",
+                                      "disassociation", "--param", "k=2", "--requester",
+                                      "steward", "--code-system", declared, "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1 and message in result.output
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert "E119" not in events[0]["payload"]["error"]

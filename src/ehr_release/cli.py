@@ -116,6 +116,8 @@ def run(
         help="Let a release whose utility is below a trivial baseline through.")] = False,
     source: Annotated[str, typer.Option(
         help="Registered source (population) the extract is drawn from.")] = "default",
+    code_system: Annotated[str | None, typer.Option(
+        help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as.
 
@@ -132,7 +134,8 @@ def run(
             algorithm, parse_assignments(param or []), from_comparison, row)
     except EhrReleaseError as exc:
         raise _refused(requester, input, exc) from None
-    _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
+    _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column,
+                      code_system)
 
     from ehr_release import service
     from ehr_release.destinations import DestinationError
@@ -154,6 +157,7 @@ def run(
                 expected_fingerprint=fingerprint, task_runner=task_runner,
                 recipient=recipient, purpose=purpose, terms=terms, expires=expires,
                 allow_empty=allow_empty, allow_low_utility=allow_low_utility, source=source,
+                code_system=code_system,
             ).with_comparison(from_comparison, row)
         except DestinationError as refused:  # a path out of the root, or a file: audited
             service.record_refusal(requester, runs.new_run_id(), str(input), refused)
@@ -205,7 +209,7 @@ def _tell_failure(run_id: str, flow: subprocess.Popen[bytes]) -> None:
 
 def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
                       diagnoses: Path | None, admissions: Path | None,
-                      class_column: str | None) -> None:
+                      class_column: str | None, code_system: str | None = None) -> None:
     """Refuse a bad parameter or file before the database, Prefect or pandas is imported.
 
     The checks (the registry's parameter declarations, the standard-library preflight) are
@@ -219,7 +223,8 @@ def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], in
 
     try:
         get_algorithm(algorithm).parse(params)
-        preflight(input, diagnoses, admissions_path=admissions, class_column=class_column)
+        preflight(input, diagnoses, admissions_path=admissions, class_column=class_column,
+                  code_system=code_system)
     except EhrReleaseError as refused:
         raise _refused(requester, input, refused) from None
 
