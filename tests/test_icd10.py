@@ -125,3 +125,16 @@ def test_cli_code_system_option_is_obeyed_and_audited(ehr_home, tmp_path: Path,
     events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert "E119" not in events[0]["payload"]["error"]
+
+
+def test_icd10_tree_is_well_formed() -> None:
+    """What scripts/export_icd10cm_hierarchy.py promises of the exported file: levels step
+    by one, every category is a 3-character code at level 3 under a block, and no block is
+    a leaf (a leaf is a code a policy may put in a group)."""
+    h = icd10_hierarchy()
+    assert all(h.level[c] == h.level[p] + 1 for c, p in h.parent.items())
+    assert all(len(c) == 3 and h.level[h.parent[c]] == 2
+               for c, lvl in h.level.items() if lvl == 3)
+    assert not [n for n, lvl in h.level.items() if lvl in (1, 2) and h.is_leaf(n)]
+    assert all(normalize_icd10(c.replace(".", "")) == c
+               for c, lvl in h.level.items() if lvl >= 3)

@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = "ROOT"
 _UNDOTTED = re.compile(r"^(?:E\d{3,4}|[V\d]\d{2,4})$")
-_UNDOTTED10 = re.compile(r"^[A-Z]\d[0-9A-Z][0-9A-Z]{1,4}$")
+_UNDOTTED10 = re.compile(r"^[A-Z][0-9A-Z]{2}[0-9A-Z]{1,4}$")  # QA0.0: 2026 has letters 2nd
 
 
 def normalize_icd9(raw: str) -> str:
