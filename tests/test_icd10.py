@@ -138,3 +138,15 @@ def test_icd10_tree_is_well_formed() -> None:
     assert not [n for n, lvl in h.level.items() if lvl in (1, 2) and h.is_leaf(n)]
     assert all(normalize_icd10(c.replace(".", "")) == c
                for c, lvl in h.level.items() if lvl >= 3)
+
+
+@pytest.mark.parametrize(("codes", "system"), [
+    (["V01"], "icd9"),  # a node of both: an extract of such codes stays ICD-9 (the default)
+    (["V01", "E11.9"], "icd10"),  # one ICD-10-only code decides
+    (["401.9", "V01"], "icd9"),
+])
+def test_detection_rule(codes: list[str], system: str) -> None:
+    from ehr_release.ingest.rules import detect_code_system
+
+    assert detect_code_system(codes) == system
+    assert detect_code_system(codes, "icd10") == "icd10"  # a declaration wins
