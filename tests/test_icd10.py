@@ -150,3 +150,17 @@ def test_detection_rule(codes: list[str], system: str) -> None:
 
     assert detect_code_system(codes) == system
     assert detect_code_system(codes, "icd10") == "icd10"  # a declaration wins
+
+
+def test_compare_code_system_option_is_obeyed(ehr_home, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+
+    path = _wide(tmp_path, ["I10", "E119"])
+    result = CliRunner().invoke(app, ["compare", "--input", str(path), "--algorithm",
+                                      "disassociation", "--param", "k=2", "--requester",
+                                      "steward", "--code-system", "icd9", "--out",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "malformed ICD-9 code: not a node of the ICD-9-CM hierarchy" in result.output

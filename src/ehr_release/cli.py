@@ -295,6 +295,8 @@ def compare(
     task_runner: RunnerOpt = "threads",
     source: Annotated[str, typer.Option(
         help="Registered source (population) the extract is drawn from.")] = "default",
+    code_system: Annotated[str | None, typer.Option(
+        help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
 ) -> None:
     """Anonymize one dataset with several algorithms and parameters; recommend one.
 
@@ -321,7 +323,8 @@ def compare(
                 params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
                 requirements=list(require or []), max_loss=max_loss, metric=metric,
                 requester=requester, out_dir=str(resolve_destination(out)),
-                task_runner=check_runner_spec(task_runner), source=source)
+                task_runner=check_runner_spec(task_runner), source=source,
+                code_system=code_system)
             candidates = service.comparison_candidates(request)
         except EhrReleaseError as refused:  # audited like a refused run request
             service.record_refusal(requester, comparison_id, str(input), refused)

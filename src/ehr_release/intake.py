@@ -73,7 +73,8 @@ def load_comparison_dataset(request: ComparisonRequest) -> Dataset:
     try:
         return read_dataset(request.input_path, request.diagnoses_path,
                             admissions_path=request.admissions_path,
-                            class_column=request.class_column)
+                            class_column=request.class_column,
+                            code_system=request.code_system)
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": request.comparison_id, "input": request.input_path,

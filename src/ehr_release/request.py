@@ -198,6 +198,8 @@ class ComparisonRequest(BaseModel):
     task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
     # The registered population the extract is drawn from (see ReleaseRequest.source).
     source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+    # The extract's diagnosis code system (icd9 | icd10); None: detected from the codes.
+    code_system: Literal["icd9", "icd10"] | None = None
 
     @property
     def folder(self) -> Path:
