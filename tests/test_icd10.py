@@ -164,3 +164,18 @@ def test_compare_code_system_option_is_obeyed(ehr_home, tmp_path: Path) -> None:
                                       str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "malformed ICD-9 code: not a node of the ICD-9-CM hierarchy" in result.output
+
+
+def test_gccens_population_in_the_other_code_system_is_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    from ehr_release import registry
+    from ehr_release.sample import generate_sample, write_sample
+
+    write_sample(generate_sample(50, seed=3), tmp_path / "population.csv")  # ICD-9
+    sample = generate_sample(20, seed=3, code_system="icd10")
+    entry = registry.get("gccens")
+    params = entry.parse({"k": "2", "population": str(tmp_path / "population.csv")})
+    with pytest.raises(InputError, match="population is coded in icd9 but the extract in "
+                                         "icd10"):
+        entry.anonymize(sample, params, np.random.default_rng(1))
