@@ -134,7 +134,7 @@ def _release(name: str, case: Case, tmp: Path, which: dict[str, str],
     dataset = case.dataset(tmp)
     if name == "diffgen":
         dataset = Dataset(dataset.patients, dataset.diagnoses, class_column=CLASS_COLUMN,
-                          source=dataset.source)
+                          source=dataset.source, code_system=dataset.code_system)
     params = entry.parse(_params(case, tmp, which, seed))
     return entry.anonymize(dataset, params, np.random.default_rng(seed)), params, dataset
 
@@ -432,3 +432,121 @@ def test_honest_gccens_is_never_refused_by_the_censoring_replay(problem: Any) ->
     files = release_files(ids, result, k=k, population={})
     report = check_kmap(files, ids, sample, population, k, caps)
     assert report.holds, [r.name for r in report.failures]
+
+
+# --------------------------------------------------------------------------- ICD-10-CM
+#: Every algorithm again on an ICD-10-CM extract (issue 35): the same generator over the
+#: ICD-10-CM hierarchy, and configurations that name it (``codes: {hierarchy: icd10}``,
+#: ``taxonomy: icd10``). Policies, code trees, taxonomies, verifiers and attacks must take
+#: the extract's hierarchy, not the ICD-9-CM one.
+ICD10 = "icd10"
+
+
+def _artuc_icd10_params(tmp: Path) -> dict[str, str]:
+    folder = tmp / "artuc-icd10"
+    if not folder.is_dir():
+        folder.mkdir()
+        source = EXAMPLES / "artuc-mimic"
+        (folder / "ethnicity.csv").write_bytes((source / "ethnicity.csv").read_bytes())
+        text = (source / "config.yaml").read_text(encoding="utf-8")
+        assert "hierarchy: icd9" in text
+        (folder / "config.yaml").write_text(text.replace("hierarchy: icd9", "hierarchy: icd10"),
+                                            encoding="utf-8")
+    return {"config": str(folder / "config.yaml"), "delta": "0.4", "m": "2"}
+
+
+def _diffgen_icd10_params(tmp: Path) -> dict[str, str]:
+    from ehr_release.configuration.taxonomies import config_path
+
+    path = tmp / "mimic-icd10.yaml"
+    text = config_path("mimic-demo").read_text(encoding="utf-8")
+    assert "taxonomy: icd9" in text
+    path.write_text(text.replace("taxonomy: icd9", "taxonomy: icd10"), encoding="utf-8")
+    return {"h": "3", "taxonomies": str(path), "eval_runs": "1",
+            "predictors": "age,gender,insurance,codes"}
+
+
+def _gccens_icd10(tmp: Path) -> Dataset:
+    population = generate_sample(300, seed=13, code_system=ICD10)
+    write_sample(population, tmp / "population.csv")
+    keep = set(population.patient_ids[:120])
+    diagnoses = population.diagnoses
+    return Dataset(population.patients.loc[sorted(keep)],
+                   diagnoses[diagnoses["patient_id"].isin(keep)].reset_index(drop=True),
+                   source="first 120 patients of the population", code_system=ICD10)
+
+
+def _artuc_icd10_case() -> Case:
+    return Case(lambda _t: generate_sample(150, seed=11, code_system=ICD10),
+                _artuc_icd10_params, weak={"k": "2"}, strong={"k": "40"}, required="config")
+
+
+ICD10_CASES: dict[str, Case] = {
+    "disassociation": Case(lambda _t: generate_sample(150, seed=11, code_system=ICD10),
+                           lambda _t: {"m": "2"}, weak={"k": "2"}, strong={"k": "40"},
+                           required="k"),
+    "artuc": _artuc_icd10_case(),
+    "artuc-baseline": _artuc_icd10_case(),
+    "rmr": _artuc_icd10_case(),
+    "artuc-unconstrained": _artuc_icd10_case(),
+    "gccens": Case(_gccens_icd10, lambda t: {"population": str(t / "population.csv")},
+                   weak={"k": "2"}, strong={"k": "60"}, required="k", seeded=False),
+    "lda": Case(lambda _t: generate_sample(120, seed=5, longitudinal=True, code_system=ICD10),
+                lambda _t: {}, weak={"k": "2"}, strong={"k": "40"}, required="k",
+                seeded=False),
+    "lda-baseline": Case(lambda _t: generate_sample(120, seed=5, longitudinal=True,
+                                                    code_system=ICD10),
+                         lambda _t: {}, weak={"k": "2"}, strong={"k": "40"}, required="k",
+                         seeded=False),
+    "diffgen": Case(lambda _t: generate_sample(2000, seed=3, code_system=ICD10),
+                    _diffgen_icd10_params, weak={"epsilon": "1000"},
+                    strong={"epsilon": "0.05"}, required="epsilon"),
+}
+
+
+def test_every_registered_algorithm_has_an_icd10_case() -> None:
+    assert set(registry.names()) <= set(ICD10_CASES), set(registry.names()) - set(ICD10_CASES)
+
+
+@pytest.fixture(params=sorted(ICD10_CASES))
+def icd10_name(request: pytest.FixtureRequest) -> str:
+    if request.param not in registry.names():
+        pytest.skip(f"{request.param} is not registered")
+    return request.param
+
+
+def test_icd10_release_conforms_verifies_survives_the_attack_and_evaluates(
+        icd10_name: str, tmp_path: Path) -> None:
+    case, entry = ICD10_CASES[icd10_name], registry.get(icd10_name)
+    files, params, dataset = _release(icd10_name, case, tmp_path, case.weak)
+    assert dataset.code_system == ICD10
+    assert entry.schema is not None and list(violations(files, entry.schema)) == []
+    assert entry.count_records is not None and entry.count_records(files) > 0
+    report = entry.verify(files, dataset, params)
+    assert report.holds, [(r.name, r.measured) for r in report.failures]
+    assert entry.attack is not None and entry.attack(files, dataset, params).passed
+    utility = entry.evaluate(files, dataset, params, np.random.default_rng(1))
+    assert utility.algorithm and utility.metrics
+
+
+def test_icd10_verifier_catches_a_planted_violation(icd10_name: str, tmp_path: Path) -> None:
+    case, entry = ICD10_CASES[icd10_name], registry.get(icd10_name)
+    files, _, dataset = _release(icd10_name, case, tmp_path, case.weak)
+    strong = entry.parse(_params(case, tmp_path, case.strong, 7))
+    assert not entry.verify(files, dataset, strong).holds
+
+
+@pytest.mark.parametrize("name", ["artuc", "diffgen"])
+def test_a_configuration_for_the_other_code_system_is_refused(name: str,
+                                                              tmp_path: Path) -> None:
+    """An ICD-9 configuration on an ICD-10 extract names the cause, not every code."""
+    from ehr_release.errors import ConfigError
+
+    case, entry = CASES[name], registry.get(name)
+    dataset = ICD10_CASES[name].dataset(tmp_path)
+    if name == "diffgen":
+        dataset = Dataset(dataset.patients, dataset.diagnoses, class_column=CLASS_COLUMN,
+                          code_system=ICD10)
+    params = entry.parse(_params(case, tmp_path, case.weak, 7))
+    with pytest.raises(ConfigError, match="coded in"):
+        entry.anonymize(dataset, params, np.random.default_rng(7))

@@ -32,6 +32,7 @@ from typing import Any
 from ehr_release.datasheet import DatasheetFile
 from ehr_release.plain import (
     baseline_words,
+    code_edition,
     explain_metric,
     format_number,
     guarantee_sentence,
@@ -117,6 +118,11 @@ class CertificateContext:
     @property
     def is_draft(self) -> bool:
         return self.approval is None
+
+    @property
+    def code_system(self) -> str | None:
+        """The source's diagnosis code system and edition (ICD-9-CM or ICD-10-CM)."""
+        return code_edition(self.dataset_schema)
 
 
 # --------------------------------------------------------------------------- tables

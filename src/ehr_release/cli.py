@@ -119,6 +119,8 @@ def run(
         help="Let a release whose utility is below a trivial baseline through.")] = False,
     source: Annotated[str, typer.Option(
         help="Registered source (population) the extract is drawn from.")] = "default",
+    code_system: Annotated[str | None, typer.Option(
+        help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as.
 
@@ -135,7 +137,8 @@ def run(
             algorithm, parse_assignments(param or []), from_comparison, row)
     except EhrReleaseError as exc:
         raise _refused(requester, input, exc) from None
-    _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column)
+    _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column,
+                      code_system)
 
     from ehr_release import service
     from ehr_release.destinations import DestinationError
@@ -157,6 +160,7 @@ def run(
                 expected_fingerprint=fingerprint, task_runner=task_runner,
                 recipient=recipient, purpose=purpose, terms=terms, expires=expires,
                 allow_empty=allow_empty, allow_low_utility=allow_low_utility, source=source,
+                code_system=code_system,
             ).with_comparison(from_comparison, row)
         except DestinationError as refused:  # a path out of the root, or a file: audited
             service.record_refusal(requester, runs.new_run_id(), str(input), refused)
@@ -208,7 +212,7 @@ def _tell_failure(run_id: str, flow: subprocess.Popen[bytes]) -> None:
 
 def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
                       diagnoses: Path | None, admissions: Path | None,
-                      class_column: str | None) -> None:
+                      class_column: str | None, code_system: str | None = None) -> None:
     """Refuse a bad parameter or file before the database, Prefect or pandas is imported.
 
     The checks (the registry's parameter declarations, the standard-library preflight) are
@@ -222,7 +226,8 @@ def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], in
 
     try:
         get_algorithm(algorithm).parse(params)
-        preflight(input, diagnoses, admissions_path=admissions, class_column=class_column)
+        preflight(input, diagnoses, admissions_path=admissions, class_column=class_column,
+                  code_system=code_system)
     except EhrReleaseError as refused:
         raise _refused(requester, input, refused) from None
 
@@ -293,6 +298,8 @@ def compare(
     task_runner: RunnerOpt = "threads",
     source: Annotated[str, typer.Option(
         help="Registered source (population) the extract is drawn from.")] = "default",
+    code_system: Annotated[str | None, typer.Option(
+        help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
 ) -> None:
     """Anonymize one dataset with several algorithms and parameters; recommend one.
 
@@ -319,7 +326,8 @@ def compare(
                 params=parse_assignments(param or []), grid=parse_grid(param_grid or []),
                 requirements=list(require or []), max_loss=max_loss, metric=metric,
                 requester=requester, out_dir=str(resolve_destination(out)),
-                task_runner=check_runner_spec(task_runner), source=source)
+                task_runner=check_runner_spec(task_runner), source=source,
+                code_system=code_system)
             candidates = service.comparison_candidates(request)
         except EhrReleaseError as refused:  # audited like a refused run request
             service.record_refusal(requester, comparison_id, str(input), refused)

@@ -4,10 +4,10 @@ A :class:`Dataset` is two tables that share ``patient_id``:
 
 * ``patients`` — one row per patient, indexed by ``patient_id`` (string), one column per
   demographic attribute, plus optionally a class column (e.g. in-hospital death).
-* ``diagnoses`` — one row per recorded diagnosis: ``patient_id``, ``code`` (dotted ICD-9, a
-  node of the hierarchy) and ``age`` (nullable integer: the patient's age when the code was
-  recorded; present for longitudinal data). A code may repeat for a patient, so each
-  patient's codes form a multiset.
+* ``diagnoses`` — one row per recorded diagnosis: ``patient_id``, ``code`` (dotted, a node of
+  the hierarchy of the dataset's ``code_system``, ICD-9-CM or ICD-10-CM) and ``age``
+  (nullable integer: the patient's age when the code was recorded; present for longitudinal
+  data). A code may repeat for a patient, so each patient's codes form a multiset.
 
 Views derived from these (sets, multisets, trajectories) are computed on demand; the two
 tables are the single source of truth so no stage re-parses what an earlier one produced.
@@ -42,12 +42,16 @@ class Dataset:
         Name of the column of ``patients`` holding the class label, if any.
     source
         Where the data came from (file names), for messages and the certificate.
+    code_system
+        ``icd9`` or ``icd10`` (:data:`ehr_release.hierarchy.CODE_SYSTEMS`): which packaged
+        hierarchy the codes are nodes of. One per extract: readers refuse a mix.
     """
 
     patients: pd.DataFrame
     diagnoses: pd.DataFrame
     class_column: str | None = None
     source: str = ""
+    code_system: str = "icd9"
 
     def __post_init__(self) -> None:
         # Derived views, memoized. Deliberately not a dataclass field: Prefect walks every
@@ -114,6 +118,8 @@ class Dataset:
         Rows are sorted so that a re-ordered copy of the same extract is recognised.
         """
         h = hashlib.sha256(b"ehr_release.dataset.v1\n")
+        if self.code_system != "icd9":  # ICD-9 extracts keep the hashes they always had
+            h.update(f"code_system={self.code_system}\n".encode())
         pats = self.patients.sort_index()
         buf = io.StringIO()
         pats.to_csv(buf, lineterminator="\n")
@@ -127,7 +133,7 @@ class Dataset:
     def schema(self) -> dict[str, str]:
         """Column name → dtype, demographics first then the diagnosis columns."""
         out = {str(c): str(t) for c, t in self.patients.dtypes.items()}
-        out["codes"] = "multiset[icd9]" + ("+age" if self.is_longitudinal else "")
+        out["codes"] = f"multiset[{self.code_system}]" + ("+age" if self.is_longitudinal else "")
         return out
 
     # ------------------------------------------------------------------ construction
@@ -140,6 +146,7 @@ class Dataset:
         patient_ids: list[str] | None = None,
         class_column: str | None = None,
         source: str = "memory",
+        code_system: str = "icd9",
     ) -> Dataset:
         """Build a dataset from Python lists (tests, fixtures, generators).
 
@@ -166,4 +173,5 @@ class Dataset:
         diagnoses = pd.DataFrame(
             {PATIENT_ID: pid, CODE: cds, AGE: pd.array(ages, dtype="Int64")},
         )
-        return cls(demographics, diagnoses, class_column=class_column, source=source)
+        return cls(demographics, diagnoses, class_column=class_column, source=source,
+                   code_system=code_system)

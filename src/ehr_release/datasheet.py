@@ -74,6 +74,8 @@ class DatasheetContext:
     cumulative_epsilon: str | None = None
     #: Made on a test site (:mod:`ehr_release.storage.site`): page 1 says so.
     test_site: bool = False
+    #: The source's diagnosis code system and edition (:func:`plain.code_edition`).
+    code_system: str | None = None
 
     @property
     def is_draft(self) -> bool:

@@ -1,6 +1,13 @@
-"""The ICD-9-CM diagnosis hierarchy shipped with the package.
+"""The diagnosis hierarchies shipped with the package: ICD-9-CM and ICD-10-CM.
 
-ROOT → 19 chapters → 184 sections → 3-digit categories → 4th digit → 5th digit.
+Each extract is coded in one :class:`CodeSystem` (``icd9`` or ``icd10``, declared or
+detected when it is read, kept on the :class:`~ehr_release.dataset.Dataset`); every part that
+generalizes codes asks :func:`code_hierarchy` for that system's tree. Both trees have the same
+levels, so ``3digit|section|chapter`` mean the same everywhere: ICD-10-CM's category, block
+and chapter (ROOT → 22 chapters → blocks → categories ``E11`` → subcategories ``E11.9`` down
+to 7-character codes ``S72.001A``; see ``scripts/export_icd10cm_hierarchy.py``).
+
+ICD-9-CM: ROOT → 19 chapters → 184 sections → 3-digit categories → 4th digit → 5th digit.
 Codes are written dotted (``296.01``, ``V45.81``, ``E849.7``); MIMIC writes them undotted, so
 :func:`normalize_icd9` puts the dot back (after the 3rd character, the 4th for E codes).
 Any node of the hierarchy is a valid code, not only leaves: the papers' fixtures use
@@ -10,8 +17,10 @@ internal nodes such as ``493.2`` or ``250``.
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -19,6 +28,7 @@ from typing import Any
 
 ROOT = "ROOT"
 _UNDOTTED = re.compile(r"^(?:E\d{3,4}|[V\d]\d{2,4})$")
+_UNDOTTED10 = re.compile(r"^[A-Z][0-9A-Z]{2}[0-9A-Z]{1,4}$")  # QA0.0: 2026 has letters 2nd
 
 
 def normalize_icd9(raw: str) -> str:
@@ -31,6 +41,15 @@ def normalize_icd9(raw: str) -> str:
         return code
     cut = 4 if code.startswith("E") else 3
     return code if len(code) <= cut else f"{code[:cut]}.{code[cut:]}"
+
+
+def normalize_icd10(raw: str) -> str:
+    """Return the dotted form of an ICD-10-CM code (``E119`` → ``E11.9``, as OMOP's
+    ``condition_source_value`` and MIMIC-IV write them); dotted codes and blocks unchanged."""
+    code = raw.strip().upper()
+    if "." in code or "-" in code or not _UNDOTTED10.match(code):
+        return code
+    return f"{code[:3]}.{code[3:]}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,12 +163,80 @@ def hierarchy_from_frame(frame: Mapping[str, Sequence[Any]] | Any,
     return Hierarchy(parent=parent, level=level, title=titles, root=root)
 
 
+@dataclass(frozen=True)
+class CodeSystem:
+    """One diagnosis coding system: its name in options and files, its words on documents,
+    the edition of the packaged hierarchy, and how a raw code is written the dotted way."""
+
+    name: str
+    label: str
+    edition: str
+    data_file: str
+    normalize: Callable[[str], str]
+
+    @property
+    def short(self) -> str:
+        """``ICD-9`` / ``ICD-10``: the words of the one-line input messages."""
+        return self.label.removesuffix("-CM")
+
+    def hierarchy(self) -> Hierarchy:
+        return _packaged(self.data_file)
+
+
+def _edition(name: str) -> str:
+    return (resources.files("ehr_release") / "data" / name).read_text(encoding="utf-8").strip()
+
+
+ICD9 = "icd9"
+ICD10 = "icd10"
+CODE_SYSTEMS: dict[str, CodeSystem] = {
+    ICD9: CodeSystem(ICD9, "ICD-9-CM", "ICD-9-CM 2015 (the final edition)",
+                     "icd9cm_hierarchy.csv", normalize_icd9),
+    ICD10: CodeSystem(ICD10, "ICD-10-CM", _edition("icd10cm_edition.txt"),
+                      "icd10cm_hierarchy.csv.gz", normalize_icd10),
+}
+
+
+def code_system(name: str) -> CodeSystem:
+    """The code system called ``name`` (``icd9`` or ``icd10``); ValueError otherwise."""
+    try:
+        return CODE_SYSTEMS[name]
+    except KeyError:
+        raise ValueError(f"unknown code system {name!r}; expected one of "
+                         f"{', '.join(CODE_SYSTEMS)}") from None
+
+
+_SCHEMA_CODES = re.compile(r"^multiset\[(\w+)\]")
+
+
+def schema_code_system(schema: Mapping[str, str]) -> str | None:
+    """The code system a dataset's stored schema names (``codes: multiset[icd10]+age`` →
+    ``icd10``; see :meth:`ehr_release.dataset.Dataset.schema`), None without codes."""
+    found = _SCHEMA_CODES.match(schema.get("codes", ""))
+    return found.group(1) if found else None
+
+
+def code_hierarchy(name: str = ICD9) -> Hierarchy:
+    """The packaged hierarchy of the code system ``name`` (loaded once per process)."""
+    return code_system(name).hierarchy()
+
+
 @cache
-def icd9_hierarchy() -> Hierarchy:
-    """The packaged ICD-9-CM (2015) hierarchy, loaded once per process."""
-    path = resources.files("ehr_release") / "data" / "icd9cm_hierarchy.csv"
-    with resources.as_file(path) as p, p.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+def _packaged(data_file: str) -> Hierarchy:
+    path = resources.files("ehr_release") / "data" / data_file
+    with resources.as_file(path) as p, p.open("rb") as raw:
+        data = gzip.decompress(raw.read()) if data_file.endswith(".gz") else raw.read()
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
     columns = {name: [row[name] for row in rows] for name in ("code", "parent",
                                                              "short_description")}
     return hierarchy_from_frame(columns, root=ROOT)
+
+
+def icd9_hierarchy() -> Hierarchy:
+    """The packaged ICD-9-CM (2015) hierarchy, loaded once per process."""
+    return _packaged(CODE_SYSTEMS[ICD9].data_file)
+
+
+def icd10_hierarchy() -> Hierarchy:
+    """The packaged ICD-10-CM hierarchy (edition in ``data/icd10cm_edition.txt``)."""
+    return _packaged(CODE_SYSTEMS[ICD10].data_file)

@@ -27,7 +27,8 @@ def load_request_dataset(request: ReleaseRequest) -> Dataset:
     """
     dataset = read_dataset(request.input_path, request.diagnoses_path,
                            admissions_path=request.admissions_path,
-                           class_column=request.class_column)
+                           class_column=request.class_column,
+                           code_system=request.code_system)
     expected = request.expected_fingerprint
     if expected is not None and dataset.fingerprint() != expected:
         raise EhrReleaseError(f"{request.input_path} is not the dataset the comparison was "
@@ -72,7 +73,8 @@ def load_comparison_dataset(request: ComparisonRequest) -> Dataset:
     try:
         return read_dataset(request.input_path, request.diagnoses_path,
                             admissions_path=request.admissions_path,
-                            class_column=request.class_column)
+                            class_column=request.class_column,
+                            code_system=request.code_system)
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": request.comparison_id, "input": request.input_path,

@@ -22,6 +22,9 @@ LDA = frozenset({"lda", "lda-baseline"})
 _DTYPES = (
     (re.compile(r"^multiset\[icd9\]\+age$"), "diagnosis codes (ICD-9) with age at diagnosis"),
     (re.compile(r"^multiset\[icd9\]$"), "diagnosis codes (ICD-9)"),
+    (re.compile(r"^multiset\[icd10\]\+age$"),
+     "diagnosis codes (ICD-10-CM) with age at diagnosis"),
+    (re.compile(r"^multiset\[icd10\]$"), "diagnosis codes (ICD-10-CM)"),
     (re.compile(r"^u?int\d*$", re.I), "whole number"),
     (re.compile(r"^float\d*$", re.I), "decimal number"),
     (re.compile(r"^(object|string|str)(\[.*\])?$"), "text"),
@@ -29,6 +32,21 @@ _DTYPES = (
     (re.compile(r"^category$"), "category"),
     (re.compile(r"^datetime64.*"), "date and time"),
 )
+
+
+def code_edition(schema: Mapping[str, str]) -> str | None:
+    """The code system and edition of a dataset's diagnosis codes, from its stored schema
+    (``codes: multiset[icd10]+age`` → ``ICD-10-CM April 1, 2026 (...)``), for the
+    certificate and the datasheet; None for a dataset without codes."""
+    from ehr_release.hierarchy import code_system, schema_code_system
+
+    name = schema_code_system(schema)
+    if name is None:
+        return None
+    try:
+        return code_system(name).edition
+    except ValueError:
+        return name
 
 
 def human_type(dtype: str) -> str:

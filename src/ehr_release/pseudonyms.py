@@ -71,7 +71,8 @@ def pseudonymize_dataset(dataset: Dataset, pseudonym: Pseudonym) -> Dataset:
     patients.index.name = dataset.patients.index.name
     diagnoses = dataset.diagnoses.assign(**{PATIENT_ID: dataset.diagnoses[PATIENT_ID]
                                             .map(mapping)})
-    return Dataset(patients, diagnoses, class_column=dataset.class_column, source=dataset.source)
+    return Dataset(patients, diagnoses, class_column=dataset.class_column, source=dataset.source,
+                   code_system=dataset.code_system)
 
 
 def pseudonymize_records(data: bytes, pseudonym: Pseudonym) -> bytes:

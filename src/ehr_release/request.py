@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -92,6 +93,8 @@ class ReleaseRequest(BaseModel):
     # then names the waiver.
     allow_empty: bool = False
     allow_low_utility: bool = False
+    # The extract's diagnosis code system (icd9 | icd10); None: detected from the codes.
+    code_system: Literal["icd9", "icd10"] | None = None
     # Who receives the data and on what terms: printed on the certificate and the datasheet.
     recipient: str | None = Field(default=None, max_length=500)
     purpose: str | None = Field(default=None, max_length=2000)
@@ -195,6 +198,8 @@ class ComparisonRequest(BaseModel):
     task_runner: str = Field(default="threads", pattern=RUNNER_PATTERN)
     # The registered population the extract is drawn from (see ReleaseRequest.source).
     source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+    # The extract's diagnosis code system (icd9 | icd10); None: detected from the codes.
+    code_system: Literal["icd9", "icd10"] | None = None
 
     @property
     def folder(self) -> Path:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.hierarchy import ICD9, ICD10, code_hierarchy
 
 CLASS_COLUMN = "in_hospital_death"
 CODES_COLUMN = "codes"
@@ -78,6 +78,29 @@ COMORBIDITIES = (
                 logit=-2.0, age_slope=-0.03, chronic=True),
 )
 
+#: The fixed codes above in ICD-10-CM (the CMS General Equivalence Mappings' usual target,
+#: kept by hand for these 45 codes only), so an ICD-10 sample has the same correlations.
+#: Not a converter: extracts are never mapped between the two systems.
+ICD10_OF = {
+    "401.9": "I10", "428.0": "I50.9", "427.31": "I48.91", "414.01": "I25.10",
+    "584.9": "N17.9", "250.00": "E11.9", "272.4": "E78.5", "518.81": "J96.00",
+    "599.0": "N39.0", "530.81": "K21.9", "038.9": "A41.9", "285.9": "D64.9",
+    "244.9": "E03.9", "995.92": "R65.20", "276.2": "E87.2", "496": "J44.9",
+    "403.90": "I12.9", "V58.61": "Z79.01", "311": "F32.A", "305.1": "F17.210",
+    "486": "J18.9", "276.1": "E87.1", "585.9": "N18.9", "V45.81": "Z95.1", "412": "I25.2",
+    "V15.82": "Z87.891", "507.0": "J69.0", "287.5": "D69.6", "785.52": "R65.21",
+    "300.00": "F41.9", "491.21": "J44.1", "780.39": "R56.9", "571.5": "K74.60",
+    "434.91": "I63.50", "348.1": "G93.1", "431": "I61.9", "070.54": "B18.2",
+    "250.02": "E11.65", "250.40": "E11.29", "250.60": "E11.40", "250.01": "E10.9",
+    "278.00": "E66.9", "424.0": "I34.0", "V46.2": "Z99.81", "303.90": "F10.20",
+}
+
+
+def in_system(code: str, code_system: str) -> str:
+    """A generator code (written in ICD-9) as the sample's code system writes it."""
+    return ICD10_OF[code] if code_system == ICD10 else code
+
+
 #: Demographic categories and their probabilities (MIMIC-III spellings); per age band where
 #: the real distribution depends on age (widowhood, Medicare from 65).
 GENDERS = (("M", 0.56), ("F", 0.44))
@@ -110,15 +133,16 @@ class Vocabulary:
 
 
 @cache
-def sample_vocabulary(size: int = VOCABULARY_SIZE) -> Vocabulary:
+def sample_vocabulary(size: int = VOCABULARY_SIZE, code_system: str = ICD9) -> Vocabulary:
     """Pick ``size`` codes of the packaged hierarchy, deterministically, and rank them.
 
     The common ICU codes and every comorbidity code come first (they must be frequent for
     the correlations to show); the rest are leaves and 3-digit categories drawn with a fixed
-    seed, so every sample of every seed shares one vocabulary.
+    seed, so every sample of every seed shares one vocabulary (per code system: ``icd10``
+    draws from the ICD-10-CM hierarchy, with the fixed codes of :data:`ICD10_OF`).
     """
-    h = icd9_hierarchy()
-    fixed = list(dict.fromkeys(
+    h = code_hierarchy(code_system)
+    fixed = list(dict.fromkeys(in_system(c, code_system) for c in
         [*COMMON_CODES,
          *(c for m in COMORBIDITIES for c in (*m.trigger, *(k for k, _ in m.companions)))]
     ))
@@ -165,6 +189,7 @@ def generate_sample(
     seed: int = 0,
     longitudinal: bool = False,
     class_column: bool = True,
+    code_system: str = ICD9,
 ) -> Dataset:
     """Generate a synthetic EHR extract of ``n_patients`` patients.
 
@@ -179,6 +204,8 @@ def generate_sample(
         over a few visits; chronic codes then repeat at later visits.
     class_column
         Add the ``in_hospital_death`` class column (≈10 %, rises with age and sepsis).
+    code_system
+        ``icd9`` (default) or ``icd10``: the same generator over the ICD-10-CM hierarchy.
 
     Returns
     -------
@@ -199,11 +226,11 @@ def generate_sample(
     """
     check_patient_count(n_patients)
     rng = np.random.default_rng(seed)
-    vocab = sample_vocabulary()
+    vocab = sample_vocabulary(code_system=code_system)
     age = _ages(rng, n_patients)
     patients = _demographics(rng, age, _patient_ids(n_patients))
 
-    cluster_rows, has_cluster = _comorbidity_codes(rng, age, vocab)
+    cluster_rows, has_cluster = _comorbidity_codes(rng, age, vocab, code_system)
     background = _background_codes(rng, n_patients, vocab)
     pat = np.concatenate([cluster_rows[0], background[0]])
     code = np.concatenate([cluster_rows[1], background[1]])
@@ -227,7 +254,8 @@ def generate_sample(
         else pd.array(np.full(len(pat), pd.NA), dtype="Int64"),
     })
     return Dataset(patients, diagnoses, class_column=CLASS_COLUMN if class_column else None,
-                   source=f"synthetic sample (n={n_patients}, seed={seed})")
+                   source=f"synthetic sample (n={n_patients}, seed={seed})",
+                   code_system=code_system)
 
 
 def _patient_ids(n: int) -> pd.Index:
@@ -263,7 +291,7 @@ def _demographics(rng: np.random.Generator, age: np.ndarray, ids: pd.Index) -> p
 
 
 def _comorbidity_codes(
-    rng: np.random.Generator, age: np.ndarray, vocab: Vocabulary,
+    rng: np.random.Generator, age: np.ndarray, vocab: Vocabulary, code_system: str = ICD9,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict[str, np.ndarray]]:
     """Rows (patient, code, chronic) of the comorbidity clusters, and who has which."""
     pats: list[np.ndarray] = []
@@ -274,13 +302,13 @@ def _comorbidity_codes(
         p = 1.0 / (1.0 + np.exp(-(m.logit + m.age_slope * (age - 60))))
         has[m.name] = rng.random(len(age)) < p
         members = np.flatnonzero(has[m.name])
-        trigger_idx = np.array([vocab.index(c) for c in m.trigger])
+        trigger_idx = np.array([vocab.index(in_system(c, code_system)) for c in m.trigger])
         pats.append(members)
         codes.append(trigger_idx[rng.integers(0, len(trigger_idx), len(members))])
         for companion, prob in m.companions:
             chosen = members[rng.random(len(members)) < prob]
             pats.append(chosen)
-            codes.append(np.full(len(chosen), vocab.index(companion)))
+            codes.append(np.full(len(chosen), vocab.index(in_system(companion, code_system))))
         chronic.extend(np.full(len(x), m.chronic) for x in pats[len(chronic):])
     return (np.concatenate(pats), np.concatenate(codes), np.concatenate(chronic)), has
 

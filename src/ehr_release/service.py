@@ -74,7 +74,7 @@ def precheck(request: ReleaseRequest, *, register: bool = False,
         if not preflighted:
             preflight(request.input_path, request.diagnoses_path,
                       admissions_path=request.admissions_path,
-                      class_column=request.class_column)
+                      class_column=request.class_column, code_system=request.code_system)
         plan = make_plan(request, parsed=parsed)
         if register:
             from ehr_release.intake import register_run  # no Prefect
@@ -525,7 +525,8 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      purpose: str | None = None, terms: str | None = None,
                      expires: str | None = None, allow_empty: bool = False,
                      allow_low_utility: bool = False,
-                     source: str = "default") -> ReleaseRequest:
+                     source: str = "default",
+                     code_system: str | None = None) -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
@@ -536,4 +537,4 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           task_runner=check_runner_spec(task_runner), recipient=recipient,
                           purpose=purpose, terms=terms, expires=expires,
                           allow_empty=allow_empty, allow_low_utility=allow_low_utility,
-                          source=source)
+                          source=source, code_system=code_system)

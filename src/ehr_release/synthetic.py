@@ -77,7 +77,7 @@ import pandas as pd
 
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.hierarchy import Hierarchy, code_hierarchy
 from ehr_release.sample import check_patient_count
 
 #: Age bands (inclusive); the last one holds MIMIC's 90 ("90 or older").
@@ -112,6 +112,7 @@ class CodeModel:
     seen: int  # the first ``seen`` codes of the vocabulary occur in the extract
     weights: np.ndarray  # (cells, codes) draw weights, rows sum to 1
     unseen_mass: float  # Good–Turing M0
+    code_system: str = "icd9"  # the fitted extract's (:class:`~ehr_release.dataset.Dataset`)
 
     @property
     def n_cells(self) -> int:
@@ -141,7 +142,7 @@ def fit(dataset: Dataset, *, bands: tuple[tuple[int, int], ...] = AGE_BANDS,
     ParameterError
         If no patient falls in a cell, or a code is not a node of the hierarchy.
     """
-    h = hierarchy or icd9_hierarchy()
+    h = hierarchy or code_hierarchy(dataset.code_system)
     pats = dataset.patients
     age = pats["age"].astype("Int64").to_numpy(dtype=float, na_value=np.nan)
     band = _band_of(np.nan_to_num(age, nan=-1), bands)
@@ -159,7 +160,7 @@ def fit(dataset: Dataset, *, bands: tuple[tuple[int, int], ...] = AGE_BANDS,
     pairs = pairs[cell_of.loc[pairs[PATIENT_ID]].to_numpy() >= 0]
     bad = sorted(set(pairs[CODE]) - set(h.parent))
     if bad:
-        raise ParameterError("dataset", "codes must be nodes of the ICD-9 hierarchy",
+        raise ParameterError("dataset", "codes must be nodes of the extract's code hierarchy",
                              f"{len(bad)} codes")
     seen_codes = np.array(sorted(set(pairs[CODE])), dtype=object)
     code_pos = {c: i for i, c in enumerate(seen_codes)}
@@ -226,7 +227,7 @@ def fit(dataset: Dataset, *, bands: tuple[tuple[int, int], ...] = AGE_BANDS,
                       for g in range(n_cells)),
         count_support=tuple(support), count_pmf=tuple(pmf),
         vocabulary=np.concatenate([seen_codes, unseen]), seen=len(seen_codes),
-        weights=weights, unseen_mass=unseen_mass)
+        weights=weights, unseen_mass=unseen_mass, code_system=dataset.code_system)
 
 
 def _age_pmf(ages: np.ndarray, band: tuple[int, int]) -> np.ndarray:
@@ -311,7 +312,8 @@ def generate(model: CodeModel, n_patients: int, rng: np.random.Generator) -> Dat
         PATIENT_ID: ids[owner], CODE: model.vocabulary[code],
         AGE: pd.array(np.full(len(owner), pd.NA), dtype="Int64")})
     return Dataset(patients, diagnoses,
-                   source=f"synthetic, fitted to age and gender (n={n})")
+                   source=f"synthetic, fitted to age and gender (n={n})",
+                   code_system=model.code_system)
 
 
 def _successive_sample(rng: np.random.Generator, weights: np.ndarray,

@@ -11,7 +11,7 @@ A configuration is a mapping (usually a YAML file)::
     attributes:
       age: {type: numerical, domain: [0, 120], weight: 0.5}
       gender: {type: categorical, hierarchy: {All: [F, M]}}      # or a child,parent CSV
-    codes: {hierarchy: icd9}                                       # the shipped ICD-9-CM
+    codes: {hierarchy: icd9}                     # the shipped ICD-9-CM (icd10: ICD-10-CM)
     constraints:
       - name: UC1
         age: {bands: 12, from: 0, to: 119}                         # [0, 11], [12, 23], ...
@@ -42,7 +42,13 @@ import yaml
 from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.dataset import Dataset
 from ehr_release.errors import ConfigError, InputError, ParameterError
-from ehr_release.hierarchy import Hierarchy, hierarchy_from_frame, icd9_hierarchy
+from ehr_release.hierarchy import (
+    CODE_SYSTEMS,
+    Hierarchy,
+    code_hierarchy,
+    code_system,
+    hierarchy_from_frame,
+)
 
 #: Code-set families: every node at this level of the code hierarchy (with its subtree).
 CODE_FAMILIES = {"chapters": 1, "sections": 2, "3-digit": 3}
@@ -125,6 +131,9 @@ class RTConfig:
     attributes: tuple[Attribute, ...]
     constraints: tuple[UtilityConstraint, ...]
     source: str = ""
+    #: What ``codes: {hierarchy: …}`` names: a packaged code system (``icd9``, ``icd10``)
+    #: the extract must be coded in, or a file (a site's own tree).
+    codes_ref: str = "icd9"
 
     @property
     def names(self) -> list[str]:
@@ -246,7 +255,8 @@ def parse_config(raw: Any, read_hierarchy: HierarchyReader, *, source: str = "")
         return code_h[0]
 
     constraints = parse_constraints(raw.get("constraints") or [], attributes, code_hierarchy)
-    config = RTConfig(attributes, tuple(constraints), source)
+    config = RTConfig(attributes, tuple(constraints), source, str(code_ref).strip().lower()
+                      if str(code_ref).strip().lower() in CODE_SYSTEMS else str(code_ref))
     check_consistent(config)
     return config
 
@@ -531,6 +541,11 @@ def rt_data(dataset: Dataset, config: RTConfig) -> RTData:
     InputError
         A value is missing, outside a numerical domain, or not a node of its hierarchy.
     """
+    if config.codes_ref in CODE_SYSTEMS and config.codes_ref != dataset.code_system:
+        named, coded = (code_system(s).label for s in (config.codes_ref, dataset.code_system))
+        raise ConfigError(f"the configuration's code hierarchy is {named} (codes: "
+                          f"{{hierarchy: {config.codes_ref}}}) but the extract is coded in "
+                          f"{coded}: set codes: {{hierarchy: {dataset.code_system}}}")
     missing = [n for n in config.names if n not in dataset.patients.columns]
     if missing:
         raise ConfigError(f"configured attribute {missing[0]!r} is not a column of the data "
@@ -701,9 +716,10 @@ def with_code_weights(config: RTConfig, text: str) -> RTConfig:
 
 # --------------------------------------------------------------------------- files
 def read_hierarchy_file(ref: str, base: Path) -> Hierarchy:
-    """``icd9`` (the shipped ICD-9-CM) or a ``child,parent`` CSV / YAML tree file."""
-    if ref.strip().lower() == "icd9":
-        return icd9_hierarchy()
+    """``icd9`` / ``icd10`` (the shipped ICD-9-CM / ICD-10-CM) or a ``child,parent`` CSV /
+    YAML tree file."""
+    if ref.strip().lower() in CODE_SYSTEMS:
+        return code_hierarchy(ref.strip().lower())
     path = (base / ref).resolve()
     if not path.is_file():
         raise ConfigError(f"hierarchy file {path} does not exist")

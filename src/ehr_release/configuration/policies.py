@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.hierarchy import Hierarchy, code_hierarchy, icd9_hierarchy
 
 if TYPE_CHECKING:
     from ehr_release.dataset import Dataset
@@ -335,4 +335,5 @@ def resolve_policy(spec: str, dataset: Dataset) -> UtilityPolicy:
                               f"{exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:  # fix (issue 8 fuzzing): a binary policy file
             raise ConfigError(f"policy file {str(path)!r} is not UTF-8 text: {exc}") from None
-    return build_policy(parsed, dataset.code_sets(), yaml_text=text)
+    return build_policy(parsed, dataset.code_sets(), yaml_text=text,
+                        hierarchy=code_hierarchy(dataset.code_system))

@@ -34,8 +34,9 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.errors import EhrReleaseError, NotFound
 from ehr_release.files import sha256_bytes
+from ehr_release.hierarchy import Hierarchy
 from ehr_release.history.linkage import Overlap, PatientLinks, overlap
 from ehr_release.reports import Requirement
 from ehr_release.storage.engine import engine_or_default as _engine
@@ -193,7 +194,8 @@ def check_history(run_id: str, algorithm: str, params: Mapping[str, Any],
         return verdict
     unreadable = [e.run_id for e in differencing if e.files is None]
     readable = [e for e in differencing if e.files is not None]
-    passed, measured = _attack(run_id, algorithm, current, files, readable)
+    passed, measured = _attack(run_id, algorithm, current, files, readable,
+                               _code_hierarchy(run_id, engine))
     return HistoryVerdict(earlier, weaker, differencing, policy, passed, measured, unreadable)
 
 
@@ -202,8 +204,23 @@ def _differencing(e: EarlierRelease, current: Strength) -> bool:
     return 0 < e.overlap.only_current < k or 0 < e.overlap.only_earlier < k
 
 
+def _code_hierarchy(run_id: str, engine: Engine | None) -> Hierarchy:
+    """The hierarchy of the code system of ``run_id``'s extract (ICD-9-CM or ICD-10-CM), by
+    which every release of the pair is read: earlier releases of these patients from an
+    extract in the other system share no term with this one (no mapping is made)."""
+    from ehr_release.hierarchy import ICD9, code_hierarchy, schema_code_system
+    from ehr_release.storage import runs
+
+    try:
+        run = runs.get_run(run_id, engine)
+        schema = json.loads(runs.get_dataset(run.dataset_id, engine).columns_json)
+    except NotFound:  # a run checked before it is registered: the historic default
+        return code_hierarchy(ICD9)
+    return code_hierarchy(schema_code_system(schema) or ICD9)
+
+
 def _attack(run_id: str, algorithm: str, current: Strength, files: Mapping[str, bytes],
-            earlier: Sequence[EarlierRelease]) -> tuple[bool, str]:
+            earlier: Sequence[EarlierRelease], hierarchy: Hierarchy) -> tuple[bool, str]:
     """Run the history attack audit (privacy/, no algorithm code) on the differencing pairs."""
     if not earlier:
         return False, "no earlier release's bytes could be read"
@@ -213,7 +230,7 @@ def _attack(run_id: str, algorithm: str, current: Strength, files: Mapping[str, 
         attack.HeldRelease(run_id, algorithm, dict(files), current.k),
         [(attack.HeldRelease(e.run_id, e.algorithm, dict(e.files or {}), e.strength.k),
           attack.Overlap(e.overlap.shared, e.overlap.only_current, e.overlap.only_earlier))
-         for e in earlier])
+         for e in earlier], hierarchy=hierarchy)
     stored = report.stored()
     return report.passed, stored.measured or ("passed" if report.passed else "failed")
 

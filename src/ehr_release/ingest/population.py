@@ -22,6 +22,7 @@ class Population:
     ids: list[str]
     multisets: list[dict[str, int]]
     info: dict[str, Any]
+    code_system: str = "icd9"  # the population file's, detected as any extract's
 
 
 def load_population(path: str) -> Population:
@@ -34,7 +35,8 @@ def load_population(path: str) -> Population:
     dataset = read_dataset(p)
     multisets = [dict(m) for m in dataset.code_multisets()]
     return Population(dataset.patient_ids, multisets,
-                      {"records": dataset.n_patients, "fingerprint": fingerprint(multisets)})
+                      {"records": dataset.n_patients, "fingerprint": fingerprint(multisets)},
+                      dataset.code_system)
 
 
 def fingerprint(multisets: list[dict[str, int]]) -> str:

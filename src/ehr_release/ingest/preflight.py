@@ -30,7 +30,9 @@ from ehr_release.ingest.rules import (
     check_path,
     code_error,
     code_verdict,
+    detect_code_system,
     id_problem,
+    mixed_error,
     require_columns,
     require_rows,
     short_row_error,
@@ -53,8 +55,10 @@ Table = tuple[list[str], list[list[str]]]
 
 def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, *,
               admissions_path: str | Path | None = None,
-              class_column: str | None = None) -> None:
+              class_column: str | None = None, code_system: str | None = None) -> None:
     """Raise the full reader's :class:`InputError` for a bad plain-text extract, if it can.
+
+    ``code_system`` (``icd9``/``icd10``) declares the codes' system; None detects it.
 
     Returns None when the input passed or when the preflight cannot decide (see module
     docstring); the full reader runs afterwards in both cases.
@@ -63,10 +67,17 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
         path = Path(input_path)
         if path.is_dir() or admissions_path is not None:
             return
+        if code_system is not None:
+            from ehr_release.hierarchy import code_system as known
+
+            try:
+                known(code_system)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
         if diagnoses_path is None:
-            _check_wide(path, class_column)
+            _check_wide(path, class_column, code_system)
         else:
-            _check_long(path, Path(diagnoses_path), class_column)
+            _check_long(path, Path(diagnoses_path), class_column, code_system)
     except Undecided:
         return
 
@@ -110,7 +121,7 @@ def _column(table: Table, name: str) -> list[str]:
     return [r[i] for r in rows]
 
 
-def _check_wide(path: Path, class_column: str | None) -> None:
+def _check_wide(path: Path, class_column: str | None, code_system: str | None) -> None:
     table = _read(path)
     header, rows = table
     require_columns(header, [PATIENT_ID, CODES], path)
@@ -125,11 +136,12 @@ def _check_wide(path: Path, class_column: str | None) -> None:
             code, _, age = token.partition("@")
             codes.append((code, row))
             ages.append((age, row))
-    _check_codes(codes, path, CODES)
+    _check_codes(codes, path, CODES, code_system)
     _check_ages(ages, path, CODES)
 
 
-def _check_long(path: Path, diagnoses_path: Path, class_column: str | None) -> None:
+def _check_long(path: Path, diagnoses_path: Path, class_column: str | None,
+                code_system: str | None) -> None:
     patients = _read(path)
     require_columns(patients[0], [PATIENT_ID], path)
     require_rows(len(patients[1]), path)
@@ -146,7 +158,7 @@ def _check_long(path: Path, diagnoses_path: Path, class_column: str | None) -> N
                              file=str(diagnoses_path), row=row, column=PATIENT_ID)
     rows = range(1, len(diagnoses[1]) + 1)
     _check_codes(list(zip(_column(diagnoses, CODE), rows, strict=True)), diagnoses_path,
-                 CODE)
+                 CODE, code_system)
     if AGE in diagnoses[0]:
         _check_ages(list(zip(_column(diagnoses, AGE), rows, strict=True)), diagnoses_path,
                     AGE)
@@ -161,11 +173,17 @@ def _check_demographics(table: Table, path: Path, class_column: str | None) -> N
         _check_ages(list(zip(_column(table, AGE), rows, strict=True)), path, AGE)
 
 
-def _check_codes(codes: list[tuple[str, int]], path: Path, column: str) -> None:
-    verdicts = {text: code_verdict(text) for text in {t for t, _ in codes}}
+def _check_codes(codes: list[tuple[str, int]], path: Path, column: str,
+                 code_system: str | None = None) -> None:
+    distinct = list(dict.fromkeys(t for t, _ in codes))
+    system = detect_code_system(distinct, code_system)
+    if isinstance(system, tuple):
+        first = {text: row for text, row in reversed(codes)}
+        raise mixed_error(path, first[system[0]], first[system[1]], column)
+    verdicts = {text: code_verdict(text, system) for text in distinct}
     for text, row in codes:
         if verdicts[text] is None:
-            raise code_error(text, path, row, column)
+            raise code_error(text, path, row, column, system)
 
 
 def _check_ages(ages: list[tuple[str, int]], path: Path, column: str) -> None:

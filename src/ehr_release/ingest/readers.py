@@ -8,6 +8,8 @@
    admissions table (``admission, patient_id, admit_date``) from which ages are computed.
 3. **MIMIC-III directory**: a folder holding ``PATIENTS``, ``ADMISSIONS`` and
    ``DIAGNOSES_ICD`` tables, read as (2) with MIMIC's column names and date conventions.
+4. **MIMIC-IV ``hosp``, OMOP CDM v5.4 and FHIR R4 bulk-export folders**, told apart by
+   :mod:`ehr_release.ingest.layouts` and read by their own modules.
 
 Every reader validates once, here, and raises :class:`InputError` naming file, row, column.
 """
@@ -42,19 +44,27 @@ def read_dataset(
     *,
     admissions_path: str | Path | None = None,
     class_column: str | None = None,
+    code_system: str | None = None,
 ) -> Dataset:
-    """Read any accepted input shape into a :class:`Dataset` (see module docstring)."""
+    """Read any accepted input shape into a :class:`Dataset` (see module docstring).
+
+    ``code_system`` (``icd9`` or ``icd10``) declares the extract's codes; None detects it
+    (:func:`~ehr_release.ingest.rules.detect_code_system`).
+    """
     path = Path(input_path)
     if path.is_dir():
-        return read_mimic_dir(path, class_column=class_column)
+        from ehr_release.ingest.layouts import read_folder
+
+        return read_folder(path, class_column=class_column, code_system=code_system)
     if diagnoses_path is not None:
         return read_long(path, Path(diagnoses_path),
                          admissions_path=Path(admissions_path) if admissions_path else None,
-                         class_column=class_column)
-    return read_wide(path, class_column=class_column)
+                         class_column=class_column, code_system=code_system)
+    return read_wide(path, class_column=class_column, code_system=code_system)
 
 
-def read_wide(path: Path, *, class_column: str | None = None) -> Dataset:
+def read_wide(path: Path, *, class_column: str | None = None,
+              code_system: str | None = None) -> Dataset:
     """One row per patient with a ``codes`` column."""
     frame = read_table(path)
     require_columns(frame, [PATIENT_ID, CODES], path)
@@ -72,15 +82,16 @@ def read_wide(path: Path, *, class_column: str | None = None) -> Dataset:
     code_txt = tok.str.partition("@")[0] if len(tok) else tok
     age_txt = tok.str.partition("@")[2] if len(tok) else tok
     rows = exploded["row"]
-    codes = normalize_codes(code_txt.fillna(""), rows, path, CODES)
+    codes, system = normalize_codes(code_txt.fillna(""), rows, path, CODES, code_system)
     ages = parse_ages(age_txt.fillna(""), rows, path, CODES)
     diagnoses = pd.DataFrame({PATIENT_ID: exploded[PATIENT_ID].to_numpy(),
                               CODE: codes.to_numpy(), AGE: ages.to_numpy()})
-    return Dataset(patients, diagnoses, class_column=class_column, source=str(path))
+    return Dataset(patients, diagnoses, class_column=class_column, source=str(path),
+                   code_system=system)
 
 
 def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None = None,
-              class_column: str | None = None) -> Dataset:
+              class_column: str | None = None, code_system: str | None = None) -> Dataset:
     """A patients table plus a long diagnoses table (and optionally admissions)."""
     pats = read_table(path)
     require_columns(pats, [PATIENT_ID], path)
@@ -90,11 +101,13 @@ def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None 
     require_columns(diag, [PATIENT_ID, CODE], diagnoses_path)
     ages = _diagnosis_ages(pats, path, diag, diagnoses_path, admissions_path)
     patients = _demographics(pats, path, class_column)
-    return Dataset(patients, _diagnoses(diag, diagnoses_path, patients, ages),
-                   class_column=class_column, source=f"{path} + {diagnoses_path}")
+    diagnoses, system = _diagnoses(diag, diagnoses_path, patients, ages, code_system)
+    return Dataset(patients, diagnoses, class_column=class_column,
+                   source=f"{path} + {diagnoses_path}", code_system=system)
 
 
-def read_mimic_dir(folder: Path, *, class_column: str | None = None) -> Dataset:
+def read_mimic_dir(folder: Path, *, class_column: str | None = None,
+                   code_system: str | None = None) -> Dataset:
     """A MIMIC-III (demo) folder: one row per patient, demographics of the first admission,
     class = died in hospital during any admission, codes aged at their admission."""
     files = {p.stem.lower(): p for p in folder.iterdir()
@@ -125,9 +138,9 @@ def read_mimic_dir(folder: Path, *, class_column: str | None = None) -> Dataset:
     require_columns(diag, [PATIENT_ID, CODE, "admission"], d_path)
     diag = diag[diag[CODE] != ""]  # MIMIC leaves a few diagnosis rows without a code
     ages = diag["admission"].map(pd.Series(adm_age, index=adm["admission"].to_numpy()))
-    dataset = Dataset(out, _diagnoses(diag, d_path, out, ages.astype("Int64")),
-                      class_column=class_column or MIMIC_CLASS, source=str(folder))
-    return dataset
+    diagnoses, system = _diagnoses(diag, d_path, out, ages.astype("Int64"), code_system)
+    return Dataset(out, diagnoses, class_column=class_column or MIMIC_CLASS,
+                   source=str(folder), code_system=system)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -144,17 +157,18 @@ def _demographics(frame: pd.DataFrame, path: Path, class_column: str | None) -> 
 
 
 def _diagnoses(diag: pd.DataFrame, path: Path, patients: pd.DataFrame,
-               ages: pd.Series | None) -> pd.DataFrame:
+               ages: pd.Series | None, code_system: str | None = None
+               ) -> tuple[pd.DataFrame, str]:
     require_rows(diag, path)
     diag = diag.reset_index(drop=True)
     rows = pd.Series(np.arange(1, len(diag) + 1))
     _check_known_patients(diag[PATIENT_ID], pd.Series(patients.index), path)
-    codes = normalize_codes(diag[CODE], rows, path, CODE)
+    codes, system = normalize_codes(diag[CODE], rows, path, CODE, code_system)
     if ages is None:
         ages = (parse_ages(diag[AGE], rows, path, AGE) if AGE in diag.columns
                 else pd.Series(pd.array([None] * len(diag), dtype="Int64")))
     return pd.DataFrame({PATIENT_ID: diag[PATIENT_ID].to_numpy(), CODE: codes.to_numpy(),
-                         AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")})
+                         AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")}), system
 
 
 def _check_known_patients(ids: pd.Series, known: pd.Series, path: Path) -> None:

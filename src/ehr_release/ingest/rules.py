@@ -10,7 +10,7 @@ disagree about what a valid age, code, identifier or header is, or about the mes
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ehr_release.errors import InputError
@@ -152,22 +152,65 @@ def age_error(verdict: str, text: str, path: Path, row: int, column: str) -> Inp
                       detail=f"found {text!r}")
 
 
-def code_verdict(text: str) -> str | None:
-    """The dotted ICD-9 code ``text`` names, or None when it is not a node of the ICD-9-CM
-    hierarchy (the root is not a code)."""
-    from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
+def code_verdict(text: str, system: str = "icd9") -> str | None:
+    """The dotted code ``text`` names, or None when it is not a node of the code system's
+    hierarchy (``icd9`` or ``icd10``; the root is not a code)."""
+    from ehr_release.hierarchy import code_system
 
-    hierarchy = icd9_hierarchy()
-    code = normalize_icd9(text)
+    cs = code_system(system)
+    hierarchy = cs.hierarchy()
+    code = cs.normalize(text)
     return code if code in hierarchy and code != hierarchy.root else None
 
 
-def code_error(text: str, path: Path, row: int, column: str) -> InputError:
-    """The one message for a code that is not a node of the ICD-9-CM hierarchy."""
-    problem = ("malformed ICD-9 code: not a node of the ICD-9-CM hierarchy"
-               if text else "empty ICD-9 code")
+def code_error(text: str, path: Path, row: int, column: str,
+               system: str = "icd9") -> InputError:
+    """The one message for a code that is not a node of the code system's hierarchy."""
+    from ehr_release.hierarchy import code_system
+
+    cs = code_system(system)
+    problem = (f"malformed {cs.short} code: not a node of the {cs.label} hierarchy"
+               if text else f"empty {cs.short} code")
     return InputError(problem, file=str(path), row=row, column=column,
                       detail=f"found {text!r}" if text else None)
+
+
+def detect_code_system(texts: Collection[str], declared: str | None = None
+                       ) -> str | tuple[str, str]:
+    """The code system of an extract's distinct code ``texts``: ``declared`` when given,
+    else ``icd10`` if some code is a node of ICD-10-CM only, else ``icd9`` (the default:
+    ``V01`` or ``E849`` are nodes of both, and every extract before ICD-10 was ICD-9).
+
+    An extract holding both an ICD-9-only code (``250.00``) and an ICD-10-only one
+    (``E11.9``) returns that pair instead: GEM mapping between them is not done, so the
+    caller refuses the extract with :func:`mixed_error`.
+    """
+    if declared is not None:
+        from ehr_release.hierarchy import code_system
+
+        code_system(declared)  # refuse an unknown name before reading on
+        return declared
+    if all(code_verdict(t, "icd9") for t in texts):  # no need to load ICD-10-CM (≈1 s)
+        return "icd9"
+    only9 = only10 = None
+    for text in texts:
+        in9, in10 = code_verdict(text, "icd9"), code_verdict(text, "icd10")
+        if in9 and not in10 and only9 is None:
+            only9 = text
+        elif in10 and not in9 and only10 is None:
+            only10 = text
+        if only9 is not None and only10 is not None:
+            return only9, only10
+    return "icd10" if only10 is not None else "icd9"
+
+
+def mixed_error(path: Path, row9: int, row10: int, column: str) -> InputError:
+    """The one message for an extract that mixes ICD-9-CM and ICD-10-CM codes (rows only:
+    the codes are a patient's)."""
+    return InputError(f"extract mixes ICD-9-CM and ICD-10-CM codes (row {row9} is ICD-9-CM "
+                      f"only, row {row10} ICD-10-CM only); mapping between them is not "
+                      "supported: split the extract or convert one part first",
+                      file=str(path), row=row10, column=column)
 
 
 #: What separates the codes of a wide file's ``codes`` cell.

@@ -19,7 +19,9 @@ from ehr_release.ingest.rules import (
     age_verdict,
     code_error,
     code_verdict,
+    detect_code_system,
     id_problem,
+    mixed_error,
 )
 
 
@@ -27,18 +29,26 @@ def check_unique_ids(ids: pd.Series, path: Path, column: str = "patient_id") -> 
     id_problem(ids.tolist(), path, column)
 
 
-def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.Series:
-    """Dotted ICD-9 codes for ``raw``; raises on the first code not in the hierarchy.
+def normalize_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str,
+                    system: str | None = None) -> tuple[pd.Series, str]:
+    """Dotted codes for ``raw`` and their code system (``system`` when declared, else
+    detected: :func:`~ehr_release.ingest.rules.detect_code_system`); raises on a mix of
+    ICD-9 and ICD-10, then on the first code not in the system's hierarchy.
 
     ``rows`` gives the source row number of each entry (long tables map 1:1, wide tables
     repeat a row once per code).
     """
-    mapping = {u: code_verdict(u) for u in pd.unique(raw)}
+    distinct = list(pd.unique(raw))
+    found = detect_code_system(distinct, system)
+    if isinstance(found, tuple):
+        row9, row10 = (int(rows.iloc[int(raw.eq(t).to_numpy().argmax())]) for t in found)
+        raise mixed_error(path, row9, row10, column)
+    mapping = {u: code_verdict(u, found) for u in distinct}
     bad = [u for u, v in mapping.items() if v is None]
     if bad:
         first = int(raw.isin(bad).to_numpy().argmax())
-        raise code_error(raw.iloc[first], path, int(rows.iloc[first]), column)
-    return raw.map(mapping)
+        raise code_error(raw.iloc[first], path, int(rows.iloc[first]), column, found)
+    return raw.map(mapping), found
 
 
 def parse_ages(raw: pd.Series, rows: pd.Series, path: Path, column: str) -> pd.Series:

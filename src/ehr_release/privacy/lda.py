@@ -437,11 +437,13 @@ def verify(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, A
            algorithm: str = NAME) -> VerificationReport:
     """The entry point every family shares: ``files`` against the original trajectories,
     for the run's k, weights and leaf convention on the thesis' age hierarchy (1–128,
-    :class:`LdaSettings`' defaults) and the shipped ICD-9-CM hierarchy. ``algorithm`` names
-    the registered variant (``lda``, ``lda-baseline``) the report is for."""
-    from ehr_release.hierarchy import icd9_hierarchy
+    :class:`LdaSettings`' defaults) and the shipped hierarchy of the extract's code system.
+    ``algorithm`` names the registered variant (``lda``, ``lda-baseline``) the report is
+    for."""
+    from ehr_release.hierarchy import code_hierarchy
 
     settings = LdaSettings(int(params["k"]), float(params["w_icd"]), float(params["w_age"]),
                            int(params["leaf_count"]))
     return check_trajectories(files, original.patient_ids, original.trajectories(),
-                              icd9_hierarchy(), settings, algorithm=algorithm)
+                              code_hierarchy(original.code_system), settings,
+                              algorithm=algorithm)

@@ -19,6 +19,7 @@ from ehr_release.algorithms.gccens import PopulationIndex, gccens, resolve_caps
 from ehr_release.algorithms.gccens.inputs import check_sample_in_population
 from ehr_release.algorithms.gccens.release import RECORDS_FILE, release_files
 from ehr_release.configuration.caps import CAPS_RULE, caps_ok, parse_caps
+from ehr_release.errors import InputError
 from ehr_release.ingest import population as population_input
 from ehr_release.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.gccens import SCHEMA
@@ -48,6 +49,10 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     sample = [dict(m) for m in dataset.code_multisets()]
     population = population_input.population_of(params)
+    if population.code_system != dataset.code_system:
+        raise InputError(f"the population is coded in {population.code_system} but the "
+                         f"extract in {dataset.code_system}: both must use one code system",
+                         file=str(params["population"]))
     caps = parse_caps(params["caps"])
     initial = resolve_caps(sample, caps)
     check_sample_in_population(dataset.patient_ids, sample, population.ids,

@@ -18,7 +18,7 @@ import numpy as np
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import RECORDS_FILE, release_files
 from ehr_release.errors import InputError, ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.hierarchy import code_hierarchy, code_system
 from ehr_release.params import Interval, OneOf, Param
 from ehr_release.privacy.formats.lda import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
@@ -96,18 +96,20 @@ def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
     return dataset.trajectories()
 
 
-def _model(trajs: list[list[tuple[str, int]]], params: dict[str, Any]):
-    return make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t], w_icd=params["w_icd"],
+def _model(trajs: list[list[tuple[str, int]]], params: dict[str, Any], system: str):
+    return make_model(code_hierarchy(system), [c for t in trajs for c, _ in t],
+                      w_icd=params["w_icd"],
                       w_age=params["w_age"], leaf_count=params["leaf_count"])
 
 
 def anonymize(name: str, dataset: Dataset, params: dict[str, Any]) -> ReleaseFiles:
     trajs = trajectories_of(dataset)
-    result = anonymize_trajectories(trajs, params["k"], _model(trajs, params), METHODS[name])
+    result = anonymize_trajectories(trajs, params["k"], _model(trajs, params, dataset.code_system),
+                                    METHODS[name])
     meta = {"algorithm": name, "method": METHODS[name], "k": params["k"],
             "w_icd": params["w_icd"], "w_age": params["w_age"],
             "leaf_count": params["leaf_count"], "age_domain": [AGE_FIRST, AGE_LAST],
-            "hierarchy": "ICD-9-CM"}
+            "hierarchy": code_system(dataset.code_system).label}
     return release_files(dataset.patient_ids, result, meta)
 
 

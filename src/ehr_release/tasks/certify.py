@@ -33,7 +33,7 @@ from ehr_release.datasheet import (
 )
 from ehr_release.files import sha256_bytes, write_durably
 from ehr_release.history.checks import HISTORY
-from ehr_release.plain import attack_statement, verification_limits
+from ehr_release.plain import attack_statement, code_edition, verification_limits
 from ehr_release.plan import ReleasePlan
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -202,7 +202,8 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
             verification_limits(entry.name) is None),
         verification_limits=verification_limits(entry.name),
         history=history_words(verification), cumulative_epsilon=_cumulative_epsilon(run_id),
-        test_site=is_test_site())
+        test_site=is_test_site(),
+        code_system=code_edition(json.loads(runs.get_dataset(run.dataset_id).columns_json)))
 
 
 def history_words(verification: VerificationReport) -> str | None:

@@ -300,12 +300,12 @@ def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str,
     with the run's loss model. Nothing here is random."""
     from ehr_release.algorithms.lda import make_model
     from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records
-    from ehr_release.hierarchy import icd9_hierarchy
+    from ehr_release.hierarchy import code_hierarchy
 
     trajs = original.trajectories()
     released = dict(read_records(files[RECORDS_FILE]))
     published = [released.get(pid, []) for pid in original.patient_ids]
-    model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t],
+    model = make_model(code_hierarchy(original.code_system), [c for t in trajs for c, _ in t],
                        w_icd=params["w_icd"], w_age=params["w_age"],
                        leaf_count=params["leaf_count"])
     return evaluate_trajectories(trajs, published, model, int(params["k"]), algorithm=algorithm)

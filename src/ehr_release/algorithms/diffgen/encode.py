@@ -129,6 +129,11 @@ def encode_dataset(dataset: Dataset, config: DiffGenConfig) -> Encoded:
     nums = [_numerical(name, dom, pats[name], where) for name, dom in config.numerical.items()]
     sv = None
     for name, tax in config.set_valued.items():
+        if tax.source in {"icd9", "icd10"} and tax.source != dataset.code_system:
+            # Every code would be refused one by one: name the cause once instead.
+            raise ConfigError(f"the {name!r} taxonomy is {tax.source} but the extract is "
+                              f"coded in {dataset.code_system}: use taxonomy: "
+                              f"{dataset.code_system}")
         sv = _set_valued(name, tax.item_of, tree_index(tax.tree), dataset, where)
     return Encoded(len(pats), config.class_column, config.class_values, classes, cats, nums,
                    sv)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ehr_release.errors import ConfigError
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.hierarchy import CODE_SYSTEMS, Hierarchy, code_hierarchy
 
 #: Separator of the first and last child in the name of a regrouping node ("001-139..240-279").
 GROUP_SEPARATOR = ".."
@@ -156,9 +156,10 @@ def parse_domains(section: Any, where: str) -> dict[str, NumericalDomain]:
 
 
 def set_valued_taxonomy(spec: Any, where: str) -> SetValuedTaxonomy:
-    """The tree of a set-valued attribute: ``icd9`` or an inline tree, truncated, regrouped."""
+    """The tree of a set-valued attribute: ``icd9``, ``icd10`` or an inline tree, truncated,
+    regrouped."""
     if not isinstance(spec, dict) or "taxonomy" not in spec:
-        raise ConfigError(f"{where}: needs taxonomy: icd9 or an inline tree")
+        raise ConfigError(f"{where}: needs taxonomy: icd9, icd10 or an inline tree")
     depth = spec.get("depth")
     fanout = spec.get("max_fanout")
     for key, value in (("depth", depth), ("max_fanout", fanout)):
@@ -167,13 +168,14 @@ def set_valued_taxonomy(spec: Any, where: str) -> SetValuedTaxonomy:
             raise ConfigError(f"{where}: {key} must be an integer ≥ "
                               f"{1 if key == 'depth' else 2}, got {value!r}")
     source = spec["taxonomy"]
-    if source == "icd9":
-        base = icd9_hierarchy()
+    if isinstance(source, str) and source in CODE_SYSTEMS:
+        base = code_hierarchy(source)
     elif isinstance(source, dict):
         base = parse_tree(source, where)
         source = "inline"
     else:
-        raise ConfigError(f"{where}: taxonomy must be icd9 or an inline tree, got {source!r}")
+        raise ConfigError(f"{where}: taxonomy must be icd9, icd10 or an inline tree, "
+                          f"got {source!r}")
     tree = truncate(base, depth)
     if fanout is not None:
         tree = regroup(tree, fanout)

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.hierarchy import Hierarchy, code_hierarchy
 from ehr_release.privacy.canonical_lines import forget as forget_match
 from ehr_release.privacy.canonical_lines import lines_match
 from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
@@ -81,7 +81,8 @@ class _Unreadable(ValueError):
 def attack(files: Mapping[str, bytes], original: Dataset, params: dict[str, Any]
            ) -> AttackReport:
     """The registry's attack audit of an ``lda`` / ``lda-baseline`` release."""
-    return attack_trajectories(files, original.trajectories(), icd9_hierarchy(),
+    return attack_trajectories(files, original.trajectories(),
+                               code_hierarchy(original.code_system),
                                int(params["k"]), patient_ids=original.patient_ids)
 
 

@@ -94,7 +94,7 @@ META = FileSchema(
         "w_age": "number",
         "leaf_count": Enum((0, 1)),
         "age_domain": TupleOf(("int", "int")),
-        "hierarchy": Enum(("ICD-9-CM",)),
+        "hierarchy": Enum(("ICD-9-CM", "ICD-10-CM")),
     }),
     doc="The run's settings (parameters, hierarchies), which the verifier checks against "
         "the run's.",
@@ -106,7 +106,8 @@ META = FileSchema(
         "w_age": "The requested age loss weight: a parameter.",
         "leaf_count": "L(leaf) convention of the loss metric (0 or 1): a parameter.",
         "age_domain": "The age hierarchy's fixed domain [1, 128], not the data's ages.",
-        "hierarchy": "Name of the ICD hierarchy: a constant.",
+        "hierarchy": "Name of the ICD hierarchy (ICD-9-CM or ICD-10-CM, the extract's code "
+                     "system): public.",
         "ilm, alm (removed)": "Were the average ICD and age loss: means over each "
                               "patient's original trajectory length, which the release "
                               "hides — figures of the original data the model does not "
