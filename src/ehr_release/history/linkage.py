@@ -27,12 +27,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.site_keys import load_key
+
+if TYPE_CHECKING:  # pandas only when an extract is hashed: the CLI's refusals stay light
+    from ehr_release.dataset import Dataset
 
 KEY_ENV = "EHR_RELEASE_LINKAGE_KEY"
 KEY_FILE = "linkage.key"
@@ -117,6 +119,10 @@ def _mac(key: bytes, message: bytes) -> bytes:
 
 def _records(dataset: Dataset) -> list[str]:
     """Each patient's canonical record text: ids and column order play no part."""
+    import pandas as pd
+
+    from ehr_release.dataset import CODE, PATIENT_ID
+
     patients = dataset.patients
     text = pd.Series("", index=patients.index, dtype=object)
     for column in sorted(patients.columns, key=str):
