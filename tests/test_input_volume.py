@@ -195,3 +195,15 @@ def test_end_process_group_of_an_ended_process_is_harmless():
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()
     end_process_group(proc)
+
+
+def test_a_mimic_folder_is_bounded_table_by_table(shared_data, monkeypatch):
+    """A MIMIC folder's tables are bounded too; files the reader ignores are not checked."""
+    folder = shared_data / "mimic3-demo"
+    monkeypatch.setenv("EHR_RELEASE_MAX_ROWS", "500")  # the demo's DIAGNOSES_ICD has more
+    for reader in (preflight, read_dataset):
+        with pytest.raises(InputError, match="DIAGNOSES_ICD.csv.*EHR_RELEASE_MAX_ROWS"):
+            reader(folder)
+    monkeypatch.setenv("EHR_RELEASE_MAX_ROWS", "2000")  # D_ICD_DIAGNOSES (14,567) is unread
+    preflight(folder)
+    assert read_dataset(folder).n_patients == 100

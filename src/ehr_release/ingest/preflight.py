@@ -44,6 +44,9 @@ from ehr_release.ingest.rules import (
 MAX_PREFLIGHT_BYTES = 16 << 20
 
 CODES, PATIENT_ID, CODE, AGE = "codes", "patient_id", "code", "age"
+#: The tables of a MIMIC folder the full reader reads (``readers.MIMIC_TABLES``, which
+#: needs pandas to import).
+MIMIC_TABLES = ("patients", "admissions", "diagnoses_icd")
 
 
 class Undecided(Exception):
@@ -65,7 +68,8 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
         path = Path(input_path)
         if path.is_dir():
             for table in sorted(path.iterdir()):
-                if table.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
+                if (table.suffix.lower() in {".csv", ".parquet"}
+                        and table.stem.lower() in MIMIC_TABLES):
                     check_volume(table)
             return
         if admissions_path is not None:
