@@ -207,3 +207,24 @@ def test_a_mimic_folder_is_bounded_table_by_table(shared_data, monkeypatch):
     monkeypatch.setenv("EHR_RELEASE_MAX_ROWS", "2000")  # D_ICD_DIAGNOSES (14,567) is unread
     preflight(folder)
     assert read_dataset(folder).n_patients == 100
+
+
+def test_the_flows_own_ingest_refuses_a_table_over_the_limits(env, tmp_path, monkeypatch):
+    """The release flow trusts no caller: its ingest stage refuses the table itself, with
+    the run's only audit event naming the limit, and no run."""
+    import json
+
+    from ehr_release.storage import runs
+    from ehr_release.storage.audit import export_events
+    from tests.flow_helpers import request_for, start
+
+    data, out = env
+    monkeypatch.setenv("EHR_RELEASE_MAX_ROWS", "3")
+    thread, box = start(request_for(data, out))
+    thread.join(120)
+    assert isinstance(box.get("error"), InputError)
+    assert "EHR_RELEASE_MAX_ROWS" in str(box["error"])
+    assert runs.list_runs() == []
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    assert [e["action"] for e in events] == ["ingest.rejected"]
+    assert "EHR_RELEASE_MAX_ROWS" in events[0]["payload"]["error"]
