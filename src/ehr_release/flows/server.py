@@ -134,13 +134,20 @@ def _start_server() -> str:
         _server_command(port),
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=server_env(port),
         start_new_session=True)
-    _state_file().write_text(json.dumps({"url": url, "pid": proc.pid}))
+    _write_state(url, proc.pid)
     if _wait_healthy(url, proc.pid):
         return url
     if proc.poll() is not None:
         raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
     proc.terminate()
     raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
+
+
+def _write_state(url: str, pid: int) -> None:
+    """Record the server atomically: processes outside the lock read the file meanwhile."""
+    tmp = _state_file().with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": pid}))
+    os.replace(tmp, _state_file())
 
 
 def _starting_server() -> str | None:
