@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -286,16 +287,34 @@ def let_run(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
 
 
 def call_off(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
-    """Send away a flow process whose request was refused: it exits without running, and
-    the run's empty folder goes (a refused request leaves no run behind)."""
+    """Send away a flow process whose request was refused: it ends now, and the run's
+    empty folder goes (a refused request leaves no run behind).
+
+    Closing its stdin alone is not enough: the process reads it only once its head start
+    is done, and a head start reading a 30M-row file kept it at 10.5 GB after the CLI had
+    been killed (issue 33). It has written nothing yet (:mod:`ehr_release.flows.launch`),
+    so its process group (it and its second process; not the Prefect server, which has a
+    session of its own) is ended at once.
+    """
     assert proc.stdin is not None
     with suppress(BrokenPipeError, OSError):
         proc.stdin.close()
+    end_process_group(proc)
     work = _run_folder(request.run_id)
     with suppress(OSError):
         (work / "request.json").unlink()
         (work / "flow.log").unlink()
         work.rmdir()
+
+
+def end_process_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the process group ``proc`` leads, SIGKILL it if still there after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+            return
 
 
 def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float,

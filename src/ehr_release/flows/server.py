@@ -21,6 +21,7 @@ what Prefect writes from a deciding process is tightened afterwards
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -28,7 +29,8 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ehr_release.files import write_durably
@@ -114,7 +116,13 @@ def running_server() -> str | None:
 
 
 def ensure_api() -> str:
-    """The Prefect API URL to use, starting the shared local server if none is running."""
+    """The Prefect API URL to use, starting the shared local server if none is running.
+
+    The check and the start happen under an exclusive lock on ``<home>/prefect-server.lock``:
+    two runs started together in a fresh home once started two servers, which migrated
+    Prefect's database at the same time and left two of three runs stalled (issue 33). The
+    second process waits for the first's server and uses it.
+    """
     from prefect.settings import PREFECT_API_URL
 
     configured = PREFECT_API_URL.value()
@@ -123,6 +131,31 @@ def ensure_api() -> str:
     url = running_server()
     if url is not None:
         return url
+    with _start_lock():
+        url = running_server() or _starting_server()
+        return url if url is not None else _start_server()
+
+
+@contextmanager
+def _start_lock() -> Iterator[None]:
+    """Hold the home's server-start lock (the kernel frees it if this process dies)."""
+    home().mkdir(parents=True, exist_ok=True)
+    fd = os.open(home() / "prefect-server.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _server_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
+            "--port", str(port)]
+
+
+def _start_server() -> str:
+    """Start the server; its address is recorded at once, so a process killed while it
+    waits for the server (a refused request's flow process) leaves it to the next one."""
     port = _free_port()
     url = f"http://{HOST}:{port}/api"
     log_path = home() / "prefect-server.log"
@@ -130,21 +163,50 @@ def ensure_api() -> str:
     make_private(log_path)  # one written by an older version
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
-             "--port", str(port)],
+            _server_command(port),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=server_env(port), start_new_session=True, umask=PRIVATE_UMASK)
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
-        if _healthy(url):
-            write_durably(_state_file(), json.dumps({"url": url, "pid": proc.pid}).encode(),
-                          private=True)
-            return url
-        time.sleep(0.5)
+    _write_state(url, proc.pid)
+    if _wait_healthy(url, proc.pid):
+        return url
+    if proc.poll() is not None:
+        raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
     proc.terminate()
     raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
+
+
+def _write_state(url: str, pid: int) -> None:
+    """Record the server atomically: processes outside the lock read the file meanwhile."""
+    tmp = _state_file().with_suffix(f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private, like the home
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps({"url": url, "pid": pid}))
+    os.replace(tmp, _state_file())
+
+
+def _starting_server() -> str | None:
+    """The URL of a recorded server that is still starting (its starter died), once it
+    answers; None if there is none or it never does."""
+    state = _state_file()
+    if not state.exists():
+        return None
+    recorded = json.loads(state.read_text())
+    if not _is_our_server(int(recorded["pid"])):
+        return None
+    return str(recorded["url"]) if _wait_healthy(str(recorded["url"]), recorded["pid"]) \
+        else None
+
+
+def _wait_healthy(url: str, pid: int) -> bool:
+    """Wait until ``url`` answers (True) or its process ``pid`` is gone or time is up."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if _healthy(url):
+            return True
+        if not _is_our_server(int(pid)):
+            return False
+        time.sleep(0.5)
+    return False
 
 
 def _is_our_server(pid: int) -> bool:

@@ -9,7 +9,8 @@ reader would raise, naming file, row and column.
 It only ever refuses; it never accepts on the full reader's behalf. Whenever it cannot be
 sure to agree with the full reader — a MIMIC folder, Parquet, an admissions table (dates),
 a row longer than the header, a repeated raw header, text that is not UTF-8, a very large
-file — it returns without a verdict and the full reader decides, as before.
+file — it returns without a verdict and the full reader decides, as before. It does refuse
+every table, of any format, that is too large to read at all (:func:`check_volume`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import csv
 from pathlib import Path
 
 from ehr_release.errors import InputError
-from ehr_release.ingest.limits import InputLimits, check_text_file
+from ehr_release.ingest.limits import InputLimits, check_parquet_file, check_text_file
 from ehr_release.ingest.rules import (
     CSV_SUFFIXES,
     NOT_A_NUMBER,
     OUT_OF_RANGE,
+    PARQUET_SUFFIXES,
     TSV_SUFFIXES,
     age_error,
     age_verdict,
@@ -44,6 +46,9 @@ from ehr_release.ingest.rules import (
 MAX_PREFLIGHT_BYTES = 16 << 20
 
 CODES, PATIENT_ID, CODE, AGE = "codes", "patient_id", "code", "age"
+#: The tables of a MIMIC folder the full reader reads (``readers.MIMIC_TABLES``, which
+#: needs pandas to import).
+MIMIC_TABLES = ("patients", "admissions", "diagnoses_icd")
 
 
 class Undecided(Exception):
@@ -65,7 +70,15 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
     """
     try:
         path = Path(input_path)
-        if path.is_dir() or admissions_path is not None:
+        if path.is_dir():
+            for table in sorted(path.iterdir()):
+                if (table.suffix.lower() in {".csv", ".parquet"}
+                        and table.stem.lower() in MIMIC_TABLES):
+                    check_volume(table)
+            return
+        if admissions_path is not None:
+            for table in (path, diagnoses_path, admissions_path):
+                check_volume(Path(table))
             return
         if code_system is not None:
             from ehr_release.hierarchy import code_system as known
@@ -82,15 +95,28 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
         return
 
 
+def check_volume(path: Path) -> int | None:
+    """Refuse a table too large to read (:mod:`ehr_release.ingest.limits`) at once, whatever
+    else the preflight leaves to the full reader: a Parquet file by its footer, a text file
+    by its size and a scan of its lines (whose longest line, in bytes, is returned). Without
+    this a 30M-row Parquet file went to pandas (issue 33)."""
+    suffix = check_path(path)
+    limits = InputLimits.from_env()
+    if suffix in PARQUET_SUFFIXES:
+        check_parquet_file(path, limits)
+        return None
+    return check_text_file(path, "\t" if suffix in TSV_SUFFIXES else ",", limits)
+
+
 def _read(path: Path) -> Table:
     """Header (canonical names) and rows, every cell stripped, exactly as the full reader
     would see them — or :class:`Undecided`."""
+    longest = check_volume(path)
     suffix = check_path(path)
     if suffix not in CSV_SUFFIXES | TSV_SUFFIXES or path.stat().st_size > MAX_PREFLIGHT_BYTES:
         raise Undecided
     tsv = suffix in TSV_SUFFIXES
-    limits = InputLimits.from_env()
-    if check_text_file(path, "\t" if tsv else ",", limits) > limits.max_field_chars:
+    if longest is None or longest > InputLimits.from_env().max_field_chars:
         raise Undecided  # the full reader names the over-long cell
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:

@@ -11,8 +11,8 @@ import pandas as pd
 from ehr_release.errors import InputError
 from ehr_release.ingest.limits import (
     InputLimits,
-    check_column_count,
     check_field_lengths,
+    check_parquet_file,
     check_text_file,
 )
 from ehr_release.ingest.rules import (
@@ -42,7 +42,7 @@ def read_table(path: Path) -> pd.DataFrame:
     if suffix in CSV_SUFFIXES | TSV_SUFFIXES:
         longest_line = check_text_file(path, "\t" if suffix in TSV_SUFFIXES else ",", limits)
     elif suffix in PARQUET_SUFFIXES:
-        check_column_count(path, _parquet_columns(path), limits)
+        check_parquet_file(path, limits)
     try:
         if suffix in CSV_SUFFIXES:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
@@ -113,17 +113,6 @@ def _refuse_short_rows(path: Path, frame: pd.DataFrame, delimiter: str) -> None:
                     raise short_row_error(path, row, len(record), width)
     except csv.Error:
         return  # a field over csv's own size limit: pandas read it, so let it stand
-
-
-def _parquet_columns(path: Path) -> int:
-    """Columns of a Parquet file from its footer alone (no data read)."""
-    import pyarrow.parquet as pq
-
-    try:
-        return len(pq.read_schema(path).names)
-    except Exception as exc:  # noqa: BLE001 - any unreadable footer is a parse failure
-        raise InputError("cannot be parsed as Parquet", file=str(path),
-                         detail=str(exc)) from None
 
 
 def require_columns(frame: pd.DataFrame, columns: list[str], path: Path) -> None:

@@ -8,11 +8,12 @@ otherwise the user's platform data directory (see :func:`home`).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
 from ehr_release.errors import ConfigError
 from ehr_release.storage import models  # noqa: F401  (registers the tables)
@@ -29,14 +30,17 @@ def database_url() -> str:
 
 
 _ENGINES: dict[str, Engine] = {}
+#: One engine per URL even when threads ask at once (each would migrate, in turn, for nothing).
+_ENGINES_LOCK = threading.Lock()
 
 
 def get_engine(url: str | None = None) -> Engine:
-    """The engine for ``url`` (default: :func:`database_url`), tables created if missing."""
+    """The engine for ``url`` (default: :func:`database_url`), its schema migrated to head."""
     url = url or database_url()
-    if url not in _ENGINES:
-        _ENGINES[url] = _create(url)
-    return _ENGINES[url]
+    with _ENGINES_LOCK:
+        if url not in _ENGINES:
+            _ENGINES[url] = _create(url)
+        return _ENGINES[url]
 
 
 def engine_or_default(engine: Engine | None) -> Engine:
@@ -57,8 +61,9 @@ def _create(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True)
     from ehr_release.storage import pending  # noqa: F401  (its tables; it imports us)
+    from ehr_release.storage.migrate import migrate
 
-    SQLModel.metadata.create_all(engine)
+    migrate(engine)  # Alembic ``upgrade head`` under a lock (concurrent first use)
     return engine
 
 
