@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ehr_release.files import write_durably
 from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 
 STARTUP_TIMEOUT_S = 90
