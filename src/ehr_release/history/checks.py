@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from sqlmodel import Session, col, select
 from ehr_release.errors import EhrReleaseError, NotFound
 from ehr_release.files import sha256_bytes
 from ehr_release.hierarchy import Hierarchy
-from ehr_release.history.linkage import Overlap, PatientLinks, overlap
+from ehr_release.history.linkage import LinkIndex, Overlap, PatientLinks
 from ehr_release.reports import Requirement
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.links import load_links
@@ -114,7 +114,7 @@ class EarlierRelease:
     status: str
     strength: Strength
     overlap: Overlap
-    files: Mapping[str, bytes] | None  # None: its bytes could not be read back intact
+    files: Mapping[str, bytes] | None  # None: not read, or not readable back intact
 
     def words(self) -> str:
         o = self.overlap
@@ -192,6 +192,9 @@ def check_history(run_id: str, algorithm: str, params: Mapping[str, Any],
     verdict = HistoryVerdict(earlier, weaker, differencing, policy)
     if not differencing:
         return verdict
+    with Session(_engine(engine)) as s:  # read only the pairs the attack needs
+        differencing = [replace(e, files=_release_bytes(s, s.get(ReleaseRun, e.run_id)))
+                        for e in differencing]
     unreadable = [e.run_id for e in differencing if e.files is None]
     readable = [e for e in differencing if e.files is not None]
     passed, measured = _attack(run_id, algorithm, current, files, readable,
@@ -237,8 +240,10 @@ def _attack(run_id: str, algorithm: str, current: Strength, files: Mapping[str, 
 
 def earlier_releases(run_id: str, links: PatientLinks,
                      engine: Engine | None = None) -> list[EarlierRelease]:
-    """Every held syntactic release (not ``run_id``) that shares a patient with ``links``."""
+    """Every held syntactic release (not ``run_id``) that shares a patient with ``links``
+    (its bytes not read yet: ``files`` is None until a differencing pair needs them)."""
     out = []
+    index = LinkIndex(links)
     with Session(_engine(engine)) as s:
         rows = s.exec(select(ReleaseRun, ExtractLinks)
                       .join(ExtractLinks, ExtractLinks.subject == ReleaseRun.id)
@@ -250,11 +255,10 @@ def earlier_releases(run_id: str, links: PatientLinks,
             promise = run_strength(run)
             if promise is None:
                 continue
-            meet = overlap(links, stored[run.id])
+            meet = index.overlap(stored[run.id])
             if meet.disjoint:
                 continue
-            out.append(EarlierRelease(run.id, run.algorithm, run.status, promise, meet,
-                                      _release_bytes(s, run)))
+            out.append(EarlierRelease(run.id, run.algorithm, run.status, promise, meet, None))
     return out
 
 

@@ -68,7 +68,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from ehr_release.errors import EhrReleaseError
-from ehr_release.history.linkage import DEFAULT_SOURCE, PatientLinks
+from ehr_release.history.linkage import DEFAULT_SOURCE, LinkIndex, PatientLinks
 from ehr_release.storage import site_policy
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, lock_chain, record_event
@@ -331,10 +331,11 @@ def _account(s: Session, fingerprint: str, dp_algorithms: Collection[str], this:
     stored = load_links(s, [sp.subject for sp in spenders]) if links is not None else {}
     n = links.patients if links is not None else 1
     masks = np.zeros((n, len(spenders)), dtype=bool)
+    index = LinkIndex(links) if links is not None else None
     for j, sp in enumerate(spenders):
         earlier = stored.get(sp.subject)
-        if links is not None and earlier is not None:
-            masks[:, j] = links.linked_to(earlier)
+        if index is not None and earlier is not None:
+            masks[:, j] = index.meet(earlier)[0]
         else:
             masks[:, j] = sp.fingerprint == fingerprint
     held = masks.any(axis=0)
