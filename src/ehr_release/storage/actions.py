@@ -49,6 +49,10 @@ class AuditAction(StrEnum):
     DATASHEET_DOWNLOADED = "datasheet.downloaded"
     # the chain itself
     AUDIT_KEY_ROTATED = "audit.key_rotated"
+    # a user's role changed (roles are read from the chain: storage/chained.py)
+    USER_ROLE_CHANGED = "user.role_changed"
+    # publishing an approved run failed; the run stays approved and can be retried
+    PUBLISH_FAILED = "publish.failed"
 
 
 def status_action(status: str) -> AuditAction:

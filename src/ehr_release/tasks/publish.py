@@ -121,10 +121,13 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                                             len(d)) for n, d in sorted(contents.items())])
             runs.add_artifacts(s, run_id, [("certificate", str(filed), sha256_bytes(certificate),
                                             len(certificate))])
-            runs.apply_transition(s, run_id, Status.PUBLISHED, actor=actor,
-                                  payload={"folder": final.name, "files": sorted(contents),
-                                           "manifest_sha256": sha256_bytes(contents[MANIFEST]),
-                                           "flow_run_id": _flow_run_id()})
+            done = runs.apply_transition(
+                s, run_id, Status.PUBLISHED, actor=actor,
+                payload={"folder": final.name, "files": sorted(contents),
+                         "manifest_sha256": sha256_bytes(contents[MANIFEST]),
+                         "flow_run_id": _flow_run_id()})
+            done.error = None  # an earlier attempt's "publication failed" is over
+            s.add(done)
             s.commit()
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
