@@ -32,7 +32,8 @@ PUBLISH_ACTOR = "system:publish_flow"
       log_prints=True)
 @redacted
 def publish_flow(run_id: str) -> str:
-    """Publish an approved run; returns its final status (``published`` or ``failed``)."""
+    """Publish an approved run; returns ``published``. A failure is recorded on the run (it
+    stays ``approved``, "publication failed") and raised."""
     with hold_lease(run_id, "publish_flow"):
         if runs.get_run(run_id).status == Status.PUBLISHED:
             return Status.PUBLISHED.value
