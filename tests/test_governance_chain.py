@@ -268,3 +268,21 @@ def test_head_lines_can_go_to_syslog(db_url, monkeypatch):
     priority, message = sent[0]
     assert priority == syslog.LOG_AUTH | syslog.LOG_INFO
     assert message.startswith(f"ehr-release audit-head {ev.seq} {ev.hash} ")
+
+
+def test_a_status_and_approvals_row_set_by_hand_publish_nothing(any_db, tmp_path):
+    """Publishing is a decision too: it asks the chain whether the run was approved."""
+    from ehr_release.errors import IllegalTransition
+    from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+    from ehr_release.tasks.publish import publish_release
+
+    engine = get_engine()
+    run_id = _run(engine, tmp_path / "out", requester="alice")
+    _sql(engine, "UPDATE release_runs SET status = 'approved' WHERE id = :r", r=run_id)
+    with Session(engine) as s:
+        s.add(Approval(run_id=run_id, reviewer="bob", decision="approve", reason="fine"))
+        s.commit()
+    holds = VerificationReport("code-counts", [Requirement("r", "x", "x", True)])
+    with pytest.raises(IllegalTransition, match="the audit chain records no approval"):
+        publish_release(run_id, {}, holds, UtilityReport("code-counts", {}), "flow")
+    assert not (tmp_path / "out" / "releases" / run_id).exists()

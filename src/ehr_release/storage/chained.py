@@ -138,3 +138,42 @@ def any_users(session: Session) -> bool:
                         .where(AuditEvent.action == AuditAction.USER_ADDED.value)
                         .order_by(col(AuditEvent.seq))).all()
     return any(check.authentic(ev) for ev in rows)
+
+
+@dataclass(frozen=True)
+class ChainedDecision:
+    """Where the chain leaves a run: its last status and the decision event, if any."""
+
+    status: str | None
+    decider: str | None
+    decision: str | None
+    requester: str | None
+
+
+def decision_of(run_id: str, engine: Engine | None = None) -> ChainedDecision:
+    """The run's last authentic ``run.<status>`` event, its decision and its requester.
+
+    Publishing asks this rather than ``release_runs.status`` and ``approvals``: a run set
+    to ``approved`` and given an approvals row by hand has no ``run.approved`` event the
+    audit key vouches for.
+    """
+    status = decider = decision = requested_by = None
+    with Session(_engine(engine)) as s:
+        check = _Checker(s)
+        rows = s.exec(select(AuditEvent).where(AuditEvent.run_id == run_id)
+                      .order_by(col(AuditEvent.seq))).all()
+        for ev in rows:
+            if not ev.action.startswith("run.") or not check.authentic(ev):
+                continue
+            if ev.action == AuditAction.RUN_REQUESTED:
+                requested_by = requested_by or ev.actor
+                status = "requested"
+                continue
+            if ev.action == AuditAction.RUN_RESUMED:
+                continue
+            status = ev.action.removeprefix("run.")
+            payload = json.loads(ev.payload_json)
+            if "decision" in payload:
+                decider = str(payload.get("reviewer", ev.actor))
+                decision = str(payload["decision"])
+    return ChainedDecision(status, decider, decision, requested_by)
