@@ -118,8 +118,8 @@ def test_untouched_history_verifies_and_is_anchored(db_url, ehr_home, tmp_path):
     heads = ehr_home / HEADS_FILE
     assert stat.S_IMODE(heads.stat().st_mode) == 0o600
     assert stat.S_IMODE((ehr_home / AUDIT_KEY_FILE).stat().st_mode) == 0o600
-    # first keyed event, awaiting_approval, approved, published
-    assert [a.seq for a in read_anchors(engine)] == [1, 6, 7, 8]
+    # every event is anchored (issue 33: not only the decision points)
+    assert [a.seq for a in read_anchors(engine)] == list(range(1, 9))
 
 
 def _events(engine) -> list[AuditEvent]:
@@ -232,7 +232,7 @@ def test_legacy_unkeyed_events_still_verify_and_new_ones_are_keyed(db_url):
     assert hash_version(ev.hash)[0] == 2
     check = verify_chain(engine)
     assert check.ok and check.events == 4 and check.legacy == 3
-    assert [a.seq for a in read_anchors(engine)] == [4]  # the first keyed event is anchored
+    assert [a.seq for a in read_anchors(engine)] == [4]  # the (first) keyed event is anchored
     assert check_integrity(engine)[0] == []
 
 

@@ -334,7 +334,8 @@ def test_disk_full_at_publish_leaves_no_partial_release(env, monkeypatch, fault,
     run_approved(req)
     run = runs.get_run(req.run_id)
     assert written, "the fault was never injected"
-    assert run.status == Status.FAILED
+    # issue 33 item 7: the approval stands; the run waits for a retry (below), not failed
+    assert run.status == Status.APPROVED and runs.publication_failed(run)
     assert message in run.error
     assert not (out / "releases" / req.run_id).exists()
     assert not list((out / "releases").glob(".staging-*"))
@@ -387,7 +388,7 @@ def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monk
     decide(req.run_id, "approve")
     thread.join(120)
     assert list(outside.iterdir()) == []
-    assert runs.get_run(req.run_id).status == Status.FAILED
+    assert runs.get_run(req.run_id).status == Status.APPROVED  # retryable once fixed
     assert "releases" in runs.get_run(req.run_id).error
 
 
@@ -406,7 +407,7 @@ def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(en
     decide(req.run_id, "approve")
     thread.join(120)
     run = runs.get_run(req.run_id)
-    assert run.status == Status.FAILED
+    assert run.status == Status.APPROVED and runs.publication_failed(run)
     assert run.error == (f"DestinationError: release destination {out.resolve()}: its releases "
                          "entry is not a folder")
     assert (out / "releases").read_text() == "in the way"

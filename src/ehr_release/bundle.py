@@ -117,7 +117,8 @@ def load(run_id: str, pinned: dict[str, tuple[str, int]]) -> Bundle:
         files = {name: (folder / check_safe_name(name)).read_bytes() for name in pinned}
     except OSError as exc:
         raise EhrReleaseError(f"run {run_id}: a candidate file is missing from {folder} "
-                              f"({exc.strerror}); resume the run to rebuild it") from None
+                              f"({exc.strerror}); restore it (only the pinned bytes are "
+                              f"published), then `ehr-release publish {run_id}`") from None
     return Bundle(files=files,
                   verification=_verification_from_dict(json.loads(row.verification_json)),
                   utility=_utility_from_dict(json.loads(row.utility_json)),

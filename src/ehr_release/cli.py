@@ -402,7 +402,8 @@ def approve(
 
 @app.command()
 def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publish.")]) -> None:
-    """Finish publishing an approved run whose publishing flow stopped (crash, reboot)."""
+    """Finish publishing an approved run whose publishing stopped (crash, reboot) or failed
+    (disk full, a broken destination): retried from the same pinned, approved release."""
     from ehr_release import service
     from ehr_release.storage.runs import Status
 
@@ -688,6 +689,22 @@ def users_add(
     typer.echo(credential)
     typer.echo(f"user {name!r} ({role}) created; the credential above is shown only once",
                err=True)
+
+
+@users_app.command("set-role")
+def users_set_role(
+    name: Annotated[str, typer.Argument(help="An existing user.")],
+    role: Annotated[str, typer.Option(help="steward, reviewer or auditor.")],
+) -> None:
+    """Change a user's role; recorded in the audit trail, which is where roles are read from
+    (a role edited in the database alone changes nothing)."""
+    from ehr_release.storage.users import set_role
+
+    try:
+        set_role(name, role)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"user {name!r} is now a {role}", err=True)
 
 
 @app.command()

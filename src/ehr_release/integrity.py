@@ -4,13 +4,20 @@ The chain alone proves only that nobody without the audit key rewrote it. The re
 database is plain rows anyone with database access can edit, and the newest events can be
 deleted leaving a shorter, still valid chain. So one pass over the chain also checks:
 
-* the head file (:mod:`ehr_release.storage.anchors`): every anchored event is still there
-  with the same hash — fewer events than the last anchor means the chain was truncated;
+* the head files (:mod:`ehr_release.storage.anchors`: the home's, and the site's second one
+  if configured): every anchored event is still there with the same hash — fewer events than
+  the last anchor means the chain was truncated — and the chain's newest event is anchored;
+  a keyed chain whose head file is missing fails;
 * every published ``manifest.json``: its ``audit_head_at_certification`` is an event of this
   chain, and its hash is the one the ``run.published`` event recorded;
 * ``release_runs``: every run's status is the last ``run.<status>`` event the chain holds
   for it (and every run the chain knows still exists);
-* ``approvals``: every row's reviewer, decision and reason are those of the decision event.
+* ``approvals``: every row's reviewer, decision and reason are those of the decision event;
+* the four-eyes rule on the chain itself: nobody decided a run that the chain says they
+  requested;
+* every column a decision reads: a run's requester, algorithm and parameters are those of its
+  ``run.requested`` event; every user's role and credential are those of the chain's user
+  events, and every user row was added through the chain (:mod:`.storage.chained`).
 """
 
 from __future__ import annotations
@@ -24,13 +31,16 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from ehr_release.canonical import canonical_json
 from ehr_release.errors import cap
 from ehr_release.files import sha256_file
-from ehr_release.storage.actions import status_action
-from ehr_release.storage.anchors import read_anchors
-from ehr_release.storage.audit import MAX_PAYLOAD_STRING, verify_chain
+from ehr_release.governance import same_person
+from ehr_release.storage.actions import AuditAction, status_action
+from ehr_release.storage.anchors import Anchor, anchor_paths, read_anchors
+from ehr_release.storage.audit import MAX_PAYLOAD_STRING, capped, verify_chain
+from ehr_release.storage.chained import credential_digest
 from ehr_release.storage.engine import get_engine
-from ehr_release.storage.models import Approval, AuditEvent, ReleaseRun
+from ehr_release.storage.models import Approval, AuditEvent, ReleaseRun, User
 from ehr_release.storage.runs import Status, list_artifacts, list_runs
 
 MANIFEST = "manifest.json"
@@ -49,12 +59,20 @@ class _ChainFacts:
     last_status: dict[str, str] = field(default_factory=dict)
     decisions: dict[str, AuditEvent] = field(default_factory=dict)
     published: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requested: dict[str, AuditEvent] = field(default_factory=dict)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    keyed: bool = False
 
     def visit(self, ev: AuditEvent) -> None:
         if ev.seq in self.wanted_seqs:
             self.hash_at[ev.seq] = ev.hash
         if ev.hash in self.wanted_hashes:
             self.seq_of[ev.hash] = ev.seq
+        self.keyed = self.keyed or ev.hash.startswith("v2:")
+        if ev.action == AuditAction.RUN_REQUESTED and ev.run_id is not None:
+            self.requested.setdefault(ev.run_id, ev)
+        elif ev.action in (AuditAction.USER_ADDED, AuditAction.USER_ROLE_CHANGED):
+            self._user(ev)
         status = _STATUS_ACTIONS.get(ev.action)
         if status is None or ev.run_id is None:
             return
@@ -65,12 +83,28 @@ class _ChainFacts:
         if status == Status.PUBLISHED:
             self.published[ev.run_id] = payload
 
+    def _user(self, ev: AuditEvent) -> None:
+        payload = json.loads(ev.payload_json)
+        name = payload.get("name")
+        if not isinstance(name, str):
+            return
+        before = self.users.get(name)
+        if ev.action == AuditAction.USER_ROLE_CHANGED and before is None:
+            self.users[name] = {"role": payload.get("role"), "credential": None,
+                                "added": False, "seq": ev.seq}
+            return
+        self.users[name] = {"role": payload.get("role"),
+                            "credential": payload.get("credential_sha256")
+                            or (before or {}).get("credential"),
+                            "added": True, "seq": ev.seq}
+
 
 def check_integrity(engine: Engine | None = None) -> tuple[list[str], str]:
     """Return (problems, one-line summary); no problems means everything checks out."""
     engine = engine or get_engine()
     problems: list[str] = []
-    anchors = read_anchors(engine)
+    places = {path: read_anchors(engine, path) for path in anchor_paths()}
+    anchors = [a for found in places.values() for a in found]
     # The filed (internal) certificate is checked like the published files: it is the
     # governance record the decision rests on.
     published = (list_artifacts(kind="published", engine=engine)
@@ -80,7 +114,10 @@ def check_integrity(engine: Engine | None = None) -> tuple[list[str], str]:
     chain = verify_chain(engine, visit=facts.visit)
     if not chain.ok:
         problems.append(f"audit chain broken: {chain.problem}")
-    problems += _check_anchors(anchors, chain.events, facts, complete=chain.ok)
+    for path, found in places.items():
+        problems += _check_anchors(found, chain.events, facts, complete=chain.ok)
+        if chain.ok:
+            problems += _check_coverage(path, found, chain.events, facts)
     for art in published:
         path = Path(art.path)
         if not path.exists() and not path.is_symlink():
@@ -139,6 +176,27 @@ def _check_anchors(anchors: list[Any], events: int, facts: _ChainFacts, *,
     return problems
 
 
+def _check_coverage(path: Path, anchors: list[Anchor], events: int,
+                    facts: _ChainFacts) -> list[str]:
+    """A keyed chain's head file must exist and anchor the chain's newest event.
+
+    Every commit is anchored, so events after the last anchor are events some head file
+    lost (a shortened or replaced file), or the newest event of a process killed between
+    its commit and its line — the next event's anchor covers that one.
+    """
+    if not facts.keyed or events == 0:
+        return []
+    if not path.exists():
+        return [f"audit head file {path} is missing: the keyed chain's {events} events are "
+                "anchored nowhere (deleted or moved?)"]
+    last = max((a.seq for a in anchors), default=0)
+    if last < events:
+        return [f"audit head file {path} ends at event {last} but the chain has {events}: "
+                f"{events - last} newest event(s) are anchored nowhere (a shortened head file, "
+                "or a writer killed right after its commit)"]
+    return []
+
+
 def _check_manifests(manifests: dict[str, tuple[Path, str]], published: list[Any],
                      facts: _ChainFacts) -> list[str]:
     """Each manifest's head is in the chain; each published run's manifest is the recorded one."""
@@ -160,6 +218,10 @@ def _check_tables(engine: Engine, facts: _ChainFacts) -> list[str]:
     with Session(engine) as s:
         run_rows = {r.id: r for r in s.exec(select(ReleaseRun)).all()}
         approvals = list(s.exec(select(Approval)).all())
+        user_rows = list(s.exec(select(User)).all())
+    problems += _check_requests(run_rows, facts)
+    problems += _check_four_eyes(facts)
+    problems += _check_users(user_rows, facts)
     for run_id, run in sorted(run_rows.items()):
         chained = facts.last_status.get(run_id)
         if chained is None:
@@ -191,6 +253,63 @@ def _check_tables(engine: Engine, facts: _ChainFacts) -> list[str]:
     for run_id in sorted(set(facts.decisions) - decided):
         problems.append(f"{run_id}: the audit chain records a decision "
                         f"(event {facts.decisions[run_id].seq}) but approvals has no row")
+    return problems
+
+
+def _check_requests(run_rows: dict[str, ReleaseRun], facts: _ChainFacts) -> list[str]:
+    """Each run's requester, algorithm and parameters are those its ``run.requested`` event
+    recorded: the decision's four-eyes test and the publication read them."""
+    problems: list[str] = []
+    for run_id, run in sorted(run_rows.items()):
+        ev = facts.requested.get(run_id)
+        if ev is None:
+            problems.append(f"{run_id}: the audit chain has no run.requested event for it")
+            continue
+        payload = json.loads(ev.payload_json)
+        chained = {"requester": ev.actor, "algorithm": payload.get("algorithm"),
+                   "parameters": payload.get("parameters")}
+        shown = {"requester": run.requester, "algorithm": run.algorithm,
+                 "parameters": capped(json.loads(run.parameters_json))}
+        for name in ("requester", "algorithm", "parameters"):
+            if canonical_json(shown[name]) != canonical_json(chained[name]):
+                problems.append(f"{run_id}: run {name} is {_short(shown[name])} in the database "
+                                f"but the audit chain recorded {_short(chained[name])} "
+                                f"(event {ev.seq})")
+    return problems
+
+
+def _check_four_eyes(facts: _ChainFacts) -> list[str]:
+    """The chain itself must never show one person requesting and deciding a run."""
+    problems = []
+    for run_id, decided in sorted(facts.decisions.items()):
+        requested = facts.requested.get(run_id)
+        payload = json.loads(decided.payload_json)
+        decider = str(payload.get("reviewer", decided.actor))
+        if requested is not None and same_person(requested.actor, decider):
+            problems.append(f"{run_id}: four-eyes rule broken: {requested.actor!r} requested "
+                            f"the run (event {requested.seq}) and {decider!r} decided it "
+                            f"(event {decided.seq})")
+    return problems
+
+
+def _check_users(user_rows: list[User], facts: _ChainFacts) -> list[str]:
+    """Every user row is one the chain added, with the chain's role and credential."""
+    problems = []
+    rows = {u.name: u for u in user_rows}
+    for name, user in sorted(rows.items()):
+        known = facts.users.get(name)
+        if known is None or not known["added"]:
+            problems.append(f"user {name!r} is in users but the audit chain never added them")
+            continue
+        if user.role != known["role"]:
+            problems.append(f"user {name!r} has role {user.role!r} in the database but the "
+                            f"audit chain recorded {known['role']!r} (event {known['seq']})")
+        digest = known["credential"]
+        if digest is not None and credential_digest(user.credential_hash) != digest:
+            problems.append(f"user {name!r}: the stored credential is not the one the audit "
+                            "chain recorded when the user was added")
+    for name in sorted(set(facts.users) - set(rows)):
+        problems.append(f"user {name!r} was added in the audit chain but users has no row")
     return problems
 
 

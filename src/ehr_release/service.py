@@ -33,7 +33,7 @@ from ehr_release.errors import (
 from ehr_release.files import write_durably
 from ehr_release.governance import same_person
 from ehr_release.request import ReleaseRequest, check_runner_spec
-from ehr_release.storage import pending, runs
+from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
@@ -132,10 +132,15 @@ def resume_release(run_id: str, *, wait_timeout_s: float,
                    on_status: Callable[[Status], None] | None = None) -> Status:
     """Start again the flow of a run whose process died; finished stages come from the
     cache. Refuses a run that has ended."""
-    request = saved_request(run_id)
     run = runs.get_run(run_id)
     if run.status in TERMINAL:
         raise EhrReleaseError(f"run {run_id} is {run.status}; nothing to resume")
+    if run.status == Status.APPROVED:  # only its publishing is left: retry that, no new draw
+        status = publish(run_id)
+        if on_status is not None:
+            on_status(status)
+        return status
+    request = saved_request(run_id)
     return start_release(request, wait_timeout_s=wait_timeout_s, on_status=on_status)
 
 
@@ -181,7 +186,8 @@ def run_summary(run_id: str) -> dict[str, Any]:
     return {"run_id": run.id, "status": state.shown,
             "recorded_status": run.status if state.stalled else None,
             "next_step": state.next_step, "algorithm": run.algorithm,
-            "parameters": json.loads(run.parameters_json), "requester": run.requester,
+            "parameters": json.loads(run.parameters_json),
+            "requester": chained.requester(run_id) or run.requester,
             "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
             "verified": None if verification is None else verification["holds"],
             "decision": None if approval is None else {
@@ -371,7 +377,8 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     (:func:`ehr_release.storage.runs.decide` refuses self-approval, missing reasons and
     second decisions). No process was waiting for it: the publishing flow runs in the caller
     (``publisher``, default :func:`publish`). Returns the run's status afterwards —
-    ``published``, ``rejected``, or ``failed`` when publishing failed.
+    ``published``, ``rejected``, or ``approved`` when publishing failed (the run shows
+    "publication failed" and :func:`publish` retries it).
     """
     expire_overdue(run_id)
     if decision == Decision.APPROVE:
@@ -410,8 +417,9 @@ def publish(run_id: str) -> Status:
     """Run the publishing flow for an approved run in this process; its final status.
 
     Uses ``PREFECT_API_URL``, else this home's local server (:func:`prefect_api`). A failure
-    is recorded on the run by the flow (status ``failed``, audit event); it is not raised
-    here.
+    is recorded on the run by the flow (it stays ``approved`` with the reason and a
+    ``publish.failed`` event); it is not raised here. Called again — after a crash or once
+    the cause is fixed — it retries from the same pinned candidate.
     """
     try:
         run = runs.get_run(run_id)
@@ -492,16 +500,23 @@ def expire_overdue(run_id: str | None = None) -> list[str]:
     return expired
 
 
+PUBLICATION_FAILED = "publication failed"
+
+
 @dataclass(frozen=True)
 class RunState:
-    """Where a run stands for a person: its status, or ``stalled`` and how to go on."""
+    """Where a run stands for a person: its status, or ``stalled`` / ``publication failed``
+    and how to go on."""
 
     status: str
     stalled: bool
     next_step: str | None
+    publication_failed: bool = False
 
     @property
     def shown(self) -> str:
+        if self.publication_failed:
+            return PUBLICATION_FAILED
         return "stalled" if self.stalled else self.status
 
 
@@ -521,6 +536,10 @@ def run_state(run_id: str) -> RunState:
                                        "--reason TEXT")
     if status in TERMINAL or pending.lease_alive(run_id):
         return RunState(status, False, None)
+    if runs.publication_failed(run):
+        return RunState(status, True, f"publishing failed ({run.error}); once the cause is "
+                                      f"fixed: ehr-release publish {run_id}",
+                        publication_failed=True)
     command = (f"ehr-release publish {run_id}" if status == Status.APPROVED
                else f"ehr-release resume {run_id}")
     return RunState(status, True, f"its flow is not running; continue with: {command}")

@@ -13,13 +13,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel import Session
+
 from ehr_release.dashboard.charts import run_charts
 from ehr_release.dashboard.documents import certificate_file, datasheet_file, prefect_links
 from ehr_release.dashboard.summary import plain_summary
 from ehr_release.governance import same_person
 from ehr_release.service import SETTLED, RunState, run_state
-from ehr_release.storage import pending, runs
+from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.audit import iter_events
+from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import ReleaseRun
 from ehr_release.storage.runs import Status
 from ehr_release.storage.users import SignedIn
@@ -46,13 +49,15 @@ def index_rows(who: SignedIn, limit: int = 100) -> tuple[list[RunRow], list[RunR
     ``run_state`` is asked only about unsettled runs: a settled status cannot be stalled.
     """
     windows = {row.run_id: row.expires_at for row in pending.pending_runs()}
+    listed = runs.list_runs(limit=limit)
+    requested_by = chained_requesters([run.id for run in listed])
     rows = []
-    for run in runs.list_runs(limit=limit):
+    for run in listed:
         state = run_state(run.id) if run.status not in SETTLED else None
         awaiting = run.status == Status.AWAITING_APPROVAL
         rows.append(RunRow(run, state.shown if state else run.status,
                            state.next_step if state else None,
-                           same_person(run.requester, who.name),
+                           same_person(requested_by.get(run.id, run.requester), who.name),
                            windows.get(run.id) if awaiting else None))
     return [r for r in rows if r.run.status == Status.AWAITING_APPROVAL], rows
 
@@ -64,15 +69,18 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
     verification = runs.latest_verification(run.id)
     utility = runs.latest_utility(run.id)
     awaiting = run.status == Status.AWAITING_APPROVAL
-    own = same_person(run.requester, who.name)
+    requester = chained.requester(run.id) or run.requester
+    own = same_person(requester, who.name)
     return {
-        "run": run, "state": state,
+        "run": run, "state": state, "requester": requester,
         "refresh_s": REFRESH_S if not state.stalled and run.status not in SETTLED else None,
         "parameters": json.loads(run.parameters_json),
         "verification": verification, "utility": utility,
         "approval": runs.get_approval(run.id),
         "events": (events := list(iter_events(run.id))),
         "own": own, "can_decide": who.role == "reviewer" and awaiting and not own,
+        # an approved run whose publishing failed or stopped: a reviewer may run it again
+        "can_retry": who.role == "reviewer" and run.status == Status.APPROVED and state.stalled,
         "expires_at": bundle.expires_at if awaiting and bundle else None,
         "certificate": certificate_file(run.id), "datasheet": datasheet_file(run.id),
         "prefect": prefect_links(run, events),
@@ -94,3 +102,10 @@ def decision_notice(run_id: str) -> str | None:
     text = (f"Decision recorded: {approval.decision} by {approval.reviewer}. "
             f"The run is now {state.shown}.")
     return f"{text} Next: {state.next_step}" if state.stalled and state.next_step else text
+
+
+def chained_requesters(run_ids: list[str]) -> dict[str, str]:
+    """Who requested each run, as the chain says (one query for a whole list): the page
+    marks a reviewer's own requests by the chain, as the decision itself checks them."""
+    with Session(get_engine()) as s:
+        return chained.requesters(s, run_ids)

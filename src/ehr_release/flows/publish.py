@@ -4,8 +4,11 @@ Started by whoever records the decision — ``ehr-release approve``, the dashboa
 the ``publish-release`` deployment — never by a process that waited for it. It reads the
 run's persisted bundle (:mod:`ehr_release.bundle`), and :func:`publish_release` refuses
 anything but an approved run whose files are byte-for-byte the pinned candidate. A publish
-that dies midway leaves the run ``approved`` and its lease lapsed (``stalled``); running the
-flow again finishes it, clearing what the interrupted attempt left behind.
+that dies midway leaves the run ``approved`` and its lease lapsed (``stalled``); one that
+fails (disk full, a broken destination) leaves it ``approved`` with the reason recorded
+("publication failed", ``publish.failed`` event) and its candidate kept. Either way running
+the flow again (``ehr-release publish RUN``, the dashboard's retry) finishes it from the same
+pinned candidate — no new draw — clearing what the interrupted attempt left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from prefect import flow
 
 from ehr_release import bundle
+from ehr_release.errors import stored_error
 from ehr_release.flows.ending import fail_run
 from ehr_release.storage import runs
 from ehr_release.storage.pending import hold_lease
@@ -28,7 +32,8 @@ PUBLISH_ACTOR = "system:publish_flow"
       log_prints=True)
 @redacted
 def publish_flow(run_id: str) -> str:
-    """Publish an approved run; returns its final status (``published`` or ``failed``)."""
+    """Publish an approved run; returns ``published``. A failure is recorded on the run (it
+    stays ``approved``, "publication failed") and raised."""
     with hold_lease(run_id, "publish_flow"):
         if runs.get_run(run_id).status == Status.PUBLISHED:
             return Status.PUBLISHED.value
@@ -37,7 +42,12 @@ def publish_flow(run_id: str) -> str:
             publish_task(run_id, parts.files, parts.verification, parts.utility,
                          FLOW_ACTOR, parts.outcome, parts.data_use)
         except Exception as exc:
-            fail_run(run_id, PUBLISH_ACTOR, exc)
+            # The approval and its pinned candidate stand: the run stays approved with the
+            # reason, to be retried once the cause is fixed. Only a run that somehow left
+            # ``approved`` meanwhile is ended.
+            if not runs.record_publish_failure(run_id, actor=PUBLISH_ACTOR,
+                                               error=stored_error(exc)):
+                fail_run(run_id, PUBLISH_ACTOR, exc)
             raise
         bundle.discard(run_id)
         return Status.PUBLISHED.value

@@ -56,6 +56,10 @@ class AuditAction(StrEnum):
     AUDIT_KEY_ROTATED = "audit.key_rotated"
     # the site: made once, as a test site or a normal one (:mod:`ehr_release.storage.site`)
     SITE_CREATED = "site.created"
+    # a user's role changed (roles are read from the chain: storage/chained.py)
+    USER_ROLE_CHANGED = "user.role_changed"
+    # publishing an approved run failed; the run stays approved and can be retried
+    PUBLISH_FAILED = "publish.failed"
 
 
 def status_action(status: str) -> AuditAction:

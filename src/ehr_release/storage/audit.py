@@ -11,7 +11,7 @@ kept outside the database like the pseudonym key (:mod:`ehr_release.site_keys`):
 ``EHR_RELEASE_AUDIT_KEY`` (hex, ≥ 32 bytes) or ``audit.key`` in the home, created 0600 on
 first use. Someone who can write the database but not read the key cannot recompute a valid
 chain after rewriting a row; deleting the newest events is caught by the anchors kept outside
-the database (:mod:`ehr_release.storage.anchors`).
+the database, written for every event (:mod:`ehr_release.storage.anchors`).
 
 **Legacy (v1).** Events written before the key existed carry a plain SHA-256 (64 hex digits)
 and still verify as such. A v1 event after a v2 one is a downgrade and fails verification;
@@ -173,7 +173,7 @@ def record_event(*, actor: str, action: AuditAction | str, run_id: str | None = 
     A writer that loses the race for the chain head retries on the new head. The audit key
     is read (or created) before the chain lock is taken.
     """
-    payload_json = canonical_json(_capped(payload or {}))
+    payload_json = canonical_json(capped(payload or {}))
     key = _key if _key is not None else _current_key()
     engine = engine_or_default(engine)
     for attempt in range(_MAX_ATTEMPTS):
@@ -197,7 +197,7 @@ def append_event(session: Session, *, actor: str, action: AuditAction | str,
     The event commits or rolls back with whatever else the transaction holds; the chain lock
     is held until then.
     """
-    return _append(session, actor, action, run_id, canonical_json(_capped(payload or {})),
+    return _append(session, actor, action, run_id, canonical_json(capped(payload or {})),
                    _current_key())
 
 
@@ -212,14 +212,14 @@ def _current_key() -> bytes:
 MAX_PAYLOAD_STRING = 2000
 
 
-def _capped(value: Any) -> Any:
+def capped(value: Any) -> Any:
     """``value`` with every string cut to :data:`MAX_PAYLOAD_STRING` characters."""
     if isinstance(value, str):
         return cap(value, MAX_PAYLOAD_STRING)
     if isinstance(value, dict):
-        return {k: _capped(v) for k, v in value.items()}
+        return {k: capped(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_capped(v) for v in value]
+        return [capped(v) for v in value]
     return value
 
 
@@ -252,10 +252,9 @@ def _append(s: Session, actor: str, action: AuditAction | str, run_id: str | Non
                                     key=key))
     s.add(ev)
     s.flush()
-    if head is None or hash_version(head.hash)[0] != 2 or action == KEY_ROTATED:
-        # The first keyed event (and every rotation) is anchored outside the database, so a
-        # chain later rewritten wholesale as unkeyed v1 events contradicts the head file.
-        anchor_on_commit(s, seq, ev.hash)
+    # Every event is anchored outside the database once it commits: deleting any event from
+    # the end then leaves the chain short of the head file (storage/anchors.py).
+    anchor_on_commit(s, seq, ev.hash)
     return ev
 
 

@@ -18,9 +18,8 @@ from sqlmodel import Session, col, select
 from ehr_release.canonical import canonical_json
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.governance import same_person
-from ehr_release.storage import budget
+from ehr_release.storage import budget, chained
 from ehr_release.storage.actions import AuditAction, Decision, status_action
-from ehr_release.storage.anchors import anchor_status
 from ehr_release.storage.audit import append_event, iter_events, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import (
@@ -174,10 +173,9 @@ def apply_transition(session: Session, run_id: str, to: Status, *, actor: str,
     if error is not None:
         run.error = cap(error)
     session.add(run)
-    event = append_event(session, actor=actor, action=status_action(to), run_id=run_id,
-                         payload={"from": str(current), "to": str(to), **(payload or {}),
-                                  **({"error": error} if error else {})})
-    anchor_status(session, event, str(to))
+    append_event(session, actor=actor, action=status_action(to), run_id=run_id,
+                 payload={"from": str(current), "to": str(to), **(payload or {}),
+                          **({"error": error} if error else {})})
     return run
 
 
@@ -188,6 +186,36 @@ def fail_run(run_id: str, *, actor: str, error: str, engine: Engine | None = Non
         return False
     transition(run_id, Status.FAILED, actor=actor, error=error, engine=engine)
     return True
+
+
+def record_publish_failure(run_id: str, *, actor: str, error: str,
+                           engine: Engine | None = None) -> bool:
+    """Record that publishing an approved run failed; the run stays ``approved``.
+
+    Why not ``failed``: the decision and the pinned, verified candidate are still good — a
+    full disk or a broken destination says nothing about the release — and a failed run
+    could only be redone by a new request that draws (and spends ε) again. The stored,
+    value-free reason goes to ``release_runs.error`` (shown as "publication failed") and to a
+    ``publish.failed`` event; ``ehr-release publish RUN`` retries. True if recorded (False:
+    the run is no longer approved).
+    """
+    with Session(_engine(engine)) as s:
+        run = s.exec(select(ReleaseRun).where(ReleaseRun.id == run_id)
+                     .with_for_update()).first()
+        if run is None or run.status != Status.APPROVED:
+            return False
+        run.error = cap(error)
+        run.updated_at = utc_now()
+        s.add(run)
+        append_event(s, actor=actor, action=AuditAction.PUBLISH_FAILED, run_id=run_id,
+                     payload={"error": error, "retry": f"ehr-release publish {run_id}"})
+        s.commit()
+        return True
+
+
+def publication_failed(run: ReleaseRun) -> bool:
+    """An approved run whose last publishing attempt failed (it can be retried)."""
+    return run.status == Status.APPROVED and bool(run.error)
 
 
 def set_flow_run_id(run_id: str, flow_run_id: str, engine: Engine | None = None) -> None:
@@ -237,7 +265,8 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
            engine: Engine | None = None) -> Approval:
     """Record the reviewer's decision and move the run to approved or rejected.
 
-    Refuses (with an audit event of the refusal) when the reviewer requested the run, the
+    Refuses (with an audit event of the refusal) when the reviewer requested the run (as
+    the chain's ``run.requested`` event says, not the editable column), the
     reason is empty, the decision is unknown, the run is not awaiting approval, or another
     decision already won. The unique constraint on ``approvals.run_id`` is the last line of
     defence against two simultaneous decisions.
@@ -250,10 +279,15 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if not reviewer.strip():
         _refuse(run_id, reviewer, "a reviewer name is required", engine)
     try:
-        run = get_run(run_id, engine)
+        get_run(run_id, engine)
     except NotFound:  # a decision on a run that does not exist is a refusal like any other
         _refuse(run_id, reviewer, f"no release run with id {run_id!r}", engine)
-    if same_person(run.requester, reviewer):
+    # The requester as the chain recorded it: the release_runs column is anyone's to edit.
+    requested_by = chained.requester(run_id, engine)
+    if requested_by is None:
+        _refuse(run_id, reviewer, f"run {run_id} has no authentic run.requested event in the "
+                                  "audit trail; run `ehr-release audit verify`", engine)
+    if same_person(requested_by, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
     if decision == Decision.APPROVE:

@@ -4,6 +4,11 @@ Credentials are random tokens generated for the user (printed once by ``ehr-rele
 add``) and stored as Argon2id hashes (argon2-cffi, not hand-rolled crypto). A session is a
 second random token; the database keeps only its SHA-256, so a leaked database does not
 sign anyone in.
+
+Roles and credentials are trusted only as the audit chain records them
+(:mod:`ehr_release.storage.chained`): adding a user and changing a role are chained events,
+and a row edited or inserted behind the chain's back signs nobody in with a role it never
+recorded.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from ehr_release.errors import EhrReleaseError, ParameterError
-from ehr_release.storage import throttle
+from ehr_release.storage import chained, throttle
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
@@ -74,28 +79,76 @@ def _sha256(token: str) -> str:
 
 
 def add_user(name: str, role: str, *, engine: Engine | None = None) -> str:
-    """Create a user and return their credential (shown once, never stored in clear)."""
+    """Create a user and return their credential (shown once, never stored in clear).
+
+    The row and its ``user.added`` event (name, role, the credential hash's digest) commit
+    together: the event is what sign-ins read the role from (:mod:`.chained`).
+    """
     name = name.strip()
     if not name:
         raise ParameterError("name", "must not be blank", name)
-    if role not in ROLES:
-        raise ParameterError("role", f"must be one of {', '.join(ROLES)}", role)
+    _check_role(role)
     credential = secrets.token_urlsafe(24)
+    stored = _HASHER.hash(credential)
     try:
         with Session(_engine(engine)) as s:
-            s.add(User(name=name, role=role, credential_hash=_HASHER.hash(credential)))
+            s.add(User(name=name, role=role, credential_hash=stored))
+            s.flush()
+            append_event(s, actor="system:users", action=AuditAction.USER_ADDED,
+                         payload={"name": name, "role": role,
+                                  "credential_sha256": chained.credential_digest(stored)})
             s.commit()
     except IntegrityError:
         raise ParameterError("name", "is already a user", name) from None
-    record_event(actor="system:users", action=AuditAction.USER_ADDED,
-                 payload={"name": name, "role": role}, engine=engine)
     return credential
 
 
-def any_users(engine: Engine | None = None) -> bool:
-    """Whether the site has registered users (then every decision needs a credential)."""
+def set_role(name: str, role: str, *, actor: str = "system:users",
+             engine: Engine | None = None) -> None:
+    """Change a user's role: the row and a ``user.role_changed`` event, together.
+
+    A role edited in the table alone changes nothing: sign-ins read the chain.
+    """
+    _check_role(role)
     with Session(_engine(engine)) as s:
-        return s.exec(select(User).limit(1)).first() is not None
+        user = s.exec(select(User).where(User.name == name.strip())).first()
+        if user is None:
+            raise ParameterError("name", "is not a user", name)
+        user.role = role
+        s.add(user)
+        append_event(s, actor=actor, action=AuditAction.USER_ROLE_CHANGED,
+                     payload={"name": user.name, "role": role})
+        s.commit()
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ParameterError("role", f"must be one of {', '.join(ROLES)}", role)
+
+
+def any_users(engine: Engine | None = None) -> bool:
+    """Whether the site has registered users (then every decision needs a credential).
+
+    A row in ``users`` or a user the chain added: deleting the rows does not make the site
+    single-user again.
+    """
+    with Session(_engine(engine)) as s:
+        return (s.exec(select(User).limit(1)).first() is not None
+                or chained.any_users(s))
+
+
+def _as_chained(s: Session, user: User | None) -> SignedIn | None:
+    """The user as a decision may trust them: enabled, known to the chain with the same
+    credential, with the chain's role (the ``role`` column is only a copy)."""
+    if user is None or user.disabled or user.id is None:
+        return None
+    known = chained.users(s).get(user.name)
+    if known is None:
+        return None
+    if (known.credential_sha256 is not None
+            and known.credential_sha256 != chained.credential_digest(user.credential_hash)):
+        return None
+    return SignedIn(user.id, user.name, known.role, "")
 
 
 def sign_in(name: str, credential: str, *, client: str = "unknown",
@@ -134,8 +187,7 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
             append_event(s, actor=actor, action=AuditAction.AUTH_REFUSED,
                          payload={"why": "too many failed sign-ins", "scope": locked.scope})
         user = None if locked else s.exec(select(User).where(User.name == name.strip())).first()
-        found = (SignedIn(user.id, user.name, user.role, "")
-                 if user and not user.disabled and user.id is not None else None)
+        found = _as_chained(s, user)
         stored = user.credential_hash if user and found else dummy
         s.commit()
     if locked is not None:
@@ -173,10 +225,8 @@ def session_user(token: str | None, *, engine: Engine | None = None) -> SignedIn
         row = s.get(UserSession, _sha256(token))
         if row is None or row.expires_at <= utc_now():
             return None
-        user = s.get(User, row.user_id)
-        if user is None or user.disabled or user.id is None:
-            return None
-        return SignedIn(user.id, user.name, user.role, row.csrf_token)
+        who = _as_chained(s, s.get(User, row.user_id))
+        return None if who is None else replace(who, csrf_token=row.csrf_token)
 
 
 def sign_out(token: str | None, *, engine: Engine | None = None) -> None:

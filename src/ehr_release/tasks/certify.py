@@ -40,7 +40,7 @@ from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse, ReleaseRequest
-from ehr_release.storage import runs
+from ehr_release.storage import chained, runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.budget import account, dp_algorithm_names
 from ehr_release.storage.engine import home
@@ -158,7 +158,8 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
     released = describe_files(files, entry.schema, _pinned_digests(run_id, files))
     return CertificateContext(
         run_id=run_id, created_at=datetime.fromisoformat(run.created_at),
-        requester=run.requester, dataset_source=Path(dataset.source).name or dataset.source,
+        requester=chained.requester(run_id) or run.requester,
+        dataset_source=Path(dataset.source).name or dataset.source,
         dataset_fingerprint=dataset.fingerprint, dataset_rows=dataset.rows,
         dataset_schema=schema, algorithm=entry.name,
         algorithm_summary=entry.summary, privacy_model=entry.privacy_model,

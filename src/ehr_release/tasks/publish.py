@@ -30,11 +30,12 @@ from ehr_release.datasheet import DATASHEET, public_parameters, render_datasheet
 from ehr_release.destinations import releases_folder
 from ehr_release.errors import IllegalTransition
 from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
+from ehr_release.governance import same_person
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
 from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
 from ehr_release.request import DataUse
-from ehr_release.storage import runs
+from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.budget import account, dp_algorithm_names
@@ -74,6 +75,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     approval = runs.get_approval(run_id)
     if approval is None or approval.decision != Decision.APPROVE:
         raise IllegalTransition(f"run {run_id} has no approving decision on record")
+    _require_chained_approval(run_id, approval.reviewer)
     digests = {n: (sha256_bytes(d), len(d)) for n, d in files.items()}
     if digests != runs.pinned_candidate(run_id):
         raise IllegalTransition(f"run {run_id}: these files are not the release that was "
@@ -125,10 +127,13 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                                             len(d)) for n, d in sorted(contents.items())])
             runs.add_artifacts(s, run_id, [("certificate", str(filed), sha256_bytes(certificate),
                                             len(certificate))])
-            runs.apply_transition(s, run_id, Status.PUBLISHED, actor=actor,
-                                  payload={"folder": final.name, "files": sorted(contents),
-                                           "manifest_sha256": sha256_bytes(contents[MANIFEST]),
-                                           "flow_run_id": _flow_run_id()})
+            done = runs.apply_transition(
+                s, run_id, Status.PUBLISHED, actor=actor,
+                payload={"folder": final.name, "files": sorted(contents),
+                         "manifest_sha256": sha256_bytes(contents[MANIFEST]),
+                         "flow_run_id": _flow_run_id()})
+            done.error = None  # an earlier attempt's "publication failed" is over
+            s.add(done)
             s.commit()
     except BaseException:
         shutil.rmtree(final, ignore_errors=True)
@@ -149,6 +154,22 @@ def _check_staged(run_id: str, staging: Path, contents: dict[str, bytes]) -> Non
         raise IllegalTransition(f"run {run_id}: the staged release holds {len(extra)} "
                                 f"entr{'y' if len(extra) == 1 else 'ies'} it did not write "
                                 f"({', '.join(sorted(set(extra)))}); nothing was published")
+
+
+def _require_chained_approval(run_id: str, reviewer: str) -> None:
+    """The chain, not the editable columns, must say the run is approved, by the reviewer the
+    approvals row names, who is not its requester (issue 33: a status and an approvals row
+    set by hand publish nothing)."""
+    fact = chained.decision_of(run_id)
+    if fact.status != Status.APPROVED or fact.decision != Decision.APPROVE:
+        raise IllegalTransition(f"run {run_id}: the audit chain records no approval of it "
+                                f"(last recorded status: {fact.status or 'none'})")
+    if fact.decider != reviewer:
+        raise IllegalTransition(f"run {run_id}: the approval on record names {reviewer!r}, "
+                                f"the audit chain {fact.decider!r}")
+    if fact.requester is None or same_person(fact.requester, fact.decider or ""):
+        raise IllegalTransition(f"run {run_id}: the audit chain shows no approval by someone "
+                                "other than its requester")
 
 
 def _clear_crash_leftovers(run_id: str, final: Path) -> None:

@@ -26,7 +26,7 @@ from ehr_release.dashboard.security import Who, csrf_guard
 from ehr_release.dashboard.settings import settings_of
 from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound, stored_error
 from ehr_release.governance import same_person
-from ehr_release.storage import runs
+from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.models import ReleaseRun
@@ -91,9 +91,29 @@ def decide(request: Request, run_id: str, who: Who, decision: Annotated[str, For
     return RedirectResponse(f"/runs/{run_id}?decided=1", status_code=303)
 
 
+@router.post("/runs/{run_id}/publish", dependencies=[Depends(csrf_guard)])
+def retry_publish(request: Request, run_id: str, who: Who) -> Response:
+    """Run the publishing flow again for an approved run whose publishing failed or stopped.
+
+    Only a reviewer may; the flow publishes nothing but the pinned, verified candidate the
+    decision approved (:func:`ehr_release.tasks.publish.publish_release` checks it again).
+    """
+    run_or_404(run_id)
+    if who.role != "reviewer":
+        record_event(actor=who.name, action=AuditAction.PUBLISH_REFUSED, run_id=run_id,
+                     payload={"why": f"role {who.role} may not publish releases"})
+        raise HTTPException(status_code=403, detail=f"a {who.role} may not publish releases")
+    try:
+        settings_of(request).publish(run_id)
+    except EhrReleaseError as exc:
+        return run_page_response(request, who, run_id, status_code=409,
+                                 error=f"Refused: {exc}")
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
 def _refusal_status(run: ReleaseRun, who: SignedIn, decision: str, reason: str) -> int:
     """403 for the four-eyes rule, 400 for a malformed decision, 409 for a run's state."""
-    if same_person(run.requester, who.name):
+    if same_person(chained.requester(run.id) or run.requester, who.name):
         return 403
     if decision not in runs.DECISIONS or not reason.strip():
         return 400
