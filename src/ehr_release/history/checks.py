@@ -245,7 +245,7 @@ def earlier_releases(run_id: str, links: PatientLinks,
     out = []
     index = LinkIndex(links)
     with Session(_engine(engine)) as s:
-        rows = s.exec(select(ReleaseRun, ExtractLinks)
+        rows = s.exec(select(ReleaseRun, ExtractLinks.subject)  # the blobs once, below
                       .join(ExtractLinks, ExtractLinks.subject == ReleaseRun.id)
                       .where(col(ReleaseRun.status).in_(HELD_STATUSES),
                              ReleaseRun.id != run_id)

@@ -58,7 +58,7 @@ def source_history(source: str | None = None, engine: Engine | None = None,
         policy = weaker_policy(s=s)
         out = []
         for name in names:
-            rows = s.exec(select(ReleaseRun, ExtractLinks)
+            rows = s.exec(select(ReleaseRun, ExtractLinks.subject)
                           .join(ExtractLinks, ExtractLinks.subject == ReleaseRun.id)
                           .where(ExtractLinks.source == name, ExtractLinks.kind == RUN)
                           .order_by(col(ReleaseRun.created_at)).limit(limit)).all()
