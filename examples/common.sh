@@ -4,13 +4,14 @@
 #
 # Overridable: CLI (default <repo>/.venv/bin/ehr-release, made by `make install` or
 # `make demo`), OUT (default out/ in the example's folder), SHARED_DATA (default
-# <repo>/../shared/data), KEEP_SERVER=1 (leave the local Prefect server running).
+# examples/data: the public data shipped with the examples, licences in its README),
+# KEEP_SERVER=1 (leave the local Prefect server running).
 # EHR_RELEASE_HOME is not set here: the examples' runs live in the same home as every other
 # command and the dashboard. Set it yourself to keep an example's runs apart.
 
 REPO=$(cd ../.. && pwd)
 CLI=${CLI:-$REPO/.venv/bin/ehr-release}
-SHARED_DATA=${SHARED_DATA:-$REPO/../shared/data}
+SHARED_DATA=${SHARED_DATA:-$REPO/examples/data}
 OUT=${OUT:-out}
 if ! command -v "${CLI%% *}" >/dev/null 2>&1; then
   echo "no CLI at ${CLI%% *}: run 'make install' (or 'make demo') in $REPO first" >&2
