@@ -45,7 +45,14 @@ RunnerOpt = Annotated[str, typer.Option(
 
 
 def _hidden_prompt(text: str) -> str:
-    return str(typer.prompt(text, hide_input=True))
+    """A hidden prompt; an aborted one (Ctrl-D, Ctrl-C) is an empty answer, never a bare
+    click ``Abort`` (a RuntimeError whose empty message printed as ``error: ``)."""
+    import click
+
+    try:
+        return str(typer.prompt(text, hide_input=True, default="", show_default=False))
+    except click.exceptions.Abort:
+        return ""
 
 
 def _identity(name: str, role: str, credential_env: str | None = None):
