@@ -156,7 +156,7 @@ def test_example_runs_as_written(world, example: str) -> None:
     """
     root, home, env = world
     first, last = example == EXAMPLES[0], example == EXAMPLES[-1]
-    run_env = {**env, "OUT": str(root / "examples-out" / example),
+    run_env = {**env, "OUT": str(root / "out" / "examples" / example),
                **({"KEEP_SERVER": "1"} if first else {})}
     if last:
         subprocess.run([str(REPO / ".venv/bin/ehr-release"), "server", "stop"], env=env,
@@ -170,7 +170,7 @@ def test_example_runs_as_written(world, example: str) -> None:
                                   f"--- stdout\n{done.stdout[-3000:]}\n"
                                   f"--- stderr\n{done.stderr[-3000:]}")
     assert "all intact" in done.stdout
-    published = list((root / "examples-out" / example / "releases").iterdir())
+    published = list((root / "out" / "examples" / example / "releases").iterdir())
     assert published and all((p / "manifest.json").is_file() for p in published)
     if last:
         assert no_server_left(home) == [], f"examples/{example}/run.sh left a server running"

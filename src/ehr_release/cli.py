@@ -643,7 +643,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
 
     from sqlalchemy.engine import make_url
 
-    from ehr_release.destinations import releases_root
+    from ehr_release.destinations import shown_releases_root
     from ehr_release.flows.server import running_server
     from ehr_release.storage.engine import HOME_ENV, database_url, home
 
@@ -651,7 +651,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
     info = {"home": str(home()),
             "home_from": HOME_ENV if os.environ.get(HOME_ENV) else "per-user default",
             "database": make_url(database_url()).render_as_string(hide_password=True),
-            "releases_root": str(releases_root()),
+            "releases_root": shown_releases_root(),
             "prefect_home": os.environ.get("PREFECT_HOME"),
             "prefect_api": api,
             "prefect_ui": api.removesuffix("/api") if api else None}

@@ -1,0 +1,130 @@
+"""Issue 34, finding 1: site settings a decision depends on are the site's, stored once.
+
+Found: the README's "Using it" block exported EHR_RELEASE_RELEASES_ROOT and its dashboard
+block did not. A run requested with ``--out out/`` and approved on the dashboard ended "The
+run is now failed. DestinationError: … outside the releases root"; ``publish`` then refused
+("only an approved run is published") and the review was lost. The page had shown
+"Publishes to …/out/releases/…" with no warning.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ehr_release.destinations import check_still_there, releases_root, resolve_destination
+from ehr_release.errors import ApprovalError
+from ehr_release.request import require_data_use
+from ehr_release.storage import runs
+from ehr_release.storage.actions import Decision
+from ehr_release.storage.audit import export_events
+from ehr_release.storage.runs import Status
+from ehr_release.storage.site_settings import SettingConflict, change
+from tests.test_storage import PATH_TO_AWAITING
+
+ROOT_ENV = "EHR_RELEASE_RELEASES_ROOT"
+
+
+def _awaiting_at(out_dir: str) -> str:
+    from ehr_release.storage.models import DatasetRecord
+
+    ds = DatasetRecord(fingerprint="cd" * 32, rows=10, codes=30, columns_json="{}", source="x")
+    run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="steward.sam",
+                          algorithm="code-counts", parameters={"k": "2"}, out_dir=out_dir)
+    for status in PATH_TO_AWAITING:
+        runs.transition(run.id, status, actor="flow")
+    return run.id
+
+
+def test_the_root_a_request_was_checked_against_is_the_one_every_process_uses(
+        ehr_home, tmp_path, monkeypatch) -> None:
+    """The steward's shell sets the variable; the dashboard's process (no variable) checks
+    the same root: the request-time check and the publisher's agree."""
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "out"))
+    recorded = str(resolve_destination(tmp_path / "out" / "study12"))  # the request
+    monkeypatch.delenv(ROOT_ENV)  # the dashboard's process
+    assert releases_root() == (tmp_path / "out").resolve()
+    assert check_still_there(recorded) == (tmp_path / "out" / "study12").resolve()
+    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    first = next(e for e in events if e["action"] == "site.setting_set"
+                 and e["payload"]["setting"] == "releases_root")
+    assert first["actor"] == "system:first-use"
+    assert first["payload"]["reason"] == f"initialised from {ROOT_ENV}"
+
+
+def test_a_process_whose_variable_disagrees_is_refused_in_one_line(ehr_home, tmp_path,
+                                                                   monkeypatch) -> None:
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "a"))
+    releases_root()
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "b"))
+    with pytest.raises(SettingConflict) as refused:
+        releases_root()
+    line = str(refused.value)
+    assert "\n" not in line and "ehr-release policy releases-root" in line
+    assert str(tmp_path / "a") in line
+    change("releases_root", str(tmp_path / "b"), actor="admin.alex", reason="new share")
+    assert releases_root() == (tmp_path / "b").resolve()  # the variable now agrees
+
+
+def test_policy_commands_show_and_change_the_settings_audited(ehr_home, tmp_path,
+                                                              monkeypatch) -> None:
+    from ehr_release.cli import app
+
+    monkeypatch.delenv(ROOT_ENV, raising=False)
+    monkeypatch.delenv("EHR_RELEASE_REQUIRE_DATA_USE", raising=False)
+    cli = CliRunner()
+    shown = cli.invoke(app, ["policy", "releases-root"])
+    assert shown.exit_code == 0 and shown.output.strip() == str(ehr_home / "releases")
+    refused = cli.invoke(app, ["policy", "releases-root", str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "--by NAME and --reason" in refused.output
+    done = cli.invoke(app, ["policy", "releases-root", str(tmp_path / "x"), "--by",
+                            "admin.alex", "--reason", "the study share"])
+    assert done.exit_code == 0, done.output
+    assert releases_root() == (tmp_path / "x").resolve()
+    assert not require_data_use()
+    assert cli.invoke(app, ["policy", "data-use", "on", "--by", "admin.alex", "--reason",
+                            "IRB"]).exit_code == 0
+    monkeypatch.setenv("EHR_RELEASE_REQUIRE_DATA_USE", "1")  # agrees: no conflict
+    assert require_data_use()
+    monkeypatch.delenv("EHR_RELEASE_REQUIRE_DATA_USE")  # another process: still on
+    assert require_data_use()
+    policy = cli.invoke(app, ["policy", "show"]).output
+    assert "releases-root: " + str((tmp_path / "x").resolve()) in policy
+    assert "data-use: on" in policy and "admin.alex" in policy
+    trail = export_events(None, "jsonl")
+    assert '"reason":"the study share"' in trail and '"reason":"IRB"' in trail
+
+
+def test_an_approval_that_cannot_publish_is_refused_not_recorded(ehr_home, tmp_path,
+                                                                 monkeypatch) -> None:
+    """Check the destination before recording the approval: refused in one line, the run
+    still awaits a decision (a reject is still possible), nothing is failed."""
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "out"))
+    recorded = str(resolve_destination(tmp_path / "out" / "study12"))
+    run_id = _awaiting_at(recorded)
+    change("releases_root", str(tmp_path / "elsewhere"), actor="admin.alex",
+           reason="moved the share")
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "elsewhere"))
+    with pytest.raises(ApprovalError) as refused:
+        runs.decide(run_id, reviewer="rita", decision=Decision.APPROVE, reason="fine")
+    assert "outside the releases root" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert runs.get_run(run_id).status == Status.AWAITING_APPROVAL
+    assert runs.get_approval(run_id) is None
+    runs.decide(run_id, reviewer="rita", decision=Decision.REJECT, reason="cannot land")
+    assert runs.get_run(run_id).status == Status.REJECTED
+
+
+def test_the_dashboard_warns_before_the_click(ehr_home, tmp_path, monkeypatch) -> None:
+    from ehr_release.dashboard.runview import _destination_problem
+
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "out"))
+    recorded = str(resolve_destination(tmp_path / "out" / "s"))
+    run_id = _awaiting_at(recorded)
+    run = runs.get_run(run_id)
+    assert _destination_problem(run) is None
+    change("releases_root", str(tmp_path / "other"), actor="admin.alex", reason="moved")
+    monkeypatch.delenv(ROOT_ENV)
+    assert "outside the releases root" in (_destination_problem(run) or "")
