@@ -62,7 +62,7 @@ def test_run_rejects_bad_parameter(cli_env, tmp_path):
                                  "--param", "k=zero", "--requester", "steward", "--out",
                                  str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert "parameter 'k' must be of type int" in result.output
+    assert "k must be a whole number, got 'zero'" in result.output
 
 
 def test_run_refuses_self_approval(cli_env, tmp_path):

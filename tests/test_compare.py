@@ -146,7 +146,7 @@ def test_cli_refuses_bad_comparisons_before_running(cli_env_compare) -> None:
     for extra, message in [(["--param-grid", "k"], "--param-grid"),
                            (["--param-grid", "k=1"], "algorithm disassociation"),
                            (["--require", "k big"], "--require"),
-                           (["--algorithm", "nope"], "must be one of")]:
+                           (["--algorithm", "nope"], "'nope' is not registered")]:
         result = runner.invoke(app, base + extra)
         assert result.exit_code == 1, result.output
         assert message in result.output
