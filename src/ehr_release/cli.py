@@ -475,10 +475,13 @@ def _shown_default(value: object) -> str:
 
 @app.command()
 def verify(
-    algorithm: Annotated[str, typer.Option(help="Algorithm that produced the release.")],
     release: Annotated[Path, typer.Option(help="Release file, or a published release folder.")],
     original: Annotated[Path, typer.Option(help="The original data (as for `run --input`).")],
-    param: ParamOpt = None,
+    algorithm: Annotated[str | None, typer.Option(
+        help="Algorithm that produced the release (default: its manifest.json's).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", help="Parameter NAME=VALUE (repeatable); default: the values the "
+                        "release's manifest.json declares.")] = None,
     diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
     admissions: Annotated[Path | None, typer.Option(help="Admissions table.")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
@@ -487,16 +490,16 @@ def verify(
              "from the published folder's manifest.json when omitted.")] = None,
 ) -> None:
     """Re-verify a release independently (closed world, model, source ids, then the attack
-    audit); JSON report on stdout, exit 1 if it does not hold."""
-    from ehr_release import registry
+    audit); JSON report on stdout, a one-line verdict on stderr, exit 1 if it does not hold."""
+    from ehr_release.cli_support.release_params import release_parameters, verdict_line
     from ehr_release.ingest import read_dataset
     from ehr_release.params import parse_assignments
     from ehr_release.release_files import read_release_files, release_id_of
     from ehr_release.verification import verify_and_attack
 
     try:
-        entry = registry.get(algorithm)
-        params = entry.parse(parse_assignments(param or []))
+        entry, params, declared = release_parameters(release, algorithm,
+                                                     parse_assignments(param or []))
         files = read_release_files(release)
         if entry.id_file is not None and release_id is None:
             release_id = release_id_of(release)
@@ -508,6 +511,9 @@ def verify(
     typer.echo(json.dumps({**report.to_dict(),
                            "attack": None if attack is None else attack.to_dict()},
                           indent=2, default=str))
+    typer.echo(verdict_line(entry.name, release, report.holds,
+                            [(r.name, r.required) for r in report.failures], params, declared),
+               err=True)
     if not report.holds:
         raise typer.Exit(code=1)
 
