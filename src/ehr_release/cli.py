@@ -44,6 +44,19 @@ RunnerOpt = Annotated[str, typer.Option(
     help="Prefect task runner: threads[:N], dask[:N] (local cluster) or tcp://HOST:PORT.")]
 
 
+def _full_run_id(value: str | None) -> str | None:
+    """A run-id argument's callback: a unique prefix becomes the run's id; several runs
+    starting with it are refused in one line listing them (see cli_support.run_ids)."""
+    if value is None:
+        return None
+    from ehr_release.cli_support.run_ids import resolve_run_id
+
+    try:
+        return resolve_run_id(value)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+
+
 def _hidden_prompt(text: str) -> str:
     """A hidden prompt; an aborted one (Ctrl-D, Ctrl-C) is an empty answer, never a bare
     click ``Abort`` (a RuntimeError whose empty message printed as ``error: ``)."""
@@ -345,7 +358,9 @@ def compare(
 
 @app.command()
 def resume(
-    run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped.")],
+    run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped (or a "
+                                               "unique start of its id).",
+                                          callback=_full_run_id)],
     wait_timeout: Annotated[int, typer.Option(help="Seconds to wait.")] = 3600,
 ) -> None:
     """Restart a run whose flow died (crash, reboot); finished stages come from the cache."""
@@ -367,7 +382,8 @@ def resume(
 
 @app.command()
 def approve(
-    run_id: Annotated[str, typer.Argument(help="The run to decide.")],
+    run_id: Annotated[str, typer.Argument(help="The run to decide (or a unique start of "
+                                               "its id).", callback=_full_run_id)],
     reviewer: Annotated[str, typer.Option(help="Reviewer name.")],
     decision: Annotated[str, typer.Option(help="approve or reject.")],
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit trail).")],
@@ -397,7 +413,9 @@ def approve(
 
 
 @app.command()
-def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publish.")]) -> None:
+def publish(run_id: Annotated[str, typer.Argument(
+        help="An approved run to publish (or a unique start of its id).",
+        callback=_full_run_id)]) -> None:
     """Finish publishing an approved run whose publishing flow stopped (crash, reboot)."""
     from ehr_release import service
     from ehr_release.storage.runs import Status
@@ -412,21 +430,22 @@ def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publi
 
 
 @app.command()
-def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start of it).",
+                                                 callback=_full_run_id)],
            as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """Show one run: status, parameters, verification verdict, approval."""
     from ehr_release import service
+    from ehr_release.cli_support.status_view import effective_parameters, status_lines
 
     try:
         info = service.run_summary(run_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
+    info["effective_parameters"] = effective_parameters(info["algorithm"], info["parameters"])
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
-    for key, value in info.items():
-        if value is not None:
-            typer.echo(f"{key:>11}: {value}")
+    typer.echo("\n".join(status_lines(info)))
 
 
 @app.command("list")
@@ -592,7 +611,9 @@ def audit_verify() -> None:
 
 @audit_app.command("export")
 def audit_export(
-    run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's events (or a "
+                                                         "unique start of its id).",
+                                            callback=_full_run_id)] = None,
     fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
 ) -> None:
     """Write the audit events (of one run, or all) to stdout."""
