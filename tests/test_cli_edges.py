@@ -75,3 +75,17 @@ def test_a_unique_prefix_names_the_run_everywhere(ehr_home) -> None:
     assert unknown.exit_code == 1 and "no release run with id 'rel-ffff'" in unknown.output
     assert '"requested_run"' in export_events(None, "jsonl") or "rel-ffff" in export_events(
         None, "jsonl")  # the attempt on an unknown run is still audited
+
+
+def test_comparison_rows_are_numbered_from_one_everywhere() -> None:
+    """``compare`` counted candidates from 1 and the report's rows from 0: `--row 1` took
+    the second row. The plan numbers rows from 1; the report, task names and progress
+    show that number."""
+    from ehr_release import registry
+    from ehr_release.compare import plan
+    from ehr_release.tasks.naming import candidate_run_name
+
+    candidates = plan([registry.get("disassociation")], {"m": "2"}, {"k": ["5", "10"]})
+    assert [c.index for c in candidates] == [1, 2]
+    assert candidate_run_name({"candidate": candidates[0]}).startswith(
+        "candidate[1: disassociation")

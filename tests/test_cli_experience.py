@@ -280,10 +280,11 @@ def test_compare_progress_prints_each_row_as_it_finishes(capsys) -> None:
                   failures=["k: 3"]), 2, 2)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "comparing 2 candidates"
-    assert lines[1].split() == ["DONE", "CANDIDATE", "VERIFIED", "LOSS", "TIME"]
-    assert lines[2].split() == ["1/2", "disassociation", "(k=10,", "m=2)", "yes", "ARE",
+    assert lines[1].split() == ["DONE", "ROW:", "CANDIDATE", "VERIFIED", "LOSS", "TIME"]
+    # the row number is the report's (issue 34: one numbering for comparison rows)
+    assert lines[2].split() == ["1/2", "1:", "disassociation", "(k=10,", "m=2)", "yes", "ARE",
                                 "W2", "0.1235", "4.0s"]
-    assert lines[3].split() == ["2/2", "lda", "(k=5)", "no", "-", "9.0s"]
+    assert lines[3].split() == ["2/2", "0:", "lda", "(k=5)", "no", "-", "9.0s"]
 
 
 def test_live_progress_goes_to_stderr_only(monkeypatch) -> None:
