@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ehr_release.destinations import check_still_there, releases_root, resolve_destination
-from ehr_release.errors import ApprovalError
+from ehr_release.errors import ApprovalError, ConfigError
 from ehr_release.request import require_data_use
 from ehr_release.storage import runs
 from ehr_release.storage.actions import Decision
@@ -128,3 +128,27 @@ def test_the_dashboard_warns_before_the_click(ehr_home, tmp_path, monkeypatch) -
     change("releases_root", str(tmp_path / "other"), actor="admin.alex", reason="moved")
     monkeypatch.delenv(ROOT_ENV)
     assert "outside the releases root" in (_destination_problem(run) or "")
+
+
+def test_a_request_without_a_window_gets_the_sites_when_parked(ehr_home) -> None:
+    """The approval window is the site's too: a request that names none (the CLI without
+    --approval-timeout, a deployment) is parked with the site's window, read then."""
+    from datetime import datetime
+
+    from ehr_release.request import ReleaseRequest
+    from ehr_release.storage import pending
+    from ehr_release.storage.engine import get_engine
+    from tests.test_durable_approval import _park
+    from tests.test_storage import make_run
+
+    assert ReleaseRequest(run_id="rel-" + "1" * 32, input_path="x.csv",
+                          algorithm="disassociation", requester="s",
+                          out_dir="/tmp").approval_timeout_s is None
+    change("approval_window", "3600", actor="admin.alex", reason="one-hour reviews")
+    run = make_run(get_engine())
+    _park(run.id, None)
+    closes = datetime.fromisoformat(pending.get_pending(run.id).expires_at)
+    expected = datetime.fromisoformat(pending.expiry(3600))
+    assert abs((closes - expected).total_seconds()) < 60
+    with pytest.raises(ConfigError, match="whole number of seconds"):
+        change("approval_window", "soon", actor="admin.alex", reason="x")

@@ -117,9 +117,10 @@ def run(
     approve_as: Annotated[str | None, typer.Option(help="Reviewer deciding right away.")]
     = None,
     reason: Annotated[str | None, typer.Option(help="Reason for --approve-as.")] = None,
-    approval_timeout: Annotated[int, typer.Option(help="Seconds the reviewer has to decide; "
-                                                       "after that the run is rejected.")]
-    = DEFAULT_APPROVAL_TIMEOUT_S,
+    approval_timeout: Annotated[int | None, typer.Option(
+        help="Seconds the reviewer has to decide; after that the run is rejected. Default: "
+             "the site's approval window (`ehr-release policy approval-window`, "
+             f"{DEFAULT_APPROVAL_TIMEOUT_S // 86400} days unless changed).")] = None,
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
     task_runner: RunnerOpt = "threads",

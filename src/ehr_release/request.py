@@ -10,7 +10,6 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from ehr_release.errors import EhrReleaseError, ParameterError
-from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 #: Which task runner the flow uses; the spec travels in the request, so a resumed run uses
 #: the runner it started with:
@@ -85,7 +84,9 @@ class ReleaseRequest(BaseModel):
     params: dict[str, str | int | float | bool] = Field(default_factory=dict)
     requester: str = Field(min_length=1)
     out_dir: str
-    approval_timeout_s: int = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0)
+    # None: the site's approval window when the run is parked (`ehr-release policy
+    # approval-window`, DEFAULT_APPROVAL_TIMEOUT_S unless changed).
+    approval_timeout_s: int | None = Field(default=None, gt=0)
     # Set when the request comes from a comparison row: the data must be what was compared.
     expected_fingerprint: str | None = None
     # Prefect task runner (see flows/runners.py): threads, dask[:N] or tcp://scheduler.

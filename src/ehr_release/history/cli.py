@@ -180,3 +180,15 @@ def policy_data_use(
 ) -> None:
     """Show or change whether the site requires data-use terms on every request."""
     _site_setting("require_data_use", required, by, reason)
+
+
+@policy_app.command("approval-window")
+def policy_approval_window(
+    seconds: Annotated[str | None, typer.Argument(
+        help="Seconds a reviewer has to decide a request that names no --approval-timeout; "
+             "omit to show it.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who changes it (audited).")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (audited).")] = None,
+) -> None:
+    """Show or change the site's approval window (after it a pending run is rejected)."""
+    _site_setting("approval_window", seconds, by, reason)

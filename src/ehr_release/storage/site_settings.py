@@ -26,7 +26,7 @@ from pathlib import Path
 from sqlmodel import Session, col, select
 
 from ehr_release.errors import ConfigError
-from ehr_release.storage.actions import AuditAction
+from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S, AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import engine_or_default
 from ehr_release.storage.home import home
@@ -46,7 +46,7 @@ class Setting:
     """One site setting: its variable, default, how a value is normalised and shown."""
 
     name: str
-    env: str
+    env: str | None  # None: no variable initialises it (the default does)
     command: str  # the `ehr-release policy` command that changes it
     default: Callable[[], str]
     normalise: Callable[[str], str]
@@ -57,6 +57,17 @@ def _root(raw: str) -> str:
     if not raw.strip():
         raise ConfigError("the releases root must name a folder")
     return str(Path(raw.strip()).expanduser().resolve())
+
+
+def _seconds(raw: str) -> str:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"the approval window must be a whole number of seconds > 0, "
+                          f"got {raw!r}")
+    return str(value)
 
 
 def _flag(raw: str) -> str:
@@ -75,6 +86,9 @@ SETTINGS = {s.name: s for s in (
     Setting("require_data_use", "EHR_RELEASE_REQUIRE_DATA_USE", "data-use",
             lambda: "off", _flag,
             "every request must name recipient, purpose, terms and expiry"),
+    Setting("approval_window", None, "approval-window",
+            lambda: str(DEFAULT_APPROVAL_TIMEOUT_S), _seconds,
+            "seconds a reviewer has to decide a request that names no --approval-timeout"),
 )}
 
 
@@ -104,7 +118,7 @@ def setting(name: str) -> Stored:
     """The site's value of ``name``; recorded from the environment (or the default) on first
     use; a process whose variable differs is refused (:class:`SettingConflict`)."""
     spec = SETTINGS[name]
-    raw = os.environ.get(spec.env)
+    raw = os.environ.get(spec.env) if spec.env else None
     stored = _stored(name)
     if stored is None:
         value = spec.normalise(raw if raw is not None else spec.default())
@@ -126,7 +140,7 @@ def configured(name: str) -> str:
     """What this process's environment (or the default) says, without the database: for
     ``ehr-release home`` when the database cannot be read."""
     spec = SETTINGS[name]
-    raw = os.environ.get(spec.env)
+    raw = os.environ.get(spec.env) if spec.env else None
     return spec.normalise(raw if raw is not None else spec.default())
 
 
@@ -147,3 +161,8 @@ def change(name: str, value: str, *, actor: str, reason: str) -> tuple[str, bool
                           "previous": None if old is None else old.value,
                           "reason": reason.strip()})
     return new, True
+
+
+def approval_window_s() -> int:
+    """Seconds a reviewer has for a request that named no window of its own."""
+    return int(setting("approval_window").value)
