@@ -152,3 +152,40 @@ def test_a_request_without_a_window_gets_the_sites_when_parked(ehr_home) -> None
     assert abs((closes - expected).total_seconds()) < 60
     with pytest.raises(ConfigError, match="whole number of seconds"):
         change("approval_window", "soon", actor="admin.alex", reason="x")
+
+
+def test_the_finding_on_the_dashboard_no_lost_review(ehr_home, tmp_path, monkeypatch) -> None:
+    """The finding end to end on the dashboard: the steward's shell had the variable, the
+    dashboard's has none. The root is the site's, so the page raises no alarm and the
+    approval is recorded; when the destination truly cannot take the release (the site's
+    root moved), the page says so before the click and the approval is refused with the run
+    still awaiting a decision — never recorded and then failed."""
+    from ehr_release.dashboard.app import create_app
+    from ehr_release.storage.users import add_user
+    from tests.test_dashboard import csrf_of, signed_in, text_of
+
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "out"))
+    first = _awaiting_at(str(resolve_destination(tmp_path / "out" / "study12")))
+    second = _awaiting_at(str(resolve_destination(tmp_path / "out" / "study13")))
+    monkeypatch.delenv(ROOT_ENV)  # the dashboard's process
+    rita = add_user("rita", "reviewer")
+    published: list[str] = []
+
+    def publish(run_id: str) -> Status:
+        published.append(run_id)
+        return Status(runs.get_run(run_id).status)
+
+    client = signed_in(create_app(publish=publish), "rita", rita)
+    assert 'id="destination-problem"' not in client.get(f"/runs/{first}").text
+    done = client.post(f"/runs/{first}/decision", data={
+        "decision": "approve", "reason": "fine", "csrf": csrf_of(client, f"/runs/{first}")})
+    assert done.status_code == 303 and published == [first]
+
+    change("releases_root", str(tmp_path / "elsewhere"), actor="admin.alex", reason="moved")
+    page = client.get(f"/runs/{second}").text
+    assert "outside the releases root" in text_of(page, "destination-problem")
+    refused = client.post(f"/runs/{second}/decision", data={
+        "decision": "approve", "reason": "fine", "csrf": csrf_of(client, f"/runs/{second}")})
+    assert refused.status_code == 409 and "Refused: approving would not publish" in refused.text
+    assert runs.get_run(second).status == Status.AWAITING_APPROVAL
+    assert published == [first]
