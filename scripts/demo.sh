@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # `make demo`: one governed release of the bundled sample, end to end, with the embedded
 # defaults (SQLite and Prefect state in the per-user home — `ehr-release home` prints it —
-# and releases under out/demo/).
+# and releases under <releases root>/demo/, ./out/demo/ in a new home).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLI=.venv/bin/ehr-release
 SAMPLE=examples/demo/patients.csv
-OUT=out/demo
-# Releases may only land under the releases root (default: <home>/releases); here ./out.
+# Releases may only land under the site's releases root, stored once for the home (the
+# dashboard and every command check the same folder). A new home's is ./out here, unless
+# EHR_RELEASE_RELEASES_ROOT says otherwise; an existing home keeps its own.
 export EHR_RELEASE_RELEASES_ROOT="${EHR_RELEASE_RELEASES_ROOT:-$PWD/out}"
+if ! ROOT=$($CLI policy releases-root 2>/dev/null); then
+  unset EHR_RELEASE_RELEASES_ROOT  # the home was set up before: keep its root
+  ROOT=$($CLI policy releases-root)
+fi
+OUT=$ROOT/demo
 HOME_DIR=$($CLI home --json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["home"])')
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }

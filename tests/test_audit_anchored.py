@@ -118,8 +118,9 @@ def test_untouched_history_verifies_and_is_anchored(db_url, ehr_home, tmp_path):
     heads = ehr_home / HEADS_FILE
     assert stat.S_IMODE(heads.stat().st_mode) == 0o600
     assert stat.S_IMODE((ehr_home / AUDIT_KEY_FILE).stat().st_mode) == 0o600
-    # every event is anchored (issue 33: not only the decision points)
-    assert [a.seq for a in read_anchors(engine)] == list(range(1, 9))
+    # every event is anchored (issue 33: not only the decision points); approving reads the
+    # site's releases root, which a fresh home records on first use (one more event)
+    assert [a.seq for a in read_anchors(engine)] == [ev.seq for ev in _events(engine)]
 
 
 def _events(engine) -> list[AuditEvent]:
@@ -142,13 +143,15 @@ def test_rolled_back_transition_writes_no_anchor(db_url, tmp_path):
 def test_deleting_the_newest_events_is_detected(db_url, tmp_path):
     engine = get_engine(db_url)
     run_id = _published(engine, tmp_path / "out")
+    seq = {ev.action: ev.seq for ev in _events(engine)}
+    awaiting, published = seq["run.awaiting_approval"], seq["run.published"]
     # The issue's attack: drop "approved" and "published"; the run row is put back to match.
-    _sql(engine, "DELETE FROM audit_events WHERE seq > 6")
+    _sql(engine, "DELETE FROM audit_events WHERE seq > :s", s=awaiting)
     _sql(engine, "UPDATE release_runs SET status = 'awaiting_approval' WHERE id = :r", r=run_id)
     assert verify_chain(engine).ok  # the shorter chain is still a valid chain …
     found = _problems(engine)
-    assert "audit chain truncated: it ends at event 6 but the head file recorded event 8" \
-        in found  # … but not the one the head file saw
+    assert (f"audit chain truncated: it ends at event {awaiting} but the head file recorded "
+            f"event {published}") in found  # … but not the one the head file saw
 
 
 def test_rewriting_with_plain_sha256_is_detected(db_url, tmp_path):

@@ -51,7 +51,8 @@ def test_run_rejects_bad_input_with_audit_event(cli_env, tmp_path):
                                  str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "row 2" in result.output and "999.999" in result.output
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] != "site.setting_set"]  # the site's settings, first use
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert not (tmp_path / "out").exists()
 
@@ -61,7 +62,7 @@ def test_run_rejects_bad_parameter(cli_env, tmp_path):
                                  "--param", "k=zero", "--requester", "steward", "--out",
                                  str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert "parameter 'k' must be of type int" in result.output
+    assert "k must be a whole number, got 'zero'" in result.output
 
 
 def test_run_refuses_self_approval(cli_env, tmp_path):
@@ -148,7 +149,8 @@ def test_run_audits_a_malformed_param_like_any_refused_request(cli_env, tmp_path
                                  *params, "--requester", "steward", "--out",
                                  str(tmp_path / "out")])
     assert result.exit_code == 1 and result.output.startswith(f"error: {message}")
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] != "site.setting_set"]  # the site's settings, first use
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert events[0]["payload"]["error"].startswith(message)
 
@@ -162,7 +164,8 @@ def test_compare_audits_a_refused_request_like_run(cli_env, tmp_path, args):
     result = runner.invoke(app, ["compare", "--input", str(cli_env), *args, "--requester",
                                  "steward", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and result.output.startswith("error: ")
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] != "site.setting_set"]  # the site's settings, first use
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert events[0]["payload"]["request"].startswith("cmp-")
     assert not (tmp_path / "out" / "comparisons").exists()

@@ -110,7 +110,8 @@ def test_a_fast_refusal_is_audited_under_the_requester(ehr_home: Path, tmp_path:
     result = runner.invoke(app, ["run", "--input", str(bad), "--algorithm", "disassociation",
                                  "--param", "k=5", "--requester", "steward.sam"])
     assert result.exit_code == 1 and "row 2" in result.output
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] != "site.setting_set"]  # the site's settings, first use
     assert [(e["action"], e["actor"]) for e in events] == [("ingest.rejected", "steward.sam")]
     assert events[0]["payload"]["input"] == str(bad)
     assert events[0]["payload"]["request"].startswith("rel-")
@@ -126,7 +127,8 @@ def test_a_refused_comparison_input_is_audited(ehr_home: Path, tmp_path: Path) -
                                  "--out", str(tmp_path), "--algorithm", "disassociation",
                                  "--param-grid", "k=2,3"])
     assert result.exit_code == 1
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()]
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] != "site.setting_set"]  # the site's settings, first use
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert "999.999" not in json.dumps(events)  # no patient value in the audit payload
 
@@ -278,10 +280,11 @@ def test_compare_progress_prints_each_row_as_it_finishes(capsys) -> None:
                   failures=["k: 3"]), 2, 2)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "comparing 2 candidates"
-    assert lines[1].split() == ["DONE", "CANDIDATE", "VERIFIED", "LOSS", "TIME"]
-    assert lines[2].split() == ["1/2", "disassociation", "(k=10,", "m=2)", "yes", "ARE",
+    assert lines[1].split() == ["DONE", "ROW:", "CANDIDATE", "VERIFIED", "LOSS", "TIME"]
+    # the row number is the report's (issue 34: one numbering for comparison rows)
+    assert lines[2].split() == ["1/2", "1:", "disassociation", "(k=10,", "m=2)", "yes", "ARE",
                                 "W2", "0.1235", "4.0s"]
-    assert lines[3].split() == ["2/2", "lda", "(k=5)", "no", "-", "9.0s"]
+    assert lines[3].split() == ["2/2", "0:", "lda", "(k=5)", "no", "-", "9.0s"]
 
 
 def test_live_progress_goes_to_stderr_only(monkeypatch) -> None:

@@ -57,14 +57,16 @@ def test_with_users_a_decision_needs_the_reviewers_credential(any_db, monkeypatc
     assert _reject(run_id, "rita", env={"EHR_RELEASE_CREDENTIAL": "guess"}).exit_code == 1
     wrong_role = _reject(run_id, "steward.sam", env={"EHR_RELEASE_CREDENTIAL": sam})
     assert wrong_role.exit_code == 1 and "needs a reviewer" in wrong_role.output
-    no_input = _reject(run_id, "rita", stdin="")  # no credential and nothing typed
-    assert no_input.exit_code != 0
+    no_input = _reject(run_id, "rita", stdin="")  # no credential and no terminal
+    assert no_input.exit_code == 1
+    assert "set EHR_RELEASE_CREDENTIAL to rita's credential" in no_input.output
     assert runs.get_run(run_id).status == Status.AWAITING_APPROVAL
 
     trail = export_events(None, "jsonl")
     assert trail.count('"action":"auth.refused"') >= 3
     assert rita not in trail and sam not in trail  # credentials never reach the trail
 
+    monkeypatch.setattr("ehr_release.governance.has_terminal", lambda: True)
     typed = _reject(run_id, "rita", stdin=f"{rita}\n")  # the prompt, hidden input
     assert typed.exit_code == 0, typed.output
     assert runs.get_run(run_id).status == Status.REJECTED
@@ -86,3 +88,39 @@ def test_with_users_a_request_needs_a_stewards_credential(any_db, tmp_path) -> N
 
 def test_one_four_eyes_rule() -> None:
     assert same_person("Sam ", "sam") and not same_person("sam", "rita")
+
+
+def test_without_a_terminal_a_credential_is_asked_for_by_its_variable(any_db, tmp_path,
+                                                                      monkeypatch) -> None:
+    """Issue 34: after ``users add``, examples/demo/run.sh printed getpass's GetPassWarning
+    and ``error: `` with an empty message (a hidden prompt on a pipe, then click's Abort).
+    Without a terminal, a command that needs a credential says which variable to set, in
+    one line, and prompts for nothing."""
+    import subprocess
+    import sys
+
+    for name in ("EHR_RELEASE_CREDENTIAL", "EHR_RELEASE_REVIEWER_CREDENTIAL"):
+        monkeypatch.delenv(name, raising=False)
+    sam = add_user("steward.sam", "steward")
+    add_user("rita", "reviewer")
+    data = tmp_path / "x.csv"
+    data.write_text("patient_id,codes\nA,401.9\nB,401.9\n")
+    base = [sys.executable, "-m", "ehr_release.cli"]
+    run = [*base, "run", "--input", str(data), "--algorithm", "disassociation",
+           "--param", "k=2", "--param", "m=1", "--requester", "steward.sam",
+           "--out", str(tmp_path / "out")]
+    cases = [(run, "EHR_RELEASE_CREDENTIAL", {}),
+             ([*run, "--approve-as", "rita", "--reason", "fine"],
+              "EHR_RELEASE_REVIEWER_CREDENTIAL", {"EHR_RELEASE_CREDENTIAL": sam}),
+             ([*base, "approve", _awaiting(), "--reviewer", "rita", "--decision", "reject",
+               "--reason", "too coarse"], "EHR_RELEASE_CREDENTIAL", {})]
+    import os
+
+    for argv, variable, extra in cases:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              env={**os.environ, **extra}, timeout=120)
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert done.returncode == 1, done.stderr
+        assert "GetPassWarning" not in done.stderr and "credential of" not in done.stderr
+        assert len(lines) == 1 and lines[0].startswith("error: ") and variable in lines[0], lines
+    assert runs.list_runs()[0].status == Status.AWAITING_APPROVAL

@@ -80,9 +80,9 @@ def test_a_dp_row_is_shown_but_never_recommended_nor_released_from(tmp_path) -> 
     report = {"dataset_fingerprint": "f", "rows": [o.to_dict() for o in (dp, kanon)]}
     report["rows"][0]["candidate"].pop("differentially_private")  # a report from before
     (tmp_path / "comparison.json").write_text(json.dumps(report))
-    with pytest.raises(EhrReleaseError, match="row 0 .* is diffgen, which is ε-differentially"):
-        load_comparison_row(str(tmp_path), 0)
-    assert load_comparison_row(str(tmp_path), 1)[0] == "disassociation"
+    with pytest.raises(EhrReleaseError, match="row 1 .* is diffgen, which is ε-differentially"):
+        load_comparison_row(str(tmp_path), 1)
+    assert load_comparison_row(str(tmp_path), 2)[0] == "disassociation"
 
 
 def _request(data, out, **extra) -> ComparisonRequest:
@@ -105,7 +105,9 @@ def test_flow_compares_in_parallel_tasks_and_writes_the_report(env) -> None:
                                ("leaky-code-counts", "2", False),
                                ("leaky-code-counts", "3", False)]
     assert all(r["loss_metric"] == "ARE W2 (estimator)" for r in rows[:2])
-    assert report["recommended_row"] == 1  # the only verified candidate with k ≥ 3
+    # Rows are numbered from 1 everywhere (issue 34: progress counted from 1, rows from 0).
+    assert [r["candidate"]["index"] for r in rows] == [1, 2, 3, 4]
+    assert report["recommended_row"] == 2  # the only verified candidate with k ≥ 3
     folder = request.folder
     assert json.loads((folder / "comparison.json").read_text()) == report
     assert (folder / "comparison.pdf").read_bytes().startswith(b"%PDF")
@@ -118,12 +120,13 @@ def test_flow_compares_in_parallel_tasks_and_writes_the_report(env) -> None:
         ("comparison.json", 0o600), ("comparison.html", 0o600), ("comparison.pdf", 0o600)}
     assert "comparison.completed" in export_events(None, "jsonl") and verify_chain().ok
 
-    algorithm, params, fingerprint = load_comparison_row(str(folder), 1)
+    algorithm, params, fingerprint = load_comparison_row(str(folder), 2)
     assert (algorithm, params) == ("disassociation", {"m": "2", "k": "3"})
+    assert load_comparison_row(str(folder), 1)[1] == {"m": "2", "k": "2"}  # the first row
     with pytest.raises(EhrReleaseError, match="did not verify"):
-        load_comparison_row(str(folder), 2)
-    with pytest.raises(EhrReleaseError, match="rows 0–3"):
-        load_comparison_row(str(folder), 9)
+        load_comparison_row(str(folder), 3)
+    with pytest.raises(EhrReleaseError, match="rows 1–4; got 0"):
+        load_comparison_row(str(folder), 0)
 
     # A release from a row must read exactly the data that was compared.
     from ehr_release import service
@@ -146,7 +149,7 @@ def test_cli_refuses_bad_comparisons_before_running(cli_env_compare) -> None:
     for extra, message in [(["--param-grid", "k"], "--param-grid"),
                            (["--param-grid", "k=1"], "algorithm disassociation"),
                            (["--require", "k big"], "--require"),
-                           (["--algorithm", "nope"], "must be one of")]:
+                           (["--algorithm", "nope"], "'nope' is not registered")]:
         result = runner.invoke(app, base + extra)
         assert result.exit_code == 1, result.output
         assert message in result.output

@@ -36,23 +36,25 @@ FULL = {"recipient": "Dr. Ada Lovelace", "purpose": "comorbidity study",
         "terms": "no linkage", "expires": "2027-12-31"}
 
 
-def test_without_the_policy_nothing_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_policy_nothing_is_required(ehr_home,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(REQUIRE_DATA_USE_ENV, raising=False)
     check_data_use_policy(_request(), today=TODAY)
 
 
 def test_the_policy_names_every_missing_option_in_one_message(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        ehr_home, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(REQUIRE_DATA_USE_ENV, "1")
     with pytest.raises(EhrReleaseError) as err:
         check_data_use_policy(_request(recipient="Dr. Ada Lovelace", terms="   "), today=TODAY)
     message = str(err.value)
-    assert REQUIRE_DATA_USE_ENV in message
+    assert "ehr-release policy data-use on" in message
     assert "missing: --purpose, --terms, --expires" in message  # a blank answer is none
     check_data_use_policy(_request(**FULL), today=TODAY)
 
 
-def test_expiry_is_an_iso_date_in_the_future(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expiry_is_an_iso_date_in_the_future(ehr_home,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(REQUIRE_DATA_USE_ENV, raising=False)
     with pytest.raises(ValidationError, match="ISO date"):
         _request(expires="31/12/2027")

@@ -13,7 +13,9 @@ from ehr_release.destinations import (
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch):
+def root(ehr_home, tmp_path, monkeypatch):
+    """A fresh home whose releases root the variable initialises (it is the site's, stored
+    on first use: see tests/test_site_settings.py)."""
     root = tmp_path / "root"
     root.mkdir()
     monkeypatch.setenv("EHR_RELEASE_RELEASES_ROOT", str(root))

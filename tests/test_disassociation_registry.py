@@ -97,7 +97,7 @@ def test_verify_cli_on_a_published_folder(ehr_home, tmp_path, entry):
             "--original", str(source), "--param", "k=3", "--param", "m=2"]
     ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output
-    assert json.loads(ok.output)["holds"] is True
+    assert json.loads(ok.stdout)["holds"] is True
     doc = read_doc(files["release.parquet"])
     doc["clusters"][0]["size"] = 1
     (folder / "release.parquet").write_bytes(files_of(doc)["release.parquet"])
@@ -157,3 +157,35 @@ def test_reconstruct_cli_writes_a_loadable_table(entry, dataset, tmp_path):
     bad = runner.invoke(app, ["reconstruct", "--release", str(tmp_path / "nope.json"),
                               "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code == 1 and "does not exist" in bad.output
+
+
+def test_verify_reads_the_parameters_the_release_declares(ehr_home, tmp_path, entry):
+    """Issue 34: ``verify`` asked for k and m the release's manifest states, and printed
+    nothing on stderr when the guarantee failed. Now the manifest's algorithm and
+    parameters are the defaults and a one-line verdict goes to stderr."""
+    source = write_sample(generate_sample(120, seed=3), tmp_path / "extract.csv")
+    params = entry.parse({"k": "3", "m": "2"})
+    folder = tmp_path / "release"
+    folder.mkdir()
+    files = entry.anonymize(read_dataset(source), params, np.random.default_rng(5))
+    (folder / "release.parquet").write_bytes(files["release.parquet"])
+    manifest = {"run_id": "rel-" + "0" * 32, "algorithm": "disassociation",
+                "parameters": {**params, "seed": None}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    args = ["verify", "--release", str(folder), "--original", str(source)]
+    ok = runner.invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["holds"] is True
+    line = ok.stderr.strip()
+    assert line.startswith("verified: the disassociation release") and "\n" not in line
+    assert "k=3" in line and "m=2" in line and "from its manifest" in line
+    manifest["parameters"]["k"] = 60  # a claim the release does not meet
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 1 and json.loads(bad.stdout)["holds"] is False
+    assert bad.stderr.strip().startswith("NOT verified: the disassociation release")
+    assert "k=60" in bad.stderr
+    stronger = runner.invoke(app, [*args, "--param", "k=3"])  # given values win
+    assert stronger.exit_code == 0, stronger.output
+    wrong = runner.invoke(app, [*args, "--algorithm", "lda"])
+    assert wrong.exit_code == 1 and "made by 'disassociation', not 'lda'" in wrong.output

@@ -11,7 +11,9 @@ in order, then each ``examples/*/run.sh``, in a temporary folder laid out like t
   placeholders ``RUN_ID``/``CMP_ID`` become the last run or comparison id printed before;
 * a block right after ``<!-- docs-test: skip (reason) -->`` is not run; the skipped blocks
   and their reasons are reported as a warning and must be exactly the expected ones;
-* the examples read the 100-patient MIMIC-III demo and a 2,000-record slice of UCI Adult.
+* the examples read the 100-patient MIMIC-III demo and a 2,000-record slice of UCI Adult,
+  both from ``examples/data`` (shipped with the project): ``SHARED_DATA`` is unset and the
+  workplace's shared data folder is named as missing, so nothing outside the clone is read.
 
 No local Prefect server of the test's home may be left running: each README block ends with
 ``server stop`` and each example stops the server it started.
@@ -30,12 +32,14 @@ from pathlib import Path
 import pytest
 
 from ehr_release.sample import generate_sample, write_sample
-from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_DATA = REPO / "examples" / "data"
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/run.sh"))
+#: Folders of examples/ that are not examples: the data they share.
+NOT_EXAMPLES = {"data"}
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->")
 FENCE = re.compile(r"^```bash\n(?P<body>.*?)^```$", re.M | re.S)
 IDS = {"RUN_ID": re.compile(r"\brel-[0-9a-f]{32}\b"), "CMP_ID": re.compile(r"\S*cmp-[0-9a-f]+")}
@@ -113,16 +117,14 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     (root / ".venv").symlink_to(REPO / ".venv")
     (root / "examples").symlink_to(REPO / "examples")
     write_sample(generate_sample(200, seed=16), root / "extract.csv")
-    adult = (SHARED_DATA / "adult")
-    if adult.is_dir():
-        from ehr_release.configuration.taxonomies.adult import adult_frame
+    from ehr_release.configuration.taxonomies.adult import adult_frame
 
-        adult_frame(adult).head(2000).to_csv(root / "adult-small.csv", index=False)
+    adult_frame(EXAMPLE_DATA / "adult").head(2000).to_csv(root / "adult-small.csv", index=False)
     home = root / "home"
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PREFECT_", "EHR_RELEASE_", "VIRTUAL_ENV"))}
+           if not k.startswith(("PREFECT_", "EHR_RELEASE_", "VIRTUAL_ENV", "SHARED_DATA"))}
     env.update(EHR_RELEASE_HOME=str(home), EHR_RELEASE_RELEASES_ROOT=str(root / "out"),
-               SHARED_DATA=str(SHARED_DATA), PATH=os.defpath)
+               EHR_RELEASE_SHARED_DATA=str(root / "no-shared-data"), PATH=os.defpath)
     yield root, home, env
     subprocess.run([str(REPO / ".venv/bin/ehr-release"), "server", "stop"], env=env,
                    cwd=root, capture_output=True, timeout=60)
@@ -154,26 +156,21 @@ def test_example_runs_as_written(world, example: str) -> None:
     """
     root, home, env = world
     first, last = example == EXAMPLES[0], example == EXAMPLES[-1]
-    run_env = {**env, "OUT": str(root / "examples-out" / example),
+    run_env = {**env, "OUT": str(root / "out" / "examples" / example),
                **({"KEEP_SERVER": "1"} if first else {})}
     if last:
         subprocess.run([str(REPO / ".venv/bin/ehr-release"), "server", "stop"], env=env,
                        capture_output=True, timeout=60, check=False)
         assert no_server_left(home) == []
     if example in SMALL_DATA:
-        data = root / SMALL_DATA[example]
-        if not data.exists():
-            pytest.skip(f"{data.name} needs {SHARED_DATA}/adult")
-        run_env["DATA"] = str(data)
-    elif not (SHARED_DATA / "mimic3-demo").is_dir():
-        pytest.skip(f"needs the MIMIC-III demo in {SHARED_DATA}")
+        run_env["DATA"] = str(root / SMALL_DATA[example])
     was_running = bool(server_pids(home))
     done = _run(["bash", str(REPO / "examples" / example / "run.sh")], run_env, root)
     assert done.returncode == 0, (f"examples/{example}/run.sh exited {done.returncode}\n"
                                   f"--- stdout\n{done.stdout[-3000:]}\n"
                                   f"--- stderr\n{done.stderr[-3000:]}")
     assert "all intact" in done.stdout
-    published = list((root / "examples-out" / example / "releases").iterdir())
+    published = list((root / "out" / "examples" / example / "releases").iterdir())
     assert published and all((p / "manifest.json").is_file() for p in published)
     if last:
         assert no_server_left(home) == [], f"examples/{example}/run.sh left a server running"
@@ -203,8 +200,10 @@ def test_readme_command_blocks_run_as_written(world) -> None:
 
 def test_example_folders_are_complete() -> None:
     """Every example folder has a README and a run.sh that uses the shared set-up."""
-    folders = sorted(p.name for p in (REPO / "examples").iterdir() if p.is_dir())
+    folders = sorted(p.name for p in (REPO / "examples").iterdir()
+                     if p.is_dir() and p.name not in NOT_EXAMPLES)
     assert folders == EXAMPLES
     for name in folders:
         assert (REPO / "examples" / name / "README.md").is_file(), name
         assert "source ../common.sh" in (REPO / "examples" / name / "run.sh").read_text()
+

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.errors import InputError
+from ehr_release.errors import ApprovalError, InputError
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status
@@ -161,8 +161,9 @@ def test_bad_input_leaves_only_an_audit_event(env, tmp_path):
     thread.join(120)
     assert isinstance(box.get("error"), InputError)
     assert runs.list_runs() == []
-    events = [json.loads(x) for x in export_events(None, "jsonl").splitlines()
-              if json.loads(x)["action"] != "site.created"]  # the fixture's test site
+    events = [e for e in map(json.loads, export_events(None, "jsonl").splitlines())
+              if e["action"] not in {"site.created", "site.setting_set"}]  # the fixture's
+    # test site and the site's settings, recorded on first use
     assert [e["action"] for e in events] == ["ingest.rejected"]
     assert "duplicate patient id (same as row 1)" in events[0]["payload"]["error"]
     assert "'A'" not in events[0]["payload"]["error"]
@@ -385,6 +386,12 @@ def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monk
         Status.AWAITING_APPROVAL
     out.mkdir(parents=True, exist_ok=True)
     (out / "releases").symlink_to(outside, target_is_directory=True)
+    # Seen before the decision (issue 34): refused in one line, the run still awaiting.
+    with pytest.raises(ApprovalError, match="releases folder resolves to"):
+        decide(req.run_id, "approve")
+    assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
+    # Swapped between the decision and publishing: the publisher's own check refuses it.
+    monkeypatch.setattr("ehr_release.destinations.destination_problem", lambda _: None)
     decide(req.run_id, "approve")
     thread.join(120)
     assert list(outside.iterdir()) == []
@@ -392,10 +399,12 @@ def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monk
     assert "releases" in runs.get_run(req.run_id).error
 
 
-def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(env, capfd):
-    """A file put where ``<out>/releases`` goes: the run fails with the destination's one-line
-    reason, nothing lands, and the approving terminal gets no Prefect traceback (the CLI
-    prints the run's error itself)."""
+def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(env, capfd,
+                                                                             monkeypatch):
+    """A file put where ``<out>/releases`` goes: before the decision, the approval is refused
+    in one line (issue 34); put there after it, the run fails with the destination's
+    one-line reason, nothing lands, and the approving terminal gets no Prefect traceback
+    (the CLI prints the run's error itself)."""
     data, out = env
     out.mkdir(parents=True, exist_ok=True)
     req = request_for(data, out)
@@ -403,6 +412,10 @@ def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(en
     assert wait_status(req.run_id, {Status.AWAITING_APPROVAL, Status.FAILED}) == \
         Status.AWAITING_APPROVAL
     (out / "releases").write_text("in the way")
+    with pytest.raises(ApprovalError, match="its releases entry is not a folder"):
+        decide(req.run_id, "approve")
+    assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
+    monkeypatch.setattr("ehr_release.destinations.destination_problem", lambda _: None)
     capfd.readouterr()
     decide(req.run_id, "approve")
     thread.join(120)

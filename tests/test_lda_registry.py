@@ -171,7 +171,7 @@ def test_cli_verify_reads_a_written_release(sample, tmp_path, monkeypatch):
             str(data_path), "--release-id", "run-7", "--param", "k=3"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["holds"] is True
     assert "direct identifiers removed" in {r["name"] for r in report["requirements"]}
     result = CliRunner().invoke(app, [*args[:-1], "k=500"])
@@ -179,7 +179,7 @@ def test_cli_verify_reads_a_written_release(sample, tmp_path, monkeypatch):
     # another run's pseudonyms do not match this release: verification fails, not passes
     wrong = [a if a != "run-7" else "run-8" for a in args]
     result = CliRunner().invoke(app, wrong)
-    assert result.exit_code == 1 and json.loads(result.output)["holds"] is False
+    assert result.exit_code == 1 and json.loads(result.stdout)["holds"] is False
     # without the run id (and no manifest) the command says what it needs
     no_id = [a for a in args if a not in ("--release-id", "run-7")]
     result = CliRunner().invoke(app, no_id)

@@ -139,13 +139,14 @@ def test_compare_prints_each_candidate_as_it_finishes(world) -> None:
     rows = [line.split() for line in done.stderr.splitlines()
             if line.split()[:1] in (["1/2"], ["2/2"])]
     assert [r[0] for r in rows] == ["1/2", "2/2"], done.stderr
-    assert all(r[1] == "disassociation" and r[4] == "yes" for r in rows)
+    assert all(r[2] == "disassociation" and r[5] == "yes" for r in rows)  # r[1]: "ROW:"
+    assert sorted(r[1] for r in rows) == ["1:", "2:"]
     names = {t["name"] for t in _post(api, "/task_runs/filter",
                                       {"task_runs": {"name": {"like_": "candidate["}}})}
-    assert {"candidate[0: disassociation k=2 m=2]",
-            "candidate[1: disassociation k=5 m=2]"} <= names, names
+    assert {"candidate[1: disassociation k=2 m=2]",
+            "candidate[2: disassociation k=5 m=2]"} <= names, names
     logs = _post(api, "/logs/filter", {"logs": {"level": {"ge_": 20, "le_": 20}}})
-    assert any("candidate 2/2 disassociation" in log["message"] for log in logs)
+    assert any("candidate 2/2, row " in log["message"] for log in logs)
 
 
 def test_server_stop_stops_the_server_this_home_started(world) -> None:

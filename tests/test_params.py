@@ -2,6 +2,7 @@ import pytest
 
 from ehr_release.errors import ParameterError
 from ehr_release.params import (
+    REQUIRED,
     Interval,
     OneOf,
     Param,
@@ -20,14 +21,16 @@ def test_strings_are_converted_and_defaults_applied():
 
 
 @pytest.mark.parametrize("given, fragment", [
-    ({}, "'k' is required"),
+    ({}, "k is required: k, e.g. --param k=2"),
     ({"k": "1"}, "must be an integer ≥ 2; got '1'"),
-    ({"k": "five"}, "must be of type int"),
-    ({"k": "2.5"}, "must be of type int"),
+    ({"k": "five"}, "k must be a whole number, got 'five'"),
+    ({"k": "2.5"}, "k must be a whole number, got '2.5'"),
     ({"k": "3", "eps": "-1"}, "'eps' must be a finite number > 0"),
     ({"k": "3", "eps": "inf"}, "'eps' must be a finite number > 0"),
     ({"k": "3", "score": "median"}, "must be one of max, infogain"),
-    ({"k": "3", "q": "1"}, "'q' is not a parameter"),
+    ({"k": "3", "q": "1"}, "'q' is not a parameter (known: eps, k, score)"),
+    ({"k": "3", "kk": "1"}, "'kk' is not a parameter; did you mean 'k'?"),
+    ({"k": "3", "scor": "max"}, "'scor' is not a parameter; did you mean 'score'?"),
 ])
 def test_bad_parameters_name_the_problem(given, fragment):
     with pytest.raises(ParameterError, match=None) as err:
@@ -77,3 +80,27 @@ def test_constraints_test_values_and_word_their_rule(constraint, good, bad, rule
     """Each constraint writes the rule its error message gives (no separate rule string)."""
     assert all(constraint(v) for v in good) and not any(constraint(v) for v in bad)
     assert constraint.rule == rule
+
+
+def test_cli_errors_are_plain_english_with_did_you_mean() -> None:
+    """Issue 34: "parameter 'k' is required; got None", "must be of type int", and no
+    did-you-mean for ``kk`` or ``disasociation``."""
+    from ehr_release import registry
+
+    with pytest.raises(ParameterError) as err:
+        registry.get("disassociation").parse({})
+    assert str(err.value) == ("k is required: every itemset of ≤ m codes is hidden among ≥ k "
+                              "records, e.g. --param k=5")
+    with pytest.raises(ParameterError) as err:
+        registry.get("disassociation").parse({"k": "abc"})
+    assert str(err.value) == "k must be a whole number, got 'abc'"
+    with pytest.raises(ParameterError) as err:
+        registry.get("disasociation")
+    assert "did you mean 'disassociation'?" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        registry.get("zzz")
+    assert "did you mean" not in str(err.value) and "known: artuc" in str(err.value)
+    for name in registry.names():  # every required parameter suggests a typical value
+        for p in registry.get(name).params:
+            if p.default is REQUIRED:
+                assert p.example, f"{name}: required parameter {p.name} has no example"

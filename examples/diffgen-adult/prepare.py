@@ -2,7 +2,7 @@
 
     python examples/diffgen-adult/prepare.py [ADULT_FOLDER] [OUT_CSV]
 
-Defaults: ../shared/data/adult (next to the project) and adult.csv in this folder. Records
+Defaults: ../data/adult (shipped with the examples, CC BY 4.0) and adult.csv in this folder. Records
 with a missing value are dropped (45,222 remain); `codes` is empty (Adult has no diagnoses).
 """
 
@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE.parents[2] / "shared/data/adult"
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE.parent / "data" / "adult"
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE / "adult.csv"
     frame = adult_frame(folder)
     frame.to_csv(out, index=False)

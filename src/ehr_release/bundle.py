@@ -86,8 +86,11 @@ def _outcome_from_dict(d: dict[str, Any]) -> ReleaseOutcome:
 
 def park(run_id: str, files: ReleaseFiles, verification: VerificationReport,
          utility: UtilityReport, outcome: ReleaseOutcome, data_use: DataUse,
-         approval_timeout_s: int) -> None:
-    """Persist the bundle; after this the run needs no process until a decision arrives."""
+         approval_timeout_s: int | None) -> None:
+    """Persist the bundle; after this the run needs no process until a decision arrives.
+
+    ``approval_timeout_s`` None: the site's approval window, read here, when the run is
+    parked, whichever process (CLI, deployment) started it."""
     folder = private_dir(candidate_dir(run_id))
     for name, data in files.items():
         write_durably(folder / check_safe_name(name), data, private=True)
@@ -102,7 +105,14 @@ def park(run_id: str, files: ReleaseFiles, verification: VerificationReport,
         outcome_json=canonical_json(_outcome_to_dict(outcome.stored())),
         data_use_json=canonical_json(asdict(data_use)),
         # A resumed run keeps the window it was given, not a fresh one.
-        expires_at=existing.expires_at if existing else pending.expiry(approval_timeout_s)))
+        expires_at=existing.expires_at if existing else pending.expiry(
+            approval_timeout_s or _site_window())))
+
+
+def _site_window() -> int:
+    from ehr_release.storage.site_settings import approval_window_s
+
+    return approval_window_s()
 
 
 def load(run_id: str, pinned: dict[str, tuple[str, int]]) -> Bundle:

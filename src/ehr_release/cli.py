@@ -47,8 +47,28 @@ RunnerOpt = Annotated[str, typer.Option(
     help="Prefect task runner: threads[:N], dask[:N] (local cluster) or tcp://HOST:PORT.")]
 
 
+def _full_run_id(value: str | None) -> str | None:
+    """A run-id argument's callback: a unique prefix becomes the run's id; several runs
+    starting with it are refused in one line listing them (see cli_support.run_ids)."""
+    if value is None:
+        return None
+    from ehr_release.cli_support.run_ids import resolve_run_id
+
+    try:
+        return resolve_run_id(value)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+
+
 def _hidden_prompt(text: str) -> str:
-    return str(typer.prompt(text, hide_input=True))
+    """A hidden prompt; an aborted one (Ctrl-D, Ctrl-C) is an empty answer, never a bare
+    click ``Abort`` (a RuntimeError whose empty message printed as ``error: ``)."""
+    import click
+
+    try:
+        return str(typer.prompt(text, hide_input=True, default="", show_default=False))
+    except click.exceptions.Abort:
+        return ""
 
 
 def _identity(name: str, role: str, credential_env: str | None = None):
@@ -100,9 +120,10 @@ def run(
     approve_as: Annotated[str | None, typer.Option(help="Reviewer deciding right away.")]
     = None,
     reason: Annotated[str | None, typer.Option(help="Reason for --approve-as.")] = None,
-    approval_timeout: Annotated[int, typer.Option(help="Seconds the reviewer has to decide; "
-                                                       "after that the run is rejected.")]
-    = DEFAULT_APPROVAL_TIMEOUT_S,
+    approval_timeout: Annotated[int | None, typer.Option(
+        help="Seconds the reviewer has to decide; after that the run is rejected. Default: "
+             "the site's approval window (`ehr-release policy approval-window`, "
+             f"{DEFAULT_APPROVAL_TIMEOUT_S // 86400} days unless changed).")] = None,
     wait_timeout: Annotated[int, typer.Option(help="Seconds this command waits for the "
                                                    "pipeline.")] = 3600,
     task_runner: RunnerOpt = "threads",
@@ -349,7 +370,9 @@ def compare(
 
 @app.command()
 def resume(
-    run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped.")],
+    run_id: Annotated[str, typer.Argument(help="A run whose flow process stopped (or a "
+                                               "unique start of its id).",
+                                          callback=_full_run_id)],
     wait_timeout: Annotated[int, typer.Option(help="Seconds to wait.")] = 3600,
 ) -> None:
     """Restart a run whose flow died (crash, reboot); finished stages come from the cache."""
@@ -371,7 +394,8 @@ def resume(
 
 @app.command()
 def approve(
-    run_id: Annotated[str, typer.Argument(help="The run to decide.")],
+    run_id: Annotated[str, typer.Argument(help="The run to decide (or a unique start of "
+                                               "its id).", callback=_full_run_id)],
     reviewer: Annotated[str, typer.Option(help="Reviewer name.")],
     decision: Annotated[str, typer.Option(help="approve or reject.")],
     reason: Annotated[str, typer.Option(help="Why (recorded in the audit trail).")],
@@ -401,7 +425,9 @@ def approve(
 
 
 @app.command()
-def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publish.")]) -> None:
+def publish(run_id: Annotated[str, typer.Argument(
+        help="An approved run to publish (or a unique start of its id).",
+        callback=_full_run_id)]) -> None:
     """Finish publishing an approved run whose publishing stopped (crash, reboot) or failed
     (disk full, a broken destination): retried from the same pinned, approved release."""
     from ehr_release import service
@@ -417,21 +443,22 @@ def publish(run_id: Annotated[str, typer.Argument(help="An approved run to publi
 
 
 @app.command()
-def status(run_id: Annotated[str, typer.Argument(help="Run id.")],
+def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start of it).",
+                                                 callback=_full_run_id)],
            as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """Show one run: status, parameters, verification verdict, approval."""
     from ehr_release import service
+    from ehr_release.cli_support.status_view import effective_parameters, status_lines
 
     try:
         info = service.run_summary(run_id)
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
+    info["effective_parameters"] = effective_parameters(info["algorithm"], info["parameters"])
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
-    for key, value in info.items():
-        if value is not None:
-            typer.echo(f"{key:>11}: {value}")
+    typer.echo("\n".join(status_lines(info)))
 
 
 @app.command("list")
@@ -480,10 +507,13 @@ def _shown_default(value: object) -> str:
 
 @app.command()
 def verify(
-    algorithm: Annotated[str, typer.Option(help="Algorithm that produced the release.")],
     release: Annotated[Path, typer.Option(help="Release file, or a published release folder.")],
     original: Annotated[Path, typer.Option(help="The original data (as for `run --input`).")],
-    param: ParamOpt = None,
+    algorithm: Annotated[str | None, typer.Option(
+        help="Algorithm that produced the release (default: its manifest.json's).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", help="Parameter NAME=VALUE (repeatable); default: the values the "
+                        "release's manifest.json declares.")] = None,
     diagnoses: Annotated[Path | None, typer.Option(help="Long diagnoses table.")] = None,
     admissions: Annotated[Path | None, typer.Option(help="Admissions table.")] = None,
     class_column: Annotated[str | None, typer.Option(help="Class column name.")] = None,
@@ -492,16 +522,16 @@ def verify(
              "from the published folder's manifest.json when omitted.")] = None,
 ) -> None:
     """Re-verify a release independently (closed world, model, source ids, then the attack
-    audit); JSON report on stdout, exit 1 if it does not hold."""
-    from ehr_release import registry
+    audit); JSON report on stdout, a one-line verdict on stderr, exit 1 if it does not hold."""
+    from ehr_release.cli_support.release_params import release_parameters, verdict_line
     from ehr_release.ingest import read_dataset
     from ehr_release.params import parse_assignments
     from ehr_release.release_files import read_release_files, release_id_of
     from ehr_release.verification import verify_and_attack
 
     try:
-        entry = registry.get(algorithm)
-        params = entry.parse(parse_assignments(param or []))
+        entry, params, declared = release_parameters(release, algorithm,
+                                                     parse_assignments(param or []))
         files = read_release_files(release)
         for stray in getattr(files, "strays", ()):  # the operator's own paths: not stored
             typer.echo(f"not a declared release file: {stray.path} ({stray.kind})", err=True)
@@ -515,6 +545,9 @@ def verify(
     typer.echo(json.dumps({**report.to_dict(),
                            "attack": None if attack is None else attack.to_dict()},
                           indent=2, default=str))
+    typer.echo(verdict_line(entry.name, release, report.holds,
+                            [(r.name, r.required) for r in report.failures], params, declared),
+               err=True)
     if not report.holds:
         raise typer.Exit(code=1)
 
@@ -593,7 +626,9 @@ def audit_verify() -> None:
 
 @audit_app.command("export")
 def audit_export(
-    run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's events (or a "
+                                                         "unique start of its id).",
+                                            callback=_full_run_id)] = None,
     fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
 ) -> None:
     """Write the audit events (of one run, or all) to stdout."""
@@ -650,7 +685,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
 
     from sqlalchemy.engine import make_url
 
-    from ehr_release.destinations import releases_root
+    from ehr_release.destinations import shown_releases_root
     from ehr_release.flows.server import running_server
     from ehr_release.storage.engine import HOME_ENV, database_url, home
 
@@ -658,7 +693,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
     info = {"home": str(home()),
             "home_from": HOME_ENV if os.environ.get(HOME_ENV) else "per-user default",
             "database": make_url(database_url()).render_as_string(hide_password=True),
-            "releases_root": str(releases_root()),
+            "releases_root": shown_releases_root(),
             "prefect_home": os.environ.get("PREFECT_HOME"),
             "prefect_api": api,
             "prefect_ui": api.removesuffix("/api") if api else None}

@@ -130,7 +130,9 @@ def plan(entries: Sequence[AlgorithmEntry], fixed: Mapping[str, str],
             except ParameterError as exc:
                 raise ParameterError(exc.parameter, f"{exc.rule} (algorithm {entry.name})",
                                      exc.value) from None
-            candidates.append(Candidate(len(candidates), entry.name, params,
+            # Rows are numbered from 1 wherever they are shown: the report, the HTML and
+            # PDF, the progress lines, Prefect's task names and `run --row`.
+            candidates.append(Candidate(len(candidates) + 1, entry.name, params,
                                         entry.differentially_private))
     return candidates
 

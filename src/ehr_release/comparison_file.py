@@ -12,7 +12,11 @@ from ehr_release.errors import EhrReleaseError
 
 
 def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str]:
-    """(algorithm, params, dataset fingerprint) of one row of a written comparison."""
+    """(algorithm, params, dataset fingerprint) of one row of a written comparison.
+
+    ``row`` is the number the report shows (its candidate's ``index``: from 1 since issue
+    34; reports written before count from 0 and are read by the numbers they show).
+    """
     path = os.path.join(folder, "comparison.json")
     try:
         with open(path, encoding="utf-8") as fh:
@@ -22,9 +26,11 @@ def load_comparison_row(folder: str, row: int) -> tuple[str, dict[str, str], str
         raise EhrReleaseError(f"cannot read comparison {path}: {exc}") from None
     except RecursionError:  # a hostile file thousands of brackets deep (json recurses)
         raise EhrReleaseError(f"cannot read comparison {path}: nested too deeply") from None
-    if not 0 <= row < len(rows):
-        raise EhrReleaseError(f"comparison {path} has rows 0–{len(rows) - 1}; got {row}")
-    chosen = rows[row]
+    numbers = [r.get("candidate", {}).get("index") for r in rows]
+    if row not in numbers:  # each row carries the number the report shows for it
+        shown = f"{min(numbers)}–{max(numbers)}" if numbers and None not in numbers else "none"
+        raise EhrReleaseError(f"comparison {path} has rows {shown}; got {row}")
+    chosen = rows[numbers.index(row)]
     if not chosen.get("verified"):
         raise EhrReleaseError(f"row {row} of {path} did not verify; it cannot be released")
     cand = chosen["candidate"]

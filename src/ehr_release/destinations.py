@@ -3,8 +3,9 @@
 A steward names ``--out``; approval later writes patient data there. Left unchecked, an
 ``--out`` that leads through a symlink to ``/etc`` (or a share outside the trust boundary)
 would be stored and written to by the publishing flow. So the destination is resolved
-(symlinks followed) and must lie under the releases root — ``EHR_RELEASE_RELEASES_ROOT``,
-default ``<home>/releases`` — when the run is requested, and again right before publishing,
+(symlinks followed) and must lie under the site's releases root — stored in the database,
+initialised from ``EHR_RELEASE_RELEASES_ROOT`` or ``<home>/releases`` on first use — when
+the run is requested, before a reviewer's approval is recorded, and right before publishing,
 where it must also still resolve to the same place (a symlink swapped in between is refused).
 The resolved destination is shown to the reviewer and printed on the certificate.
 """
@@ -24,13 +25,31 @@ class DestinationError(EhrReleaseError):
 
 
 def releases_root() -> Path:
-    """The configured releases root, resolved (created on first use)."""
-    from ehr_release.storage.engine import home
+    """The site's releases root, resolved (created on first use).
 
-    raw = os.environ.get(ROOT_ENV)
-    root = Path(raw).expanduser() if raw else home() / "releases"
+    Stored in the database (:mod:`ehr_release.storage.site_settings`), so the steward's
+    request, the dashboard's decision and the publishing flow check the same folder;
+    ``EHR_RELEASE_RELEASES_ROOT`` only initialises it, and one that names another folder
+    later is refused.
+    """
+    from ehr_release.storage.site_settings import setting
+
+    root = Path(setting("releases_root").value)
     root.mkdir(parents=True, exist_ok=True)
     return root.resolve()
+
+
+def shown_releases_root() -> str:
+    """The releases root for ``ehr-release home``: the site's, else (database unreadable,
+    or this process's variable disagrees) what this process would initialise, and why."""
+    from ehr_release.storage.site_settings import configured
+
+    try:
+        return str(releases_root())
+    except EhrReleaseError as exc:
+        return f"{configured('releases_root')} ({exc})"
+    except Exception:  # noqa: BLE001 - a database that cannot be read: say what is known
+        return configured("releases_root")
 
 
 def resolve_destination(out_dir: str | Path | None) -> Path:
@@ -41,7 +60,8 @@ def resolve_destination(out_dir: str | Path | None) -> Path:
     resolved = Path(out_dir).expanduser().resolve()
     if not resolved.is_relative_to(root):
         raise DestinationError(f"release destination {resolved} is outside the releases root "
-                               f"{root} (set {ROOT_ENV} to change the root)")
+                               f"{root} (the site's; `ehr-release policy releases-root` shows and "
+                               "changes it)")
     _require_folders(resolved, root)
     return resolved
 
@@ -92,3 +112,24 @@ def releases_folder(recorded: str, name: str = "releases") -> Path:
                                f"resolves to {folder.resolve()}; refusing to write through "
                                "a changed path")
     return folder
+
+
+def destination_problem(recorded: str) -> str | None:
+    """Why a release could not land at the recorded destination now, or None if it can.
+
+    Checked before an approval is recorded (and shown on the dashboard beside "Publishes
+    to"): an approval whose publishing is bound to fail on the destination would otherwise
+    be recorded and the run end failed, losing the review. Creates nothing.
+    """
+    try:
+        destination = check_still_there(recorded)
+    except EhrReleaseError as exc:
+        return str(exc)
+    folder = destination / "releases"
+    if folder.is_symlink() or (folder.exists() and folder.resolve() != folder):
+        return (f"release destination {recorded}: its releases folder resolves to "
+                f"{folder.resolve()}; refusing to write through a changed path")
+    existing = next(p for p in (folder, destination, *destination.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"release destination {recorded}: {existing} is not writable by this process"
+    return None

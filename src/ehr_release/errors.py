@@ -69,11 +69,12 @@ class InputError(EhrReleaseError):
 class ParameterError(EhrReleaseError):
     """A parameter breaks a rule: says which parameter, which rule, and what was given."""
 
-    def __init__(self, parameter: str, rule: str, value: object) -> None:
+    def __init__(self, parameter: str, rule: str, value: object,
+                 message: str | None = None) -> None:
         self.parameter = parameter
         self.rule = rule
         self.value = value
-        super().__init__(f"parameter {parameter!r} {rule}; got {value!r}")
+        super().__init__(message or f"parameter {parameter!r} {rule}; got {value!r}")
 
 
 class ConfigError(EhrReleaseError):

@@ -10,6 +10,7 @@ certificate says which channel and role decided.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,16 @@ from ehr_release.storage.audit import record_event
 CREDENTIAL_ENV = "EHR_RELEASE_CREDENTIAL"
 REVIEWER_CREDENTIAL_ENV = "EHR_RELEASE_REVIEWER_CREDENTIAL"
 SINGLE_USER = "cli (single-user site: no users registered, name not authenticated)"
+
+
+def has_terminal() -> bool:
+    """Whether someone can be asked: standard input and error are a terminal.
+
+    A hidden prompt without one (a script, ``$(...)`` in a pipeline, a CI job) either hangs,
+    reads the next line of piped data as a credential, or ends in getpass's echo warning
+    and an empty abort; such a command is refused instead, naming the variable to set.
+    """
+    return sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def same_person(requester: str, reviewer: str) -> bool:
@@ -41,7 +52,8 @@ def cli_identity(name: str, role: str, *, credential_env: str = CREDENTIAL_ENV,
                  prompt: Callable[[str], str] | None = None) -> Identity:
     """Authenticate ``name`` for an action that needs ``role``.
 
-    The credential comes from ``credential_env`` or, when unset, ``prompt`` (hidden input).
+    The credential comes from ``credential_env`` or, when unset, ``prompt`` (hidden input)
+    when there is a terminal to ask on; otherwise one line names the variable to set.
     Wrong credential, lock-out and wrong role are refused and audited like a dashboard
     sign-in. Without registered users, nobody can be authenticated: the name is taken as
     given and the channel says so.
@@ -50,10 +62,14 @@ def cli_identity(name: str, role: str, *, credential_env: str = CREDENTIAL_ENV,
         return Identity(name, None, SINGLE_USER)
     credential = os.environ.get(credential_env)
     if credential is None:
-        if prompt is None:
-            raise users.AuthError(f"users are registered: set {credential_env} to {name}'s "
-                                  "credential")
+        if prompt is None or not has_terminal():
+            raise users.AuthError(f"{name} must sign in: this site has registered users "
+                                  f"(`ehr-release users add`); set {credential_env} to "
+                                  f"{name}'s credential (no terminal to ask on)")
         credential = prompt(f"credential of {name}")
+        if not credential:
+            raise users.AuthError(f"no credential was entered for {name}; type it at the "
+                                  f"prompt or set {credential_env}")
     who = users.authenticate(name, credential, client="cli", channel="cli")
     if who.role != role:
         record_event(actor=who.name, action=AuditAction.AUTH_REFUSED,

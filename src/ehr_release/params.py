@@ -111,6 +111,7 @@ class Param:
     error message gives (e.g. ``Interval(int, 2)`` → ``"must be an integer ≥ 2"``).
     ``site_path`` marks a value that may name a file on the site's machine: published
     parameters keep only its file name (:func:`ehr_release.datasheet.public_parameters`).
+    ``example`` is a typical value a required parameter's error suggests.
     """
 
     name: str
@@ -120,6 +121,7 @@ class Param:
     check: Constraint | None = None
     choices: tuple[str, ...] | None = None
     site_path: bool = False
+    example: str | None = None  # a typical value, for the "is required" message
 
     @property
     def rule(self) -> str:
@@ -160,21 +162,24 @@ def parse_params(spec: Iterable[Param], given: Mapping[str, Any]) -> dict[str, A
     known = {p.name for p in spec}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise ParameterError(unknown[0], f"is not a parameter (known: {', '.join(sorted(known))})",
-                             given[unknown[0]])
+        name = unknown[0]
+        raise ParameterError(name, "is not a parameter", given[name], message=(
+            f"{name!r} is not a parameter{did_you_mean(name, known)} "
+            f"(known: {', '.join(sorted(known))})"))
     out: dict[str, Any] = {}
     for p in spec:
         if p.name not in given or given[p.name] is None:
             if p.default is REQUIRED:
-                raise ParameterError(p.name, "is required", None)
+                raise ParameterError(p.name, "is required", None, message=_required(p))
             out[p.name] = p.default
             continue
         raw = given[p.name]
         try:
             value = _convert(p, raw)
         except (TypeError, ValueError):
-            kind = getattr(p.kind, "__name__", "the declared type")
-            raise ParameterError(p.name, f"must be of type {kind}", raw) from None
+            raise ParameterError(p.name, f"must be {_kind_words(p)}", raw,
+                                 message=f"{p.name} must be {_kind_words(p)}, got "
+                                         f"{str(raw)!r}") from None
         if p.choices is not None and value not in p.choices:
             raise ParameterError(p.name, f"must be one of {', '.join(p.choices)}", raw)
         if p.check is not None and not p.check(value):
@@ -206,3 +211,25 @@ def allowed_values(p: Param) -> str:
     if p.name == SEED and "test mode" not in allowed:
         allowed += f" (test mode only: {TEST_MODE_ENV}=1, on a test site)"
     return allowed
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'k'?"`` for the closest known name (difflib), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _kind_words(p: Param) -> str:
+    """The type a value must have, as a person says it."""
+    kind = getattr(p.kind, "__name__", "")
+    return {"int": "a whole number", "float": "a number", "bool": "true or false",
+            "str": "text"}.get(kind, f"a valid {kind or 'value'}")
+
+
+def _required(p: Param) -> str:
+    """``"k is required: every … ≥ k records, e.g. --param k=5"``."""
+    example = p.example or (_num(p.check.low) if isinstance(p.check, Interval)
+                            and p.check.low is not None else "VALUE")
+    return f"{p.name} is required: {p.help}, e.g. --param {p.name}={example}"

@@ -170,7 +170,7 @@ class StageProgress(_Display):
 class CompareProgress(_Display):
     """Each comparison candidate's row as it finishes, and how many are done."""
 
-    HEADER = f"{'DONE':>7}  {'CANDIDATE':<34} {'VERIFIED':<9} {'LOSS':<18} {'TIME':>7}"
+    HEADER = f"{'DONE':>7}  {'ROW: CANDIDATE':<34} {'VERIFIED':<9} {'LOSS':<18} {'TIME':>7}"
 
     def __init__(self, total: int, *, live: bool | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -191,7 +191,8 @@ class CompareProgress(_Display):
                    else "error" if outcome.error else "no")
         loss = (self.dash if outcome.loss is None
                 else f"{outcome.loss_metric} {outcome.loss:.4g}")
-        self.line(f"{f'{done}/{total}':>7}  {outcome.candidate.label:<34} {verdict:<9} "
+        row = f"{outcome.candidate.index}: {outcome.candidate.label}"  # the report's row
+        self.line(f"{f'{done}/{total}':>7}  {row:<34} {verdict:<9} "
                   f"{loss:<18} {self.elapsed():6.1f}s")
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=done)

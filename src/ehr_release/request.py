@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -12,7 +11,6 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ehr_release.errors import EhrReleaseError, ParameterError
-from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 #: Which task runner the flow uses; the spec travels in the request, so a resumed run uses
 #: the runner it started with:
@@ -62,8 +60,12 @@ class DataUse:
 
 
 def require_data_use() -> bool:
-    """Whether the site policy (``EHR_RELEASE_REQUIRE_DATA_USE=1``) is on."""
-    return os.environ.get(REQUIRE_DATA_USE_ENV, "").strip().lower() in {"1", "true", "yes"}
+    """Whether the site requires data-use terms: its stored setting, initialised from
+    ``EHR_RELEASE_REQUIRE_DATA_USE`` on first use (:mod:`ehr_release.storage.site_settings`),
+    so the request and the flow's own check at ingest agree whichever process runs them."""
+    from ehr_release.storage.site_settings import setting
+
+    return setting("require_data_use").value == "on"
 
 
 class ReleaseRequest(BaseModel):
@@ -83,7 +85,9 @@ class ReleaseRequest(BaseModel):
     params: dict[str, str | int | float | bool] = Field(default_factory=dict)
     requester: str = Field(min_length=1)
     out_dir: str
-    approval_timeout_s: int = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0)
+    # None: the site's approval window when the run is parked (`ehr-release policy
+    # approval-window`, DEFAULT_APPROVAL_TIMEOUT_S unless changed).
+    approval_timeout_s: int | None = Field(default=None, gt=0)
     # Set when the request comes from a comparison row: the data must be what was compared.
     expected_fingerprint: str | None = None
     # Prefect task runner (see flows/runners.py): threads, dask[:N] or tcp://scheduler.
@@ -154,10 +158,11 @@ class ReleaseRequest(BaseModel):
 def check_data_use_policy(request: ReleaseRequest, today: date | None = None) -> None:
     """Refuse a request the site's data-use policy does not allow, in one message.
 
-    With ``EHR_RELEASE_REQUIRE_DATA_USE=1`` the recipient, purpose, terms and expiry are
-    required (the privacy office files each release against a data-use agreement). Whatever
-    the policy, an expiry already past is refused: the recipient would have to delete the
-    data before receiving it. Checked when a run is created, never when it is resumed.
+    With the site's data-use policy on (``ehr-release policy data-use on``) the recipient,
+    purpose, terms and expiry are required (the privacy office files each release against a
+    data-use agreement). Whatever the policy, an expiry already past is refused: the
+    recipient would have to delete the data before receiving it. Checked when a run is
+    created, never when it is resumed.
 
     Raises
     ------
@@ -169,7 +174,7 @@ def check_data_use_policy(request: ReleaseRequest, today: date | None = None) ->
                    if getattr(request, name) is None]
         if missing:
             raise EhrReleaseError(
-                f"site policy {REQUIRE_DATA_USE_ENV}=1 requires the recipient, purpose, "
+                "site policy (`ehr-release policy data-use on`) requires the recipient, purpose, "
                 f"data-use terms and expiry of every release; missing: {', '.join(missing)}")
     if request.expires is not None:
         day = today or date.today()

@@ -557,7 +557,7 @@ def saved_request(run_id: str) -> ReleaseRequest:
 
 def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Path | None,
                      class_column: str | None, algorithm: str, params: dict[str, str],
-                     requester: str, out_dir: Path | None, approval_timeout_s: int,
+                     requester: str, out_dir: Path | None, approval_timeout_s: int | None,
                      expected_fingerprint: str | None = None,
                      task_runner: str = "threads", recipient: str | None = None,
                      purpose: str | None = None, terms: str | None = None,

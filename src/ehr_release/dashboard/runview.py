@@ -86,7 +86,19 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
         "prefect": prefect_links(run, events),
         "summary": plain_summary(run, verification, utility, bundle),
         "charts": run_charts(bundle, utility),
+        "destination_problem": _destination_problem(run) if awaiting else None,
     }
+
+
+def _destination_problem(run: ReleaseRun) -> str | None:
+    """Why approving would not publish (shown before the reviewer decides), or None."""
+    from ehr_release.destinations import destination_problem
+    from ehr_release.errors import EhrReleaseError
+
+    try:
+        return destination_problem(run.out_dir)
+    except EhrReleaseError as exc:  # e.g. the site's settings disagree with this process
+        return str(exc)
 
 
 def decision_notice(run_id: str) -> str | None:

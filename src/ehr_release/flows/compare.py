@@ -96,8 +96,8 @@ def _announce(outcome: Outcome, done: int, total: int) -> None:
     loss = "" if outcome.loss is None else f", {outcome.loss_metric} {outcome.loss:.4g}"
     if outcome.loss is not None and outcome.candidate.differentially_private:
         loss = f", {outcome.loss_metric} {WITHHELD_LOSS}"
-    get_run_logger().info("candidate %d/%d %s: %s%s", done, total, outcome.candidate.label,
-                          verdict, loss)
+    get_run_logger().info("candidate %d/%d, row %d %s: %s%s", done, total,
+                          outcome.candidate.index, outcome.candidate.label, verdict, loss)
     with _LISTENERS_LOCK:
         listeners = list(_LISTENERS)
     for listener in listeners:

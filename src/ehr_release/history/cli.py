@@ -94,6 +94,15 @@ def policy_show() -> None:
 
     typer.echo(f"ε total per patient: {float(epsilon_total()):.6g}")
     typer.echo(weaker_policy().words())
+    from ehr_release.storage.site_settings import SETTINGS, setting
+
+    try:
+        for name, spec in SETTINGS.items():
+            stored = setting(name)
+            typer.echo(f"{spec.command}: {stored.value} ({spec.words}; set by "
+                       f"{stored.set_by} on {stored.set_at[:10]}: {stored.reason})")
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
 
 
 @policy_app.command("epsilon-total")
@@ -129,3 +138,57 @@ def policy_weaker(
     except EhrReleaseError as exc:
         raise _fail(str(exc)) from None
     typer.echo(policy.words())
+
+
+def _site_setting(name: str, value: str | None, by: str | None, reason: str | None) -> None:
+    """Show a site setting (no value) or change it: an audited admin action."""
+    from ehr_release.storage.site_settings import change, setting
+
+    try:
+        if value is None:
+            typer.echo(setting(name).value)
+            return
+        if by is None or reason is None:
+            raise _fail(f"changing the site's setting needs --by NAME and --reason WHY "
+                        f"(both audited), e.g. `ehr-release policy "
+                        f"{name.replace('_', '-')} {value} --by NAME --reason WHY`")
+        new, changed = change(name, value, actor=by, reason=reason)
+    except EhrReleaseError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{new}" + ("" if changed else " (unchanged)"))
+
+
+@policy_app.command("releases-root")
+def policy_releases_root(
+    folder: Annotated[str | None, typer.Argument(
+        help="The only folder releases may be published under; omit to show it.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who changes it (audited).")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (audited).")] = None,
+) -> None:
+    """Show or change the site's releases root (stored in the database; every process —
+    request, dashboard, publishing flow — checks the same one)."""
+    _site_setting("releases_root", folder, by, reason)
+
+
+@policy_app.command("data-use")
+def policy_data_use(
+    required: Annotated[str | None, typer.Argument(
+        help="on: every request must name recipient, purpose, terms and expiry; off; omit "
+             "to show it.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who changes it (audited).")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (audited).")] = None,
+) -> None:
+    """Show or change whether the site requires data-use terms on every request."""
+    _site_setting("require_data_use", required, by, reason)
+
+
+@policy_app.command("approval-window")
+def policy_approval_window(
+    seconds: Annotated[str | None, typer.Argument(
+        help="Seconds a reviewer has to decide a request that names no --approval-timeout; "
+             "omit to show it.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who changes it (audited).")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (audited).")] = None,
+) -> None:
+    """Show or change the site's approval window (after it a pending run is rejected)."""
+    _site_setting("approval_window", seconds, by, reason)

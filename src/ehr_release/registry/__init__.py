@@ -19,7 +19,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ehr_release.errors import ParameterError
-from ehr_release.params import Param, parse_params
+from ehr_release.params import Param, did_you_mean, parse_params
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
@@ -149,6 +149,8 @@ def get(name: str) -> AlgorithmEntry:
     try:
         return _entries()[name]
     except KeyError:
+        known = names()
         raise ParameterError(
-            "algorithm", f"must be one of {', '.join(names()) or '(none registered)'}", name
-        ) from None
+            "algorithm", f"must be one of {', '.join(known) or '(none registered)'}", name,
+            message=f"algorithm {name!r} is not registered{did_you_mean(name, known)} "
+                    f"(known: {', '.join(known) or 'none'})") from None

@@ -115,7 +115,7 @@ COMMON_PARAMS = (
     Param("config", str, "YAML file: released attributes with hierarchies/domains, utility "
           "constraints",
           check=Satisfies(lambda v: Path(v).is_file(), "must be an existing file"),
-          site_path=True),
+          site_path=True, example="examples/artuc-mimic/config.yaml"),
     Param("weights", str, "NCP weights NAME=W,... summing to 1 (default: the config's)",
           default="", check=Satisfies(
               lambda v: not v.strip() or all(_WEIGHT.match(i) for i in v.split(",")),

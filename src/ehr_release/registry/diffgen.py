@@ -40,12 +40,12 @@ def _loads(spec: str) -> bool:
 
 PARAMS = (
     Param("epsilon", float, "total privacy budget ε (> 0)",
-          check=Interval(float, 0, closed="neither")),
-    Param("h", int, "number of specializations (≥ 1)", check=Interval(int, 1)),
+          check=Interval(float, 0, closed="neither"), example="1"),
+    Param("h", int, "number of specializations (≥ 1)", check=Interval(int, 1), example="10"),
     Param("taxonomies", str, "public configuration: "
           f"{' | '.join(shipped_names())} or a YAML file (taxonomies, domains, class values)",
           check=Satisfies(_loads, "must be a loadable configuration"),
-          site_path=True),
+          site_path=True, example="adult"),
     Param("score", str, "score of a specialization", default="max", choices=SCORES),
     Param("domains", str, "override numerical domains, NAME=LO:HI;NAME=LO:HI (public bounds)",
           default=None),

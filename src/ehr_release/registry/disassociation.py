@@ -44,7 +44,7 @@ def _policy_syntax_ok(value: str) -> bool:
 
 PARAMS = (
     Param("k", int, "every itemset of ≤ m codes is hidden among ≥ k records",
-          check=Interval(int, 2)),
+          check=Interval(int, 2), example="5"),
     Param("m", int, "the attacker knows up to m codes of a patient", default=2,
           check=Interval(int, 1)),
     Param("policy", str, f"utility policy: {POLICY_SYNTAX}", default="hierarchy:3digit",

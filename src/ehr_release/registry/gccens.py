@@ -30,11 +30,11 @@ if TYPE_CHECKING:  # annotations only: parameters are checked before pandas load
 
 PARAMS = (
     Param("k", int, "every released record is contained in ≥ k population records",
-          check=Interval(int, 2)),
+          check=Interval(int, 2), example="5"),
     Param("population", str, "dataset file or MIMIC folder of the population the sample "
           "was drawn from", check=Satisfies(lambda v: Path(v).exists(),
                     "must be an existing dataset file or folder"),
-          site_path=True),
+          site_path=True, example="population.csv"),
     Param("caps", str, "most instances of a code a record may keep: 'max' (no cap; the "
           "release states the policy, never the sample's maxima), an integer for all codes, "
           "or CODE:CAP,...,*:CAP", default="max", check=Satisfies(caps_ok, CAPS_RULE)),

@@ -39,7 +39,7 @@ def _weight(name: str) -> Param:
 
 PARAMS = (
     Param("k", int, "every published trajectory is shared by ≥ k patients",
-          check=Interval(int, 2)),
+          check=Interval(int, 2), example="5"),
     _weight("w_icd"),
     _weight("w_age"),
     Param("leaf_count", int, "L(leaf) in the loss metric: 0 as in the thesis' worked "

@@ -52,6 +52,8 @@ class AuditAction(StrEnum):
     SOURCE_REGISTERED = "source.registered"
     SITE_EPSILON_TOTAL_SET = "site.epsilon_total_set"
     SITE_WEAKER_POLICY_SET = "site.weaker_policy_set"
+    # settings a decision depends on: the releases root, required data-use terms
+    SITE_SETTING_SET = "site.setting_set"
     # the chain itself
     AUDIT_KEY_ROTATED = "audit.key_rotated"
     # the site: made once, as a test site or a normal one (:mod:`ehr_release.storage.site`)

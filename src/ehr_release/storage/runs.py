@@ -266,10 +266,12 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     """Record the reviewer's decision and move the run to approved or rejected.
 
     Refuses (with an audit event of the refusal) when the reviewer requested the run (as
-    the chain's ``run.requested`` event says, not the editable column), the
-    reason is empty, the decision is unknown, the run is not awaiting approval, or another
-    decision already won. The unique constraint on ``approvals.run_id`` is the last line of
-    defence against two simultaneous decisions.
+    the chain's ``run.requested`` event says, not the editable column), the reason is empty,
+    the decision is unknown, the run is not awaiting approval, another decision already
+    won, or — for an approval — its release could not be published at its destination
+    (outside the site's releases root, moved, not writable): such an approval would be
+    recorded and then end the run failed. The unique constraint on ``approvals.run_id`` is
+    the last line of defence against two simultaneous decisions.
     """
     engine = _engine(engine)
     if decision not in DECISIONS:
@@ -279,7 +281,7 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if not reviewer.strip():
         _refuse(run_id, reviewer, "a reviewer name is required", engine)
     try:
-        get_run(run_id, engine)
+        run = get_run(run_id, engine)
     except NotFound:  # a decision on a run that does not exist is a refusal like any other
         _refuse(run_id, reviewer, f"no release run with id {run_id!r}", engine)
     # The requester as the chain recorded it: the release_runs column is anyone's to edit.
@@ -295,6 +297,11 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
         if spent is not None and spent.exceeded:
             _refuse(run_id, reviewer, "approving would exceed the ε budget of its patients: "
                                       + spent.text(), engine)
+        from ehr_release.destinations import destination_problem
+
+        if (problem := destination_problem(run.out_dir)) is not None:
+            _refuse(run_id, reviewer, f"approving would not publish: {problem}; nothing was "
+                                      "recorded and the run still awaits a decision", engine)
     target = Status.APPROVED if decision == Decision.APPROVE else Status.REJECTED
     try:
         with Session(engine) as s:

@@ -27,12 +27,16 @@ CLASS_COLUMN = "income"
 def adult_frame(folder: str | Path) -> pd.DataFrame:
     """``adult.data`` + ``adult.test`` without missing values, one row per person.
 
+    Each file may also be gzipped (``adult.data.gz``: the copy ``examples/data/adult`` ships).
+
     Columns: ``patient_id`` (``A00001``...), the 14 attributes, ``income`` (``<=50K`` /
     ``>50K``; the test file's trailing dots removed) and an empty ``codes`` column.
     """
     parts = []
     for name in FILES:
         path = Path(folder) / name
+        if not path.is_file() and path.with_name(f"{name}.gz").is_file():
+            path = path.with_name(f"{name}.gz")
         if not path.is_file():
             raise InputError("Adult file not found", file=str(path))
         frame = pd.read_csv(path, header=None, names=list(COLUMNS), dtype=str,
