@@ -38,6 +38,10 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_DATA = REPO / "examples" / "data"
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/run.sh"))
+#: Examples run as a site of their own: mimic-longitudinal releases the MIMIC-III demo's
+#: patients under k-map after artuc-mimic released them under (k, k^m) — a weaker model on
+#: the same patients, which one site's history refuses (its README says so).
+OWN_SITE = {"mimic-longitudinal"}
 #: Folders of examples/ that are not examples: the data they share.
 NOT_EXAMPLES = {"data"}
 SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->")
@@ -158,6 +162,8 @@ def test_example_runs_as_written(world, example: str) -> None:
     first, last = example == EXAMPLES[0], example == EXAMPLES[-1]
     run_env = {**env, "OUT": str(root / "out" / "examples" / example),
                **({"KEEP_SERVER": "1"} if first else {})}
+    if example in OWN_SITE:  # its releases would be judged with the others' (issue 31)
+        run_env["EHR_RELEASE_HOME"] = str(root / f"home-{example}")
     if last:
         subprocess.run([str(REPO / ".venv/bin/ehr-release"), "server", "stop"], env=env,
                        capture_output=True, timeout=60, check=False)
@@ -174,6 +180,8 @@ def test_example_runs_as_written(world, example: str) -> None:
     assert published and all((p / "manifest.json").is_file() for p in published)
     if last:
         assert no_server_left(home) == [], f"examples/{example}/run.sh left a server running"
+    if example in OWN_SITE:
+        assert no_server_left(Path(run_env["EHR_RELEASE_HOME"])) == []
     elif was_running:
         assert server_pids(home), f"examples/{example}/run.sh stopped a server it did not start"
 

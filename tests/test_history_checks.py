@@ -204,3 +204,17 @@ def test_every_planted_weakening_pair_is_found_and_a_disjoint_history_never_fail
             reset_engines()
 
     check()
+
+
+def test_a_release_under_a_model_weaker_on_any_count_is_refused(ehr_home, extract):
+    """GCCens' k-map after ArtUC's (k, k^m) of the same patients: k-map over a population
+    lets the sample narrow below k where (k, k^m) promised it would not, though it covers
+    whole multisets (m = ∞). Weaker on any of k, m and the model is weaker on those
+    patients: refused unless the site allows it."""
+    placeholder = {"x": b"x"}
+    first = _park("artuc", extract, {"k": "5", "config": ARTUC_CONFIG}, placeholder)
+    verdict = check_history("rel-" + "0" * 32, "gccens", {"k": 5}, placeholder,
+                            link_patients(extract, "default", KEY))
+    assert verdict is not None and not verdict.holds
+    [(earlier, why)] = verdict.weaker
+    assert earlier.run_id == first and why == ["k-map is weaker than (k, k^m)-anonymity"]
