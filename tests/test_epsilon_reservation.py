@@ -9,8 +9,6 @@ Storage tests: SQLite and PostgreSQL (``db_url``).
 
 from __future__ import annotations
 
-import threading
-import time
 from fractions import Fraction
 
 import pytest
@@ -19,6 +17,7 @@ from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.audit import iter_events, verify_chain
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord
+from tests.reservation_race import race
 
 FINGERPRINT = "ab" * 32
 DP = budget.dp_algorithm_names()
@@ -48,37 +47,12 @@ def test_simultaneous_requests_that_fit_only_one_reserve_exactly_one(db_url, mon
     site_policy.set_epsilon_total("1.5", actor="admin", reason="test", engine=engine)
     first = _requested(engine, "1")
     other = _requested(engine, "1") if second == "run" else None
-    account = budget._account
-
-    def slow_account(*args, **kwargs):
-        spent = account(*args, **kwargs)
-        time.sleep(0.3)
-        return spent
-
-    monkeypatch.setattr(budget, "_account", slow_account)
     requests = [lambda: budget.refuse_beyond_total(first, DP, engine),
                 (lambda: budget.refuse_beyond_total(other, DP, engine)) if other else
                 (lambda: budget.refuse_comparison_beyond_total(
                     "cmp-1", FINGERPRINT, [{"epsilon": "1"}], DP, engine))]
-    start = threading.Barrier(2)
-    outcomes: list[str] = []
-
-    def attempt(request) -> None:
-        start.wait()
-        try:
-            request()
-            outcomes.append("reserved")
-        except budget.EpsilonBudgetExhausted:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=attempt, args=(r,)) for r in requests]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(outcomes) == ["refused", "reserved"]
+    assert race(monkeypatch, requests) == ["refused", "reserved"]
     assert len(_reserved_events(engine)) == 1 and verify_chain(engine).ok
-    monkeypatch.setattr(budget, "_account", account)
     later = budget.account(_requested(engine, "0.5"), DP, engine)
     assert later is not None and later.earlier == 1  # the winner, once
 

@@ -7,7 +7,6 @@ each opened a fresh account; and with no site total set nothing was capped at al
 
 from __future__ import annotations
 
-import threading
 from fractions import Fraction
 
 import pandas as pd
@@ -19,6 +18,7 @@ from ehr_release.sample import generate_sample
 from ehr_release.storage import budget, links, runs, site_policy
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord
+from tests.reservation_race import race
 
 DP = budget.dp_algorithm_names()
 KEY = bytes(range(32))
@@ -165,36 +165,12 @@ def test_two_concurrent_requests_on_relabelled_patients_cannot_overspend(db_url,
     first = _dp_run(engine, extract)
     relabelled = _relabelled(extract)
     other = _dp_run(engine, relabelled) if shape == "run" else None
-    slow = budget._account
-
-    def slowed(*args, **kwargs):
-        spent = slow(*args, **kwargs)
-        threading.Event().wait(0.3)
-        return spent
-
-    monkeypatch.setattr(budget, "_account", slowed)
     requests = [lambda: budget.refuse_beyond_total(first, DP, engine),
                 (lambda: budget.refuse_beyond_total(other, DP, engine)) if other else
                 (lambda: budget.refuse_comparison_beyond_total(
                     "cmp-x", relabelled.fingerprint(), [{"epsilon": "1"}], DP, engine,
                     links=link_patients(relabelled, "default", KEY)))]
-    barrier = threading.Barrier(2)
-    outcomes: list[str] = []
-
-    def attempt(request) -> None:
-        barrier.wait()
-        try:
-            request()
-            outcomes.append("reserved")
-        except budget.EpsilonBudgetExhausted:
-            outcomes.append("refused")
-
-    threads = [threading.Thread(target=attempt, args=(r,)) for r in requests]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(outcomes) == ["refused", "reserved"]
+    assert race(monkeypatch, requests) == ["refused", "reserved"]
 
 
 def test_linkage_keeps_no_value_and_needs_the_key(extract):
