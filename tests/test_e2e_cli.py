@@ -127,9 +127,12 @@ def test_approve_exits_nonzero_when_the_run_is_not_published(world) -> None:
     shutil.rmtree(root / "home" / "runs" / run_id / "candidate")  # the bundle is damaged
     done = cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
                "--reason", "looks fine")
-    # issue 33 item 7: the approval stands, the run waits for the cause to be fixed
-    assert done.returncode == 1 and f"{run_id}: approved" in done.stdout
-    assert "candidate file is missing" in done.stderr
+    # the approval re-judges the release with its history and cannot read it back: refused
+    # before anything is recorded (audited); the run waits for `resume` to rebuild it
+    assert done.returncode == 1 and "parked release is missing or changed" in done.stderr
+    assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "awaiting_approval"
+    events = cli("audit", "export", "--run", run_id, "--format", "jsonl").stdout
+    assert '"action":"approval.refused"' in events and '"action":"run.approved"' not in events
     assert not (out / "releases" / run_id).exists()
 
 

@@ -401,13 +401,17 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
 
     if runs.find_run(run_id) is None or runs.get_run(run_id).status != Status.AWAITING_APPROVAL:
         return  # runs.decide refuses these in its own words
-    verdict = recheck_before_approval(run_id)
-    if verdict is None or verdict.holds:
-        return
-    message = (f"run {run_id} no longer holds with its release history (a release of "
-               "overlapping patients was parked since): reject one of them; "
-               + "; ".join(e.words() for e in verdict.differencing + [w for w, _ in
-                                                                      verdict.weaker]))
+    try:
+        verdict = recheck_before_approval(run_id)
+    except EhrReleaseError as exc:  # its parked release cannot be read back: not judged
+        message = str(exc)
+    else:
+        if verdict is None or verdict.holds:
+            return
+        message = (f"run {run_id} no longer holds with its release history (a release of "
+                   "overlapping patients was parked since): reject one of them; "
+                   + "; ".join(e.words() for e in verdict.differencing
+                               + [w for w, _ in verdict.weaker]))
     record_event(actor=reviewer or "(anonymous)", action=AuditAction.APPROVAL_REFUSED,
                  run_id=run_id, payload={"reason": message, "requested_run": run_id})
     raise ApprovalError(message)
