@@ -65,9 +65,6 @@ class PatientLinks:
         return cls(np.frombuffer(ids, dtype=f"S{HASH_BYTES}"),
                    np.frombuffer(contents, dtype=f"S{HASH_BYTES}"))
 
-    def linked_to(self, earlier: PatientLinks) -> np.ndarray:
-        """A boolean per patient: linked to some patient of ``earlier`` (by either key)."""
-        return LinkIndex(self).meet(earlier)[0]
 
 
 def _keys(hashes: np.ndarray) -> np.ndarray:

@@ -15,11 +15,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ehr_release.history.checks import HELD_STATUSES, Strength, run_strength
-from ehr_release.history.linkage import PatientLinks, overlap
-from ehr_release.storage.budget import DRAWN, run_epsilon
+from ehr_release.history.linkage import LinkIndex, PatientLinks
+from ehr_release.storage.budget import (
+    EpsilonAccount,
+    dp_algorithm_names,
+    patients_account,
+    run_epsilon,
+    show_epsilon,
+)
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.links import RUN, load_links
-from ehr_release.storage.models import ArtifactRecord, ExtractLinks, ReleaseRun
+from ehr_release.storage.models import ExtractLinks, ReleaseRun
 from ehr_release.storage.site_policy import epsilon_total, sources, weaker_policy
 
 
@@ -65,40 +71,33 @@ def source_history(source: str | None = None, engine: Engine | None = None,
             if not rows and source is None:
                 continue
             links = load_links(s, [r.id for r, _ in rows])
-            drawn = set(s.exec(select(ArtifactRecord.run_id).where(
-                ArtifactRecord.kind == DRAWN)).all())
-            out.append(_history(name, [r for r, _ in rows], links, drawn, total,
-                                policy.allowed))
+            everyone = _union(list(links.values()))
+            # the budget's own per-patient account: every DP run and comparison draw that
+            # held any of these patients, whatever source it was filed under
+            carried = patients_account(s, everyone, dp_algorithm_names())
+            out.append(_history(name, [r for r, _ in rows], links, everyone.patients,
+                                carried, total, policy.allowed))
         return out
 
 
 def _history(name: str, runs: list[ReleaseRun], links: dict[str, PatientLinks],
-             drawn: set[str], total: Fraction, weaker_allowed: bool) -> SourceHistory:
+             patients: int, carried: EpsilonAccount, total: Fraction,
+             weaker_allowed: bool) -> SourceHistory:
     lines = [ReleaseLine(r.id, r.algorithm, _params(r), r.status, links[r.id].patients,
-                         r.created_at, _show(run_epsilon(r)) if _is_dp(r) else None) for r in runs]
+                         r.created_at, show_epsilon(run_epsilon(r)) if _is_dp(r) else None)
+             for r in runs]
     pairs = []
     for i, later in enumerate(runs):
+        index = LinkIndex(links[later.id])
         for earlier in runs[:i]:
-            meet = overlap(links[later.id], links[earlier.id])
+            meet = index.overlap(links[earlier.id])
             if not meet.disjoint:
                 pairs.append((later.id, earlier.id, meet.shared, meet.only_current,
                               meet.only_earlier))
-    everyone = _union(list(links.values()))
-    spenders = [r for r in runs if r.id in drawn and _is_dp(r)]
-    carried: dict[Fraction, int] = {}
-    if everyone.patients:
-        masks = np.stack([everyone.linked_to(links[r.id]) for r in spenders], axis=1) \
-            if spenders else np.zeros((everyone.patients, 0), dtype=bool)
-        patterns, counts = np.unique(masks, axis=0, return_counts=True)
-        for row, count in zip(patterns, counts, strict=True):
-            value = sum((run_epsilon(r) for r, on in zip(spenders, row, strict=True) if on),
-                        Fraction(0))
-            carried[value] = carried.get(value, 0) + int(count)
-    top = max(carried, default=Fraction(0))
+    distribution = list(carried.distribution) if patients else []
     return SourceHistory(
-        name, lines, pairs, everyone.patients, _show(top),
-        [(_show(v), c) for v, c in sorted(carried.items(), reverse=True)], _show(total),
-        _binding(runs, total - top, weaker_allowed))
+        name, lines, pairs, patients, show_epsilon(carried.earlier), distribution,
+        show_epsilon(total), _binding(runs, total - carried.earlier, weaker_allowed))
 
 
 def _binding(runs: list[ReleaseRun], left: Fraction, weaker_allowed: bool) -> list[str]:
@@ -119,7 +118,7 @@ def _binding(runs: list[ReleaseRun], left: Fraction, weaker_allowed: bool) -> li
     if held:
         out.append("a release that differs from an earlier one by fewer than k patients "
                    "is refused unless the history attack attributes nothing")
-    out.append(f"differentially private releases: ε ≤ {_show(max(left, Fraction(0)))} left "
+    out.append(f"differentially private releases: ε ≤ {show_epsilon(max(left, Fraction(0)))} left "
                "for the patient who carries the most")
     return out
 
@@ -136,8 +135,6 @@ def _union(parts: list[PatientLinks]) -> PatientLinks:
 
 
 def _is_dp(run: ReleaseRun) -> bool:
-    from ehr_release.storage.budget import dp_algorithm_names
-
     return run.algorithm in dp_algorithm_names()
 
 
@@ -147,7 +144,3 @@ def _raw(run: ReleaseRun) -> dict:
 
 def _params(run: ReleaseRun) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(_raw(run).items()) if k != "seed")
-
-
-def _show(x: Fraction) -> str:
-    return f"{float(x):.6g}"

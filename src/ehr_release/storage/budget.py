@@ -122,17 +122,17 @@ class EpsilonAccount:
     def text(self) -> str:
         """The account in one sentence for the reviewer (no data: ε and counts)."""
         cap = ("no site total is set" if self.total is None
-               else f"site total ε = {_show(self.total)} per patient"
+               else f"site total ε = {show_epsilon(self.total)} per patient"
                + (" — EXCEEDED" if self.exceeded else ""))
         return (f"The most ε any patient of this extract already carries: "
-                f"{_show(self.earlier)}, from {self.releases} other differentially private "
+                f"{show_epsilon(self.earlier)}, from {self.releases} other differentially private "
                 f"run{_s(self.releases)} holding some of them (published: "
-                f"{_show(self.published)}) and {self.compared_draws} DP candidate"
+                f"{show_epsilon(self.published)}) and {self.compared_draws} DP candidate"
                 f"{_s(self.compared_draws)} of {self.comparisons} comparison"
-                f"{_s(self.comparisons)} ({_show(self.compared)}); cumulative ε on these "
-                f"patients with {self.subject}: {_show(self.after)} ({cap}). Releases of the "
-                "same patients compose, whatever their ids or files, and so does choosing "
-                "among draws: their ε add up.")
+                f"{_s(self.comparisons)} ({show_epsilon(self.compared)}); cumulative ε on "
+                f"these patients with {self.subject}: {show_epsilon(self.after)} ({cap}). "
+                "Releases of the same patients compose, whatever their ids or files, and so "
+                "does choosing among draws: their ε add up.")
 
 
 class EpsilonBudgetExhausted(EhrReleaseError):
@@ -243,7 +243,8 @@ def record_comparison_draw(comparison_id: str, fingerprint: str, candidate: int,
                           "epsilon": str(params_epsilon(params))}, engine=engine)
 
 
-def _show(x: Fraction) -> str:
+def show_epsilon(x: Fraction) -> str:
+    """ε as the documents print it (6 significant digits)."""
     return f"{float(x):.6g}"
 
 
@@ -293,13 +294,21 @@ def comparison_account(fingerprint: str, epsilons: Sequence[Fraction],
         return _comparison_account(s, fingerprint, epsilons, dp_algorithms, links)
 
 
+def patients_account(s: Session, links: PatientLinks,
+                     dp_algorithms: Collection[str]) -> EpsilonAccount:
+    """What the patients ``links`` describes already carry (a source's history page): the
+    same per-patient sum a new DP release of them would be checked against."""
+    return _account(s, "", dp_algorithms, Fraction(0), "no further release", exclude=None,
+                    links=links)
+
+
 def _comparison_account(s: Session, fingerprint: str, epsilons: Sequence[Fraction],
                         dp_algorithms: Collection[str],
                         links: PatientLinks | None = None,
                         exclude: str | None = None) -> EpsilonAccount:
     this = sum(epsilons, Fraction(0))
     subject = (f"this comparison's {len(epsilons)} DP candidate{_s(len(epsilons))} "
-               f"(ε = {_show(this)})")
+               f"(ε = {show_epsilon(this)})")
     return _account(s, fingerprint, dp_algorithms, this, subject, exclude=exclude,
                     links=links)
 
@@ -361,7 +370,7 @@ def _account(s: Session, fingerprint: str, dp_algorithms: Collection[str], this:
         compared=most(lambda sp: sp.comparison),
         compared_draws=sum(sp.draws for sp in comps_held), comparisons=len(comps_held),
         subject=subject, patients=links.patients if links is not None else 0,
-        distribution=tuple((_show(v), c) for v, c in sorted(spread.items(), reverse=True)))
+        distribution=tuple((show_epsilon(v), c) for v, c in sorted(spread.items(), reverse=True)))
 
 
 def _run_spenders(s: Session, dp_algorithms: Collection[str]) -> list[_Spender]:
