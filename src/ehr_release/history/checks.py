@@ -128,6 +128,7 @@ class EarlierRelease:
 class HistoryVerdict:
     """The history check's findings, as one requirement for the certificate."""
 
+    current: Strength  # what the judged release promises
     earlier: list[EarlierRelease]
     weaker: list[tuple[EarlierRelease, list[str]]]
     differencing: list[EarlierRelease]
@@ -143,25 +144,25 @@ class HistoryVerdict:
                                                     and not self.unreadable)
         return weakening_ok and differencing_ok
 
-    def requirement(self, current: Strength) -> Requirement:
+    def requirement(self) -> Requirement:
         return Requirement(
             HISTORY,
             "no differencing pair whose history attack attributes anything to fewer than k "
             "patients; no release weaker than an earlier one of the same patients unless the "
             "site allows it",
-            self.measured(current), self.holds,
+            self.measured(), self.holds,
             evidence={"earlier_releases": len(self.earlier),
                       "differencing_pairs": len(self.differencing),
                       "weaker_than": len(self.weaker)})
 
-    def measured(self, current: Strength) -> str:
+    def measured(self) -> str:
         if not self.earlier:
             return "no earlier release holds any of these patients"
         parts = [f"released before: {len(self.earlier)} earlier release"
                  f"{'' if len(self.earlier) == 1 else 's'} hold some of these patients — "
                  + "; ".join(e.words() for e in self.earlier)]
         identical = [e for e in self.earlier if e.overlap.identical
-                     and not current.weaker_than(e.strength)]
+                     and not self.current.weaker_than(e.strength)]
         if identical:
             parts.append("identical re-run of " + ", ".join(e.run_id for e in identical)
                          + " (same patients, same or stronger parameters): allowed")
@@ -189,7 +190,7 @@ def check_history(run_id: str, algorithm: str, params: Mapping[str, Any],
     policy = weaker_policy(engine)
     weaker = [(e, why) for e in earlier if (why := current.weaker_than(e.strength))]
     differencing = [e for e in earlier if _differencing(e, current)]
-    verdict = HistoryVerdict(earlier, weaker, differencing, policy)
+    verdict = HistoryVerdict(current, earlier, weaker, differencing, policy)
     if not differencing:
         return verdict
     with Session(_engine(engine)) as s:  # read only the pairs the attack needs
@@ -199,7 +200,8 @@ def check_history(run_id: str, algorithm: str, params: Mapping[str, Any],
     readable = [e for e in differencing if e.files is not None]
     passed, measured = _attack(run_id, algorithm, current, files, readable,
                                _code_hierarchy(run_id, engine))
-    return HistoryVerdict(earlier, weaker, differencing, policy, passed, measured, unreadable)
+    return HistoryVerdict(current, earlier, weaker, differencing, policy, passed, measured,
+                          unreadable)
 
 
 def _differencing(e: EarlierRelease, current: Strength) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prefect import task
 
-from ehr_release.history.checks import HISTORY, check_history, strength
+from ehr_release.history.checks import HISTORY, check_history
 from ehr_release.history.linkage import PatientLinks, link_patients
 from ehr_release.plan import ReleasePlan
 from ehr_release.registry import ReleaseFiles
@@ -43,10 +43,8 @@ def history_task(plan: ReleasePlan, files: ReleaseFiles, links: PatientLinks,
     verdict = check_history(plan.run_id, plan.algorithm, plan.params, files, links)
     if verdict is None:
         return verification
-    promise = strength(plan.algorithm, plan.params)
-    assert promise is not None  # check_history judged it: a syntactic release
     kept = [r for r in verification.requirements if r.name != HISTORY]
-    report = VerificationReport(verification.algorithm, [*kept, verdict.requirement(promise)])
+    report = VerificationReport(verification.algorithm, [*kept, verdict.requirement()])
     runs.save_verification(plan.run_id, report.stored().to_dict())
     record_event(actor=FLOW_ACTOR, action=AuditAction.HISTORY_CHECKED, run_id=plan.run_id,
                  payload={"earlier": [e.run_id for e in verdict.earlier],
