@@ -110,3 +110,20 @@ def copies_of(marker: str, places: list[Path]) -> list[str]:
     """Every file under ``places`` holding ``marker``, as written or base64-encoded."""
     return [str(p) for folder in places if folder.exists() for p in folder.rglob("*")
             if p.is_file() and marker.encode() in _readable(p)]
+
+
+def server_pids(home: Path) -> list[int]:
+    """Live ``prefect server start`` processes started for ``home``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (b"prefect" in args and b"server" in args and b"start" in args
+                and f"EHR_RELEASE_HOME={home}".encode() in environ):
+            pids.append(int(proc.name))
+    return pids

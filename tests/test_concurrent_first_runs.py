@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from tests.flow_helpers import server_pids
 
 pytestmark = pytest.mark.slow
 
@@ -61,27 +62,12 @@ def test_eight_first_runs_at_once_all_reach_the_reviewer(backend, tmp_path, requ
         audit = cli("audit", "verify")
         assert audit.communicate(timeout=300) and audit.returncode == 0
         state = json.loads((home / "prefect-server.json").read_text())
-        assert _prefect_servers(home) == [state["pid"]]  # one server, the recorded one
+        assert server_pids(home) == [state["pid"]]  # one server, the recorded one
     finally:
         stop = cli("server", "stop")
         stop.communicate(timeout=120)
         deadline = time.monotonic() + 30
-        while _prefect_servers(home) and time.monotonic() < deadline:
+        while server_pids(home) and time.monotonic() < deadline:
             time.sleep(0.5)
 
 
-def _prefect_servers(home: Path) -> list[int]:
-    """``prefect server start`` processes whose environment names this home."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"prefect" in args and b"server" in args and b"start" in args \
-                and f"EHR_RELEASE_HOME={home}".encode() in environ:
-            found.append(int(proc.name))
-    return found

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from ehr_release.sample import generate_sample, write_sample
+from tests.flow_helpers import server_pids
 
 pytestmark = pytest.mark.slow
 
@@ -87,23 +88,6 @@ def substitute(body: str, printed: str) -> str:
         if placeholder in body and found:
             body = body.replace(placeholder, found[-1])
     return body
-
-
-def server_pids(home: Path) -> list[int]:
-    """Live ``prefect server start`` processes started for ``home``."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (b"prefect" in args and b"server" in args and b"start" in args
-                and f"EHR_RELEASE_HOME={home}".encode() in environ):
-            pids.append(int(proc.name))
-    return pids
 
 
 def no_server_left(home: Path) -> list[int]:

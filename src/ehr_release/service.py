@@ -399,7 +399,8 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
     or weakening pair the flow could not see. Audited as ``approval.refused``; value-free."""
     from ehr_release.history.checks import recheck_before_approval
 
-    if runs.find_run(run_id) is None or runs.get_run(run_id).status != Status.AWAITING_APPROVAL:
+    run = runs.find_run(run_id)
+    if run is None or run.status != Status.AWAITING_APPROVAL:
         return  # runs.decide refuses these in its own words
     try:
         verdict = recheck_before_approval(run_id)
