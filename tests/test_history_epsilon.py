@@ -192,3 +192,23 @@ def test_an_unregistered_source_is_refused_in_one_line(ehr_home):
     assert not site_policy.register_source("ward-z", actor="admin")
     pd.testing.assert_index_equal(pd.Index(site_policy.sources()),
                                   pd.Index(["default", "ward-z"]))
+
+
+def test_the_datasheet_states_the_bound_not_the_linked_ε(db_url, extract, monkeypatch):
+    """The recipient's line names this release's ε and the site's per-patient total; the
+    most ε a patient actually carries (it depends on which patients earlier extracts held,
+    i.e. on the true data) stays on the internal certificate."""
+    from ehr_release.storage.engine import engine_or_default
+    from ehr_release.tasks import certify
+
+    engine = get_engine(db_url)
+    monkeypatch.setattr("ehr_release.storage.budget._engine",
+                        lambda e=None: engine_or_default(e or engine))
+    site_policy.set_epsilon_total("5", actor="admin", reason="test", engine=engine)
+    _draw(engine, extract, "1.5")
+    later = _draw(engine, _relabelled(extract), "0.5")
+    line = certify._cumulative_epsilon(later)
+    assert line is not None and "spends ε = 0.5" in line and "at ε = 5" in line
+    assert "2" not in line  # the linked sum (1.5 + 0.5) is not the recipient's to read
+    internal = certify._epsilon_account(later)
+    assert internal is not None and "with this release: 2 " in internal

@@ -42,7 +42,7 @@ from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationRepor
 from ehr_release.request import DataUse, ReleaseRequest
 from ehr_release.storage import chained, runs
 from ehr_release.storage.audit import chain_head
-from ehr_release.storage.budget import account, dp_algorithm_names
+from ehr_release.storage.budget import account, dp_algorithm_names, show_epsilon
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import private_dir
 from ehr_release.storage.site import is_test_site
@@ -214,15 +214,21 @@ def history_words(verification: VerificationReport) -> str | None:
 
 
 def _cumulative_epsilon(run_id: str) -> str | None:
-    """For the recipient: this release's ε and what its patients carry with it in total."""
+    """For the recipient: this release's ε and the bound on what its patients carry.
+
+    The datasheet is public and, under ε-DP, holds nothing computed on the true data: the
+    most ε any patient actually carries depends on which patients earlier extracts held,
+    so it stays on the internal certificate (the account). The recipient gets the site's
+    per-patient total instead, which every draw was checked against before it was made.
+    """
     spent = account(run_id, dp_algorithm_names())
     if spent is None:
         return None
-    return (f"This release spends ε = {float(spent.this_run):.6g}. Counting every "
-            f"differentially private release that held any of these patients, the most "
-            f"any one patient carries is ε = {float(spent.after):.6g} (site total "
-            f"{float(spent.total or 0):.6g} per patient): the guarantee for what all those "
-            "releases reveal together is that sum, not this release's ε alone.")
+    return (f"This release spends ε = {show_epsilon(spent.this_run)}. The site caps the ε "
+            f"any one patient accumulates over every differentially private release that "
+            f"held them at ε = {show_epsilon(spent.total or 0)}, checked before this release "
+            "was drawn: the guarantee for what all those releases reveal together is at most "
+            "that total, not this release's ε alone.")
 
 
 def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
