@@ -1,10 +1,11 @@
 """Who may do what: the four-eyes rule and the identity behind a command-line decision.
 
-One function holds the four-eyes rule, so the command line, the dashboard and the database's
-own refusal cannot drift apart. On a site with registered users, every decision and request
-made on the command line needs that user's credential and role, exactly as in the dashboard;
-a site with no users keeps single-user behaviour (names are taken as given), and the
-certificate says which channel and role decided.
+One function holds the four-eyes rule (:mod:`ehr_release.storage.four_eyes`, re-exported
+here), so the command line, the dashboard and the database's own refusal cannot drift apart.
+On a site with registered users, every decision and request made on the command line needs
+that user's credential and role, exactly as in the dashboard; a site with no users keeps
+single-user behaviour (names are taken as given), and the certificate says which channel and
+role decided.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from ehr_release.storage import users
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.four_eyes import same_person  # noqa: F401  (re-exported)
 
 CREDENTIAL_ENV = "EHR_RELEASE_CREDENTIAL"
 REVIEWER_CREDENTIAL_ENV = "EHR_RELEASE_REVIEWER_CREDENTIAL"
@@ -31,11 +33,6 @@ def has_terminal() -> bool:
     and an empty abort; such a command is refused instead, naming the variable to set.
     """
     return sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def same_person(requester: str, reviewer: str) -> bool:
-    """The four-eyes rule's test: names compared without case or surrounding space."""
-    return requester.strip().casefold() == reviewer.strip().casefold()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ TABLE_SUFFIXES = {".csv", ".parquet", ".pq"}
 def read_folder(folder: Path, *, class_column: str | None = None,
                 code_system: str | None = None) -> Dataset:
     """Read a folder of any recognised layout (see the module docstring)."""
-    from ehr_release.ingest import fhir, mimic4, omop, readers
+    from ehr_release.ingest import fhir, mimic3, mimic4, omop
 
     if (folder / "hosp").is_dir() and not _tables(folder):
         folder = folder / "hosp"
@@ -40,7 +40,7 @@ def read_folder(folder: Path, *, class_column: str | None = None,
         if mimic4.is_mimic4(tables["diagnoses_icd"]):
             return mimic4.read_mimic4(folder, tables, class_column=class_column,
                                       code_system=code_system)
-        return readers.read_mimic_dir(folder, class_column=class_column,
+        return mimic3.read_mimic_dir(folder, class_column=class_column,
                                       code_system=code_system)
     if ndjson:
         return fhir.read_fhir(folder, ndjson, class_column=class_column,

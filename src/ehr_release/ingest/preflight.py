@@ -46,7 +46,7 @@ from ehr_release.ingest.rules import (
 MAX_PREFLIGHT_BYTES = 16 << 20
 
 CODES, PATIENT_ID, CODE, AGE = "codes", "patient_id", "code", "age"
-#: The tables of a MIMIC folder the full reader reads (``readers.MIMIC_TABLES``, which
+#: The tables of a MIMIC folder the full reader reads (``mimic3.MIMIC_TABLES``, which
 #: needs pandas to import).
 MIMIC_TABLES = ("patients", "admissions", "diagnoses_icd")
 

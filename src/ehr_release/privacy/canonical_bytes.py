@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from ehr_release.privacy.closed_world import Spec
+    from ehr_release.privacy.specs import Spec
 
 
 @dataclass(frozen=True)
 class Rendering:
     """How a file's writer renders JSON: ``json.dumps``'s ``indent``, ``sort_keys`` and
     ``ensure_ascii``, and ``declared_order`` — every object's keys in the order its
-    :class:`~ehr_release.privacy.closed_world.Obj` declares them and every map's keys sorted
+    :class:`~ehr_release.privacy.specs.Obj` declares them and every map's keys sorted
     (what ``sort_keys`` would do for maps while objects keep a readable order)."""
 
     indent: int | None = None
@@ -105,7 +105,7 @@ def _lines_rendered(body: bytes, objects: list[Any], spec: Spec, rendering: Rend
 
 def _has_number(spec: Spec) -> bool:
     """Whether a float may occur (orjson and ``json.dumps`` write some floats differently)."""
-    from ehr_release.privacy.closed_world import Enum, ListOf, MapOf, Nullable, Obj, OneOf, TupleOf
+    from ehr_release.privacy.specs import Enum, ListOf, MapOf, Nullable, Obj, OneOf, TupleOf
 
     if isinstance(spec, str):
         return spec == "number"
@@ -142,7 +142,7 @@ def _in_declared_order(values: list[Any], spec: Spec) -> bool:
     """Whether every object lists its declared keys in order and every map its keys sorted,
     at every depth; column-wise (one pass per field, not per value). The values already
     conform to ``spec``."""
-    from ehr_release.privacy.closed_world import ListOf, MapOf, Nullable, Obj, TupleOf
+    from ehr_release.privacy.specs import ListOf, MapOf, Nullable, Obj, TupleOf
 
     if not _has_keys(spec):  # only lists and scalars below: no key order to check
         return True
@@ -174,7 +174,7 @@ def _in_declared_order(values: list[Any], spec: Spec) -> bool:
 
 def _has_keys(spec: Spec) -> bool:
     """Whether an object or a map may occur at or below ``spec``."""
-    from ehr_release.privacy.closed_world import ListOf, MapOf, Nullable, Obj, OneOf, TupleOf
+    from ehr_release.privacy.specs import ListOf, MapOf, Nullable, Obj, OneOf, TupleOf
 
     if isinstance(spec, Obj | MapOf):
         return True

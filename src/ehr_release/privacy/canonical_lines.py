@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ehr_release.privacy.canonical_bytes import Rendering
-    from ehr_release.privacy.closed_world import Spec
+    from ehr_release.privacy.specs import Spec
 
 _TEXT = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'  # printable ASCII but '"' and '\'
 _INT = r"(?:0|-?[1-9][0-9]{0,17})"
@@ -42,7 +42,7 @@ def pattern(spec: Spec) -> str | None:
     """The regular expression (text) of the canonical, default-separator rendering of every
     value matching ``spec`` within the narrow form above; None if ``spec`` holds a part
     the pattern does not cover."""
-    from ehr_release.privacy.closed_world import Enum, ListOf, Nullable, Obj, TupleOf
+    from ehr_release.privacy.specs import Enum, ListOf, Nullable, Obj, TupleOf
 
     if isinstance(spec, str):
         return {"str": _TEXT, "int": _INT, "bool": _BOOL}.get(spec)

@@ -11,10 +11,8 @@ The declarations live with the verifiers (``privacy/``), not with the algorithms
 the verifier's independent reading of the published format, and ``to_json_schema`` renders
 them for the format documentation.
 
-A spec is one of: a scalar type name (``"str"``, ``"int"``, ``"number"``, ``"bool"``),
-:class:`ListOf`, :class:`TupleOf` (a fixed-length array), :class:`Obj` (exact keys),
-:class:`MapOf` (any string keys, one value spec — for keys that are codes or labels),
-:class:`Enum` (fixed values), :class:`Nullable` or :class:`OneOf` (any of several specs).
+Specs are written in the words of :mod:`ehr_release.privacy.specs` (re-exported here, where
+every declaration imports them from).
 """
 
 from __future__ import annotations
@@ -30,6 +28,16 @@ from typing import Any, Literal
 from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
 from ehr_release.privacy.canonical_parquet import ParquetRendering, parquet_problem
 from ehr_release.privacy.release_tree import Stray
+from ehr_release.privacy.specs import (  # noqa: F401  (re-exported: declarations import them here)
+    Enum,
+    ListOf,
+    MapOf,
+    Nullable,
+    Obj,
+    OneOf,
+    Spec,
+    TupleOf,
+)
 from ehr_release.reports import Requirement
 
 #: What a refusal says instead of an undeclared name (see :func:`undeclared`).
@@ -40,65 +48,6 @@ SCALARS = ("str", "int", "number", "bool")
 #: A row of the format documentation that no check pins down yet (``FileSchema.checked_by``).
 NOT_CHECKED = "NOT CHECKED"
 
-
-@dataclass(frozen=True)
-class ListOf:
-    """A JSON array whose every element matches ``item``."""
-
-    item: Spec
-
-
-@dataclass(frozen=True)
-class Obj:
-    """A JSON object with exactly these keys (no key missing, none extra)."""
-
-    fields: Mapping[str, Spec]
-
-
-@dataclass(frozen=True)
-class MapOf:
-    """A JSON object whose keys are data-independent labels or codes, all values ``value``."""
-
-    value: Spec
-
-
-@dataclass(frozen=True)
-class Enum:
-    """One of a fixed set of JSON scalar values."""
-
-    values: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class Nullable:
-    """``null`` or a value matching ``spec``."""
-
-    spec: Spec
-
-
-@dataclass(frozen=True)
-class TupleOf:
-    """A JSON array of exactly ``len(items)`` elements, the i-th matching ``items[i]``.
-
-    For fixed-shape pairs such as LDA's ``["401", [33, 36]]`` (code, age block).
-    """
-
-    items: tuple[Spec, ...]
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """A value matching at least one of ``specs``.
-
-    For values whose kind the configuration decides, such as a (k, k^m) record's
-    demographics: ``[low, high]`` for a numerical attribute, a hierarchy node for a
-    categorical one.
-    """
-
-    specs: tuple[Spec, ...]
-
-
-Spec = str | ListOf | Obj | MapOf | Enum | Nullable | TupleOf | OneOf
 
 TYPE_WORDS = {"str": "text", "int": "integer", "number": "number", "bool": "true/false"}
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from ehr_release.privacy.closed_world import Enum, ListOf, MapOf, Nullable, Obj, Spec, TupleOf
+from ehr_release.privacy.specs import Enum, ListOf, MapOf, Nullable, Obj, Spec, TupleOf
 
 # the last parse (loads_lines) and the specs its values were found to conform to
 _KEPT: list[tuple[bytes, list[Any] | None, list[Spec]] | None] = [None]

@@ -217,10 +217,10 @@ def relaxing_of(params: dict[str, Any], dataset: Dataset) -> Relaxing | None:
 def run(name: str, dataset: Dataset, params: dict[str, Any],
         rng: np.random.Generator) -> ReleaseFiles:
     """One of the four algorithms on ``dataset`` → its release files."""
-    if name == "rmr":  # Poulis et al. 2013 (issue 19); imported here: registry.rmr imports us
-        from ehr_release.registry.rmr import rmr_release
+    if name == "rmr":  # Poulis et al. 2013 (issue 19): its own entry, found by name, since
+        from ehr_release.registry import get as get_entry  # registry.rmr builds on this module
 
-        return rmr_release(dataset, params, rng)
+        return get_entry("rmr").anonymize(dataset, params, rng)
     from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
     from ehr_release.configuration.constraints import rt_data
     from ehr_release.workers import gendiag_runner

@@ -61,20 +61,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
 from sqlalchemy import and_, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from ehr_release.errors import EhrReleaseError
-from ehr_release.history.linkage import DEFAULT_SOURCE, LinkIndex, PatientLinks
 from ehr_release.storage import site_policy
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, lock_chain, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.links import COMPARISON, load_links, save_links
 from ehr_release.storage.models import ArtifactRecord, AuditEvent, DatasetRecord, ReleaseRun
+from ehr_release.storage.patient_links import DEFAULT_SOURCE, LinkIndex, PatientLinks
 
 #: The artifact kind of a drawn release (:func:`~ehr_release.storage.runs.pin_candidate`).
 DRAWN = "candidate"
@@ -339,6 +338,8 @@ def _account(s: Session, fingerprint: str, dp_algorithms: Collection[str], this:
     spenders += [sp for sp in _comparison_spenders(s) if sp.subject != exclude]
     stored = load_links(s, [sp.subject for sp in spenders]) if links is not None else {}
     n = links.patients if links is not None else 1
+    import numpy as np  # only here: listing runs needs no numpy
+
     masks = np.zeros((n, len(spenders)), dtype=bool)
     index = LinkIndex(links) if links is not None else None
     for j, sp in enumerate(spenders):

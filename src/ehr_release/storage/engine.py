@@ -60,7 +60,6 @@ def _create(url: str) -> Engine:
         event.listen(engine, "begin", _sqlite_begin_immediate)
     else:
         engine = create_engine(url, pool_pre_ping=True)
-    from ehr_release.storage import pending  # noqa: F401  (its tables; it imports us)
     from ehr_release.storage.migrate import migrate
 
     migrate(engine)  # Alembic ``upgrade head`` under a lock (concurrent first use)

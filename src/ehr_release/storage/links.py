@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ehr_release.history.linkage import PatientLinks
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import ExtractLinks
+from ehr_release.storage.patient_links import PatientLinks
 
 RUN = "run"
 COMPARISON = "comparison"

@@ -181,3 +181,29 @@ class ExtractLinks(SQLModel, table=True):
     id_hashes: bytes
     content_hashes: bytes
     created_at: str = Field(default_factory=utc_now)
+
+
+class PendingRelease(SQLModel, table=True):
+    """A certified run's publication bundle (everything but the files, which are on disk);
+    read and written by :mod:`ehr_release.storage.pending`."""
+
+    __tablename__ = "pending_releases"
+    run_id: str = Field(primary_key=True, max_length=64)
+    candidate_dir: str
+    verification_json: str
+    utility_json: str
+    outcome_json: str
+    data_use_json: str
+    expires_at: str
+    created_at: str = Field(default_factory=utc_now)
+
+
+class RunLease(SQLModel, table=True):
+    """Proof of life of the process working on a run (no foreign key: it may precede the run)."""
+
+    __tablename__ = "run_leases"
+    run_id: str = Field(primary_key=True, max_length=64)
+    holder: str
+    host: str
+    pid: int
+    renewed_at: str

@@ -23,39 +23,14 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Session, select
 
 from ehr_release.storage.engine import engine_or_default as _engine
-from ehr_release.storage.models import utc_now
+from ehr_release.storage.models import PendingRelease, RunLease, utc_now
 
 #: How often a working flow renews its lease, and when a lease counts as lost.
 LEASE_RENEW_S = 5.0
 LEASE_STALE_S = 45.0
-
-
-class PendingRelease(SQLModel, table=True):
-    """A certified run's publication bundle (everything but the files, which are on disk)."""
-
-    __tablename__ = "pending_releases"
-    run_id: str = Field(primary_key=True, max_length=64)
-    candidate_dir: str
-    verification_json: str
-    utility_json: str
-    outcome_json: str
-    data_use_json: str
-    expires_at: str
-    created_at: str = Field(default_factory=utc_now)
-
-
-class RunLease(SQLModel, table=True):
-    """Proof of life of the process working on a run (no foreign key: it may precede the run)."""
-
-    __tablename__ = "run_leases"
-    run_id: str = Field(primary_key=True, max_length=64)
-    holder: str
-    host: str
-    pid: int
-    renewed_at: str
 
 
 def save_pending(row: PendingRelease, engine: Engine | None = None) -> None:

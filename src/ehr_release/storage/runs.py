@@ -17,11 +17,11 @@ from sqlmodel import Session, col, select
 
 from ehr_release.canonical import canonical_json
 from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
-from ehr_release.governance import same_person
 from ehr_release.storage import budget, chained
 from ehr_release.storage.actions import AuditAction, Decision, status_action
 from ehr_release.storage.audit import append_event, iter_events, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
+from ehr_release.storage.four_eyes import same_person
 from ehr_release.storage.models import (
     Approval,
     ArtifactRecord,

@@ -28,11 +28,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ehr_release.errors import ConfigError, EhrReleaseError
-from ehr_release.history.linkage import DEFAULT_SOURCE
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import AuditEvent
+from ehr_release.storage.patient_links import DEFAULT_SOURCE
 
 DEFAULT_EPSILON_TOTAL = Fraction(3)
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")

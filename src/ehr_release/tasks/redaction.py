@@ -82,7 +82,7 @@ def terminal_text(exc: BaseException) -> str | None:
 
 def redact(exc: Exception) -> Exception:
     """``exc`` as Prefect may store it (see the module docstring)."""
-    from ehr_release.tasks.retry import TRANSIENT  # sqlalchemy: imported only on failure
+    from ehr_release.tasks.transient import TRANSIENT  # sqlalchemy: imported only on failure
 
     if isinstance(exc, EhrReleaseError) and not isinstance(exc, RedactedError):
         if str(exc) != exc.public():  # kept in this process for the terminal only

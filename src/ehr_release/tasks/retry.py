@@ -9,17 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
 from ehr_release.errors import EhrReleaseError, stored_error
-
-TRANSIENT = (OSError, OperationalError, TimeoutError, ConnectionError)
+from ehr_release.tasks.redaction import RedactedError
+from ehr_release.tasks.transient import TRANSIENT
 
 
 def is_transient(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect's retry condition: retry transient errors only, and audit every retry."""
-    from ehr_release.tasks.redaction import RedactedError
-
     try:
         state.result()
     except RedactedError as exc:  # a bug's or the database's failure, its message withheld
