@@ -91,7 +91,7 @@ def test_the_cli_waits_for_the_explanation_no_longer_than_its_timeout() -> None:
 def test_the_cli_prints_one_error_line_the_full_explanation_when_there_is_one(
         monkeypatch, capsys) -> None:
     """Not the stored error and then the same sentence again with its detail: one line."""
-    from ehr_release import cli
+    from ehr_release.commands import release as cli
     from ehr_release.storage import runs
 
     stored = "InputError: row 1, column 'ethnicity': value is not a node of the hierarchy"

@@ -15,9 +15,9 @@ import typer
 from ehr_release.errors import EhrReleaseError
 
 source_app = typer.Typer(help="Sources: the populations the site releases from.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)  # plain help: quick
 policy_app = typer.Typer(help="Site policy a decision depends on (audited changes).",
-                         no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=None)
 
 
 def _fail(message: str) -> typer.Exit:

@@ -18,9 +18,8 @@ import secrets
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from typing import TYPE_CHECKING
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -32,9 +31,19 @@ from ehr_release.storage.audit import append_event, record_event
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import User, UserSession, utc_now
 
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
+
 ROLES = ("steward", "reviewer", "auditor")
 SESSION_HOURS = 8
-_HASHER = PasswordHasher()
+
+
+@cache
+def _hasher() -> PasswordHasher:
+    """Argon2, loaded when a credential is made or checked (not for every command)."""
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
 
 
 @cache
@@ -46,7 +55,7 @@ def _dummy_hash() -> str:
     0.4 s hash would delay even the refusal of a bad input file. Every sign-in calls it,
     found or not, so the one-off cost does not tell names apart either.
     """
-    return _HASHER.hash(secrets.token_urlsafe(24))
+    return _hasher().hash(secrets.token_urlsafe(24))
 
 
 class AuthError(EhrReleaseError):
@@ -89,7 +98,7 @@ def add_user(name: str, role: str, *, engine: Engine | None = None) -> str:
         raise ParameterError("name", "must not be blank", name)
     _check_role(role)
     credential = secrets.token_urlsafe(24)
-    stored = _HASHER.hash(credential)
+    stored = _hasher().hash(credential)
     try:
         with Session(_engine(engine)) as s:
             s.add(User(name=name, role=role, credential_hash=stored))
@@ -194,8 +203,10 @@ def authenticate(name: str, credential: str, *, client: str = "unknown",
         raise Throttled("too many failed sign-ins; try again later",
                         retry_after_s=locked.retry_after_s)
     # Argon2 runs outside any transaction: on SQLite one would hold the write lock meanwhile.
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
-        ok = _HASHER.verify(stored, credential) and found is not None
+        ok = _hasher().verify(stored, credential) and found is not None
     except (VerificationError, InvalidHashError):
         ok = False
     with Session(_engine(engine)) as s:

@@ -1,0 +1,54 @@
+"""Parsing a command imports nothing heavy (issue 37 goal 3: quick commands start quickly).
+
+Each case runs the real entry point in a fresh interpreter and reports which of the heavy
+libraries ended up in ``sys.modules``; the command modules (:mod:`ehr_release.commands`)
+must load them only inside the command that needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+HEAVY = ("prefect", "pandas", "sqlalchemy", "sqlmodel", "weasyprint", "numpy", "rich",
+         "argon2", "jinja2", "matplotlib")
+
+PROBE = """
+import json, sys
+sys.argv = ["ehr-release", *json.loads(sys.argv[1])]
+from ehr_release.cli import run_cli
+try:
+    run_cli()
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+def loaded(args: list[str], home: Path) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "EHR_"))}
+    env.update(PYTHONPATH=str(SRC), EHR_RELEASE_HOME=str(home))
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["status", "--help"], ["list", "--help"],
+                                  ["run", "--help"], ["approve", "--help"],
+                                  ["audit", "export", "--help"]])
+def test_parsing_a_command_imports_no_heavy_library(args: list[str], tmp_path: Path) -> None:
+    assert loaded(args, tmp_path) & set(HEAVY) == set()
+
+
+def test_listing_runs_loads_the_database_but_no_data_library(tmp_path: Path) -> None:
+    """``list`` needs SQLAlchemy for the database, but neither Prefect, pandas, numpy, the
+    PDF renderer nor the password hasher."""
+    modules = loaded(["list"], tmp_path)
+    assert "sqlalchemy" in modules  # the probe saw the command run
+    assert modules & {"prefect", "pandas", "numpy", "weasyprint", "argon2", "rich"} == set()
