@@ -138,7 +138,8 @@ def formats_page() -> str:
             by_schema.setdefault(id(schema), ([], schema))[0].append(algo)
     parts = ["# Release formats", "",
              "Generated from the verifiers' closed-world declarations "
-             "(`src/ehr_release/privacy/formats/`) by `python -m ehr_release.formats_doc`. "
+             "(`src/ehr_release/privacy/formats/`) by "
+             "`python -m ehr_release.formats_doc`. "
              "A release holding any file, field or value type not listed here fails "
              "verification. The third column is the closed-world review of each field: could "
              "an attacker who has the model's background knowledge use it to narrow a "
