@@ -50,12 +50,13 @@ import numpy as np
 from ehr_release.algorithms.artuc import gendiag_kernel
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag_items import _Items
-from ehr_release.algorithms.artuc.gendiag_queues import (  # noqa: F401  (_Queue: re-exported)
+from ehr_release.algorithms.artuc.gendiag_queues import (  # noqa: F401  (re-exported: tests)
     _ID_BITS,
     _INT64_KEYS_BELOW_K,
     BorderQueue,
     FullQueue,
     _Queue,
+    initial_q,
 )
 
 
