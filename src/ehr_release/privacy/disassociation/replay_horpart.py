@@ -27,6 +27,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 NO_CONSTRAINT = -1
 
 
@@ -108,10 +110,72 @@ def _chain(part: _Part, rows: Sequence[Row], constraint_of: Sequence[int],
     return out
 
 
+#: Chains over at least this many records run on arrays (:class:`_ArrayChains`); smaller
+#: ones on Python sets and counts, cheaper for a few hundred records.
+ARRAY_MIN = 512
+
+
+class _ArrayChains:
+    """:func:`_chain` with arrays, for the long chains near the root: the same walk, the
+    supports a vector, the choice one ``argmax`` of (tier, support, earliest code)."""
+
+    def __init__(self, rows: Sequence[Row], constraint_of: Sequence[int]) -> None:
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        self.indptr = np.r_[0, np.cumsum(lengths)]
+        self.codes = np.fromiter((t for r in rows for t in r), dtype=np.int64,
+                                 count=int(self.indptr[-1]))
+        self.constraint_of = np.asarray(constraint_of, dtype=np.int64)
+        self.n_codes = len(self.constraint_of)
+        self.constrained = (self.constraint_of != NO_CONSTRAINT).astype(np.int64)
+        self.latest = self.n_codes - 1 - np.arange(self.n_codes, dtype=np.int64)
+
+    def _pairs(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        held = self.indptr[records + 1] - self.indptr[records]
+        position = np.repeat(np.arange(len(records), dtype=np.int64), held)
+        start = np.repeat(self.indptr[records] - (np.cumsum(held) - held), held)
+        return position, self.codes[start + np.arange(len(position), dtype=np.int64)]
+
+    def chain(self, part: _Part, max_cluster_size: int) -> list[_Part | _Leaf]:
+        records = np.asarray(part.records, dtype=np.int64)
+        position, held = self._pairs(records)
+        support = np.bincount(held, minlength=self.n_codes)
+        support[list(part.ignore)] = 0
+        by_code = position[np.argsort(held, kind="stable")]
+        starts = np.searchsorted(np.sort(held), np.arange(self.n_codes + 1))
+        tier = self.constrained * ((len(records) + 1) * self.n_codes)
+        taken = np.zeros(len(records), dtype=bool)
+        left, current = len(records), part.constraint
+        out: list[_Part | _Leaf] = []
+        while left >= max_cluster_size:
+            a = -1
+            if current != NO_CONSTRAINT:
+                mine = np.flatnonzero((self.constraint_of == current) & (support > 0))
+                if len(mine):
+                    a = int(mine[np.argmax(support[mine])])
+            if a < 0:
+                score = np.where(support > 0, tier + support * self.n_codes + self.latest, -1)
+                a = int(np.argmax(score))
+                if score[a] < 0:
+                    break
+            d1 = by_code[starts[a]:starts[a + 1]]
+            d1 = d1[~taken[d1]]
+            taken[d1] = True
+            support -= np.bincount(self._pairs(records[d1])[1], minlength=self.n_codes)
+            support[list(part.ignore)] = 0
+            out.append(_Part(records[d1].tolist(), (*part.ignore, a),
+                             int(self.constraint_of[a]), True))
+            left -= len(d1)
+            current = NO_CONSTRAINT
+        if left:
+            out.append(_Leaf(records[~taken].tolist(), part.d1 if not out else False))
+        return out
+
+
 def _leaves(rows: Sequence[Row], constraint_of: Sequence[int], max_cluster_size: int
             ) -> list[_Leaf]:
     """The leaves of the split tree, depth first (D1 before D2), each with its side."""
     out: list[_Leaf] = []
+    arrays = _ArrayChains(rows, constraint_of) if len(rows) >= ARRAY_MIN else None
     stack: list[_Part | _Leaf] = [_Part(list(range(len(rows))), (), NO_CONSTRAINT, False)]
     while stack:
         item = stack.pop()
@@ -119,6 +183,8 @@ def _leaves(rows: Sequence[Row], constraint_of: Sequence[int], max_cluster_size:
             out.append(item)
         elif len(item.records) < max_cluster_size:
             out.append(_Leaf(item.records, item.d1))
+        elif arrays is not None and len(item.records) >= ARRAY_MIN:
+            stack.extend(reversed(arrays.chain(item, max_cluster_size)))
         else:
             stack.extend(reversed(_chain(item, rows, constraint_of, max_cluster_size)))
     return out
