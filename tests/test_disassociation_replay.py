@@ -158,3 +158,71 @@ def test_a_difference_is_named_by_labels_only() -> None:
     assert not other.passed
     text = other.measured + repr(other.evidence)
     assert not any(c in text for r in EXAMPLE for c in r.split()), text
+
+
+# ----------------------------------------------------------------- without the original
+def _published_verdict(records: list[list[str]], policy: dict[str, int], k: int, m: int,
+                       files: dict[str, bytes] | None = None) -> Any:
+    from ehr_release.privacy.disassociation.published_checks import check_published
+
+    files = files or _algorithm_release(records, policy, k, m, None)
+    return check_published(files, k, m, policy)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problems())
+def test_honest_releases_pass_every_check_a_recipient_can_run(problem: Any) -> None:
+    records, policy, k, m, _ = problem
+    if k > len(records):
+        return
+    verdict = _published_verdict(records, policy, k, m)
+    assert verdict.report.holds, verdict.report.to_dict()
+    assert [r.name for r in verdict.report.requirements] == [
+        "release format", "subrecord order", "chunk order (from the bytes)"]
+    assert "choices replayed" in verdict.not_run
+
+
+def test_a_recipient_refuses_record_chunks_in_another_order() -> None:
+    from .disassociation_layout import files_of, in_documented_order, read_doc
+
+    records = [r.split() for r in EXAMPLE]
+    owner = {c: i for i, u in enumerate(POLICY) for c in u}
+    doc = read_doc(_algorithm_release(records, owner, 3, 2, 6)["release.parquet"])
+    assert _published_verdict(records, owner, 3, 2, files_of(doc)).report.holds
+    chunks = doc["clusters"][0]["record_chunks"]
+    assert len(chunks) == 2
+    chunks.reverse()
+    verdict = _published_verdict(records, owner, 3, 2, files_of(in_documented_order(doc)))
+    assert [r.name for r in verdict.report.failures] == ["chunk order (from the bytes)"]
+    assert "cluster P1 record chunk 1" in verdict.report.failures[0].measured
+
+
+def test_a_recipient_refuses_a_second_constraint_split_across_chunks() -> None:
+    """P1's second chunk {692.71, 695.10} (one constraint) torn: 695.10 joins chunk 1, whose
+    first code is of another constraint, while 692.71 is left behind."""
+    from .disassociation_layout import files_of, in_documented_order, read_doc
+
+    records = [r.split() for r in EXAMPLE]
+    owner = {c: i for i, u in enumerate(POLICY) for c in u}
+    doc = read_doc(_algorithm_release(records, owner, 3, 2, 6)["release.parquet"])
+    first, second = doc["clusters"][0]["record_chunks"]
+    # subrecords of one record are not linked in the release: pair them by position (any
+    # pairing keeps the supports, which is all the recipient's check reads)
+    doc["clusters"][0]["record_chunks"] = [
+        [sorted(a + [c for c in b if c == "695.10"]) for a, b in zip(first, second,
+                                                                      strict=True)],
+        [[c for c in b if c != "695.10"] for b in second]]
+    verdict = _published_verdict(records, owner, 3, 2, files_of(in_documented_order(doc)))
+    assert "chunk order (from the bytes)" in [r.name for r in verdict.report.failures]
+
+
+def test_without_the_policy_a_recipient_says_the_chunk_order_was_not_checked() -> None:
+    from ehr_release.privacy.disassociation.published_checks import check_published
+
+    records = [r.split() for r in EXAMPLE]
+    owner = {c: i for i, u in enumerate(POLICY) for c in u}
+    verdict = check_published(_algorithm_release(records, owner, 3, 2, 6), 3, 2, None)
+    assert "chunk order (from the bytes)" in verdict.not_run
+    assert [r.name for r in verdict.report.requirements] == ["release format",
+                                                             "subrecord order"]
