@@ -73,7 +73,7 @@ def replayed(tables: Tables, k: int, m: int, choices: Choices) -> Shape:
     max_size = choices.max_cluster_size or 2 * k
     flat, bounds = tables.orig_codes.tolist(), tables.orig_indptr.tolist()
     records = [tuple(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    groups = horpart(records, lookup, k, max_size)
+    groups = horpart(records, lookup, k, max_size, (tables.orig_indptr, tables.orig_codes))
     rows = [[records[r] for r in g] for g in groups]
     split = [verpart(r, k, m, lookup) for r in rows]
     clusters = [Cluster(r, frozenset(t for d in domains for t in d), items)

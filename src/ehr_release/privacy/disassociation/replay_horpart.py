@@ -119,11 +119,14 @@ class _ArrayChains:
     """:func:`_chain` with arrays, for the long chains near the root: the same walk, the
     supports a vector, the choice one ``argmax`` of (tier, support, earliest code)."""
 
-    def __init__(self, rows: Sequence[Row], constraint_of: Sequence[int]) -> None:
-        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-        self.indptr = np.r_[0, np.cumsum(lengths)]
-        self.codes = np.fromiter((t for r in rows for t in r), dtype=np.int64,
-                                 count=int(self.indptr[-1]))
+    def __init__(self, rows: Sequence[Row], constraint_of: Sequence[int],
+                 csr: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        if csr is None:
+            lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+            csr = (np.r_[0, np.cumsum(lengths)],
+                   np.fromiter((t for r in rows for t in r), dtype=np.int64,
+                               count=int(lengths.sum())))
+        self.indptr, self.codes = csr
         self.constraint_of = np.asarray(constraint_of, dtype=np.int64)
         self.n_codes = len(self.constraint_of)
         self.constrained = (self.constraint_of != NO_CONSTRAINT).astype(np.int64)
@@ -139,10 +142,10 @@ class _ArrayChains:
         records = np.asarray(part.records, dtype=np.int64)
         position, held = self._pairs(records)
         support = np.bincount(held, minlength=self.n_codes)
-        support[list(part.ignore)] = 0
+        support[list(part.ignore)] = 0      # then negative: every record holds them
         by_code = position[np.argsort(held, kind="stable")]
         starts = np.searchsorted(np.sort(held), np.arange(self.n_codes + 1))
-        tier = self.constrained * ((len(records) + 1) * self.n_codes)
+        base = self.constrained * ((len(records) + 1) * self.n_codes) + self.latest
         taken = np.zeros(len(records), dtype=bool)
         left, current = len(records), part.constraint
         out: list[_Part | _Leaf] = []
@@ -153,7 +156,7 @@ class _ArrayChains:
                 if len(mine):
                     a = int(mine[np.argmax(support[mine])])
             if a < 0:
-                score = np.where(support > 0, tier + support * self.n_codes + self.latest, -1)
+                score = np.where(support > 0, base + support * self.n_codes, -1)
                 a = int(np.argmax(score))
                 if score[a] < 0:
                     break
@@ -161,7 +164,6 @@ class _ArrayChains:
             d1 = d1[~taken[d1]]
             taken[d1] = True
             support -= np.bincount(self._pairs(records[d1])[1], minlength=self.n_codes)
-            support[list(part.ignore)] = 0
             out.append(_Part(records[d1].tolist(), (*part.ignore, a),
                              int(self.constraint_of[a]), True))
             left -= len(d1)
@@ -171,11 +173,11 @@ class _ArrayChains:
         return out
 
 
-def _leaves(rows: Sequence[Row], constraint_of: Sequence[int], max_cluster_size: int
-            ) -> list[_Leaf]:
+def _leaves(rows: Sequence[Row], constraint_of: Sequence[int], max_cluster_size: int,
+            csr: tuple[np.ndarray, np.ndarray] | None) -> list[_Leaf]:
     """The leaves of the split tree, depth first (D1 before D2), each with its side."""
     out: list[_Leaf] = []
-    arrays = _ArrayChains(rows, constraint_of) if len(rows) >= ARRAY_MIN else None
+    arrays = _ArrayChains(rows, constraint_of, csr) if len(rows) >= ARRAY_MIN else None
     stack: list[_Part | _Leaf] = [_Part(list(range(len(rows))), (), NO_CONSTRAINT, False)]
     while stack:
         item = stack.pop()
@@ -212,13 +214,14 @@ def group_leaves(leaves: Sequence[_Leaf], k: int) -> list[list[int]]:
 
 
 def clusters(rows: Sequence[Row], constraint_of: Sequence[int], k: int,
-             max_cluster_size: int) -> list[list[int]]:
+             max_cluster_size: int, csr: tuple[np.ndarray, np.ndarray] | None = None
+             ) -> list[list[int]]:
     """The clusters (record positions in ``rows``) in HorPart's order.
 
     ``rows`` holds each record's code ids (ids number the codes in string order, so the
     smallest id is the code first in string order), ``constraint_of`` each code's constraint
-    (-1: none).
+    (-1: none); ``csr`` may give the same rows as (indptr, codes) arrays, saving a copy.
     """
     if not rows:
         return []
-    return group_leaves(_leaves(rows, constraint_of, max_cluster_size), k)
+    return group_leaves(_leaves(rows, constraint_of, max_cluster_size, csr), k)

@@ -16,8 +16,8 @@ greedy pass over clusters in HorPart order"; the format documents the rest (fiel
   Its chunks, in pass order, are the joint cluster's shared chunks; the codes it places
   leave the members' item chunks.
 
-Every pair of neighbours is retried on every pass: a pair that failed fails again (a join
-depends on the two units only), so this is slower than it needs to be, never different.
+A join depends on the two units only, so a later pass retries only the neighbours of which
+one was made in the pass before: two unchanged neighbours were tried then and failed.
 """
 
 from __future__ import annotations
@@ -46,20 +46,18 @@ class Unit:
     record_codes: frozenset[int]
     item_codes: frozenset[int]
     shared: tuple[tuple[int, ...], ...] = ()
-
-    @property
-    def shared_codes(self) -> frozenset[int]:
-        return frozenset(t for d in self.shared for t in d)
+    shared_codes: frozenset[int] = frozenset()
 
 
 def _join(a: Unit, b: Unit, clusters: Sequence[Cluster], k: int, m: int,
           constraint_of: Sequence[int], max_joint_size: int) -> Unit | None:
-    if a.size + b.size > max_joint_size:
+    if a.size + b.size > max_joint_size or not (a.item_codes or b.item_codes):
         return None
+    candidates = ((a.item_codes & (b.item_codes | b.shared_codes))
+                  | (b.item_codes & a.shared_codes))
     forbidden = a.record_codes | b.record_codes
+    candidates -= forbidden
     shared_before = a.shared_codes | b.shared_codes
-    candidates = ((a.item_codes | a.shared_codes) & (b.item_codes | b.shared_codes)
-                  & (a.item_codes | b.item_codes)) - forbidden
     if not candidates or shared_before & forbidden:
         return None
     members = a.members + b.members
@@ -75,7 +73,7 @@ def _join(a: Unit, b: Unit, clusters: Sequence[Cluster], k: int, m: int,
     if not placed & gain:
         return None
     return Unit(members, a.size + b.size, forbidden, (a.item_codes | b.item_codes) - placed,
-                tuple(tuple(d) for d in domains))
+                tuple(tuple(d) for d in domains), placed)
 
 
 def refine(clusters: Sequence[Cluster], k: int, m: int, constraint_of: Sequence[int],
@@ -83,18 +81,24 @@ def refine(clusters: Sequence[Cluster], k: int, m: int, constraint_of: Sequence[
     """The joint clusters (units with shared chunks), in release order (J1, J2, …)."""
     units = [Unit((p,), len(c.rows), c.record_codes, frozenset(c.item_support))
              for p, c in enumerate(clusters)]
-    joined = True
-    while joined and len(units) > 1:
-        joined = False
+    # units made in the last pass (all, at first), by identity: every unit compared is alive
+    # in ``units`` or ``walked``, so no id is reused while it is looked up
+    new = {id(u) for u in units}
+    while new and len(units) > 1:
+        made: set[int] = set()
         walked: list[Unit] = []
         current = units[0]
         for following in units[1:]:
-            both = _join(current, following, clusters, k, m, constraint_of, max_joint_size)
+            both = None
+            if id(current) in new or id(following) in new or id(current) in made:
+                both = _join(current, following, clusters, k, m, constraint_of,
+                             max_joint_size)
             if both is None:
                 walked.append(current)
                 current = following
             else:
-                current, joined = both, True
+                current = both
+                made.add(id(both))
         walked.append(current)
-        units = walked
+        units, new = walked, made
     return [u for u in units if u.shared]

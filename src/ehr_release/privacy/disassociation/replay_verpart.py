@@ -55,6 +55,18 @@ def _still_anonymous(chunk: list[int], code: int, holders: dict[int, int], k: in
     return True
 
 
+def _anonymous_together(rows: Sequence[Row], frequent: set[int], k: int, m: int) -> bool:
+    """Are all the frequent codes, as one chunk, k^m-anonymous? Then every code tried keeps
+    the chunk so (its itemsets are among these) and no constraint is torn: VerPart makes
+    that one chunk, and the passes need not run (most clusters)."""
+    counts: Counter[tuple[int, ...]] = Counter()
+    for row in rows:
+        mine = [t for t in row if t in frequent]
+        for size in range(2, min(m, len(mine)) + 1):
+            counts.update(combinations(mine, size))
+    return all(n >= k for n in counts.values())
+
+
 def verpart(rows: Sequence[Row], k: int, m: int, constraint_of: Sequence[int]
             ) -> tuple[list[list[int]], dict[int, int]]:
     """(record-chunk domains in order, item-chunk code → support) of one cluster (or of a
@@ -62,6 +74,8 @@ def verpart(rows: Sequence[Row], k: int, m: int, constraint_of: Sequence[int]
     support: Counter[int] = Counter(t for row in rows for t in row)
     items = {t: n for t, n in support.items() if n < k}
     remaining = _order(support, [t for t, n in support.items() if n >= k], constraint_of)
+    if len(remaining) <= 1 or _anonymous_together(rows, set(remaining), k, m):
+        return ([remaining] if remaining else []), items
     holders = dict.fromkeys(remaining, 0)
     for i, row in enumerate(rows):
         for t in row:
