@@ -129,7 +129,7 @@ def _algorithm_release(records: list[list[str]], policy: dict[str, int], k: int,
     return {"release.parquet": result.release.to_bytes()}
 
 
-@settings(max_examples=80, deadline=None,
+@settings(max_examples=50, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(problems(), st.sampled_from([replay_horpart.ARRAY_MIN, 4]))
 def test_the_replay_agrees_with_the_algorithm(problem: Any, array_min: int) -> None:
@@ -169,7 +169,7 @@ def _published_verdict(records: list[list[str]], policy: dict[str, int], k: int,
     return check_published(files, k, m, policy)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(problems())
 def test_honest_releases_pass_every_check_a_recipient_can_run(problem: Any) -> None:
