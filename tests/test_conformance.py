@@ -11,9 +11,10 @@ For each entry, on a small case of its own input kind:
 4. the verifier catches a planted violation: the release made with weak parameters
    (small k, or a large ε for DiffGen) is checked against strong ones and must fail;
 5. free choices (issue 32): where the model leaves a choice the data does not determine
-   (GCCens' line order and censored instances, disassociation's subrecord order), a release
-   choosing otherwise — hand-edited canonical bytes that keep the model, keyed on a hidden
-   per-patient bit — is refused by the replay, and honest releases never are.
+   (GCCens' line order and censored instances, disassociation's subrecord order, clusters,
+   chunks and their order), a release choosing otherwise — hand-edited canonical bytes that
+   keep the model, keyed on a hidden per-patient bit — is refused by the replay, and honest
+   releases never are.
 
 A test also fails when an algorithm is registered without a case here, so a new algorithm
 cannot skip the suite.
@@ -366,6 +367,107 @@ def test_disassociation_shuffle_keyed_on_a_hidden_bit_is_refused(tmp_path: Path)
             cluster["record_chunks"][n] = [sorted(sets[i] & domain) for i in sorted(
                 members, key=lambda i: -_hidden_bit(str(ids[i])))]
     assert _refused_by(entry, files_of(doc), dataset, params) == ["subrecord order"]
+
+
+# Planted choices of HorPart, VerPart and Refine (issue 32): each release below keeps every
+# count of k^m-anonymity (chunks, Guarantee 1, truthfulness, structure) and the documented
+# subrecord order; only the replay of the clustering, chunking and cluster order refuses it.
+
+def _relabelled(doc: dict[str, Any], prefix: str) -> dict[str, Any]:
+    rename = {c["id"]: f"{prefix}{c['id']}" for c in doc["clusters"]}
+    return {"clusters": [{**c, "id": rename[c["id"]]} for c in doc["clusters"]],
+            "joint_clusters": [{**j, "clusters": [rename[x] for x in j["clusters"]]}
+                               for j in doc["joint_clusters"]]}
+
+
+def test_disassociation_clusters_grouped_by_a_hidden_bit_are_refused(tmp_path: Path) -> None:
+    """Clusters of bit-0 patients, then clusters of bit-1 patients: each half disassociated
+    on its own (k^m-anonymous, truthful), the two releases published as one."""
+    from ehr_release.algorithms.disassociation import disassociate_dataset
+    from ehr_release.configuration.policies import resolve_policy
+
+    from .disassociation_layout import files_of, in_documented_order, read_doc
+
+    entry, doc, params, dataset, _ = _disassociation_doc(tmp_path)
+    policy = resolve_policy(params["policy"], dataset)
+    halves = []
+    for bit in (0, 1):
+        ids = [p for p in dataset.patient_ids if _hidden_bit(str(p)) == bit]
+        diagnoses = dataset.diagnoses[dataset.diagnoses["patient_id"].isin(ids)]
+        half = Dataset(dataset.patients.loc[ids], diagnoses.reset_index(drop=True),
+                       source=f"bit {bit}")
+        result = disassociate_dataset(half, params["k"], params["m"], policy,
+                                      np.random.default_rng(7))
+        halves.append(_relabelled(read_doc(result.release.to_bytes()), f"b{bit}-"))
+    planted = in_documented_order({**doc, "clusters": halves[0]["clusters"] +
+                                   halves[1]["clusters"], "joint_clusters":
+                                   halves[0]["joint_clusters"] + halves[1]["joint_clusters"]})
+    assert _refused_by(entry, files_of(planted), dataset, params) == ["choices replayed"]
+
+
+def test_disassociation_chunks_split_on_a_hidden_bit_are_refused(tmp_path: Path) -> None:
+    """In the clusters whose first true patient has hidden bit 1, a record chunk's last code
+    moves to a chunk of its own (a sub-domain of a k^m-anonymous chunk is k^m-anonymous,
+    and the reconstructible maximum only grows)."""
+    from .disassociation_layout import files_of, in_documented_order
+
+    entry, doc, params, dataset, clusters = _disassociation_doc(tmp_path)
+    ids, moved = dataset.patient_ids, 0
+    for cluster, members in zip(doc["clusters"], clusters, strict=True):
+        chunks = cluster["record_chunks"]
+        wide = [n for n, chunk in enumerate(chunks) if len({c for s in chunk for c in s}) >= 2]
+        if not wide or not _hidden_bit(str(ids[members[0]])):
+            continue
+        chunk = chunks[wide[0]]
+        last = max(c for s in chunk for c in s)
+        chunks[wide[0]] = [[c for c in s if c != last] for s in chunk]
+        chunks.append([[last] if last in s else [] for s in chunk])
+        moved += 1
+    assert moved
+    assert _refused_by(entry, files_of(in_documented_order(doc)), dataset, params) == [
+        "choices replayed"]
+
+
+def test_disassociation_clusters_in_another_order_are_refused(tmp_path: Path) -> None:
+    """Two neighbouring clusters (in no joint cluster) trade places: every figure of the
+    model is unchanged, only HorPart's order is not kept."""
+    from .disassociation_layout import files_of, in_documented_order
+
+    entry, doc, params, dataset, _ = _disassociation_doc(tmp_path)
+    joined = {x for j in doc["joint_clusters"] for x in j["clusters"]}
+    listed = doc["clusters"]
+    i = next(i for i in range(len(listed) - 1) if not {listed[i]["id"], listed[i + 1]["id"]}
+             & joined and listed[i]["record_chunks"] != listed[i + 1]["record_chunks"])
+    listed[i], listed[i + 1] = listed[i + 1], listed[i]
+    assert _refused_by(entry, files_of(in_documented_order(doc)), dataset, params) == [
+        "choices replayed"]
+
+
+@st.composite
+def _policy_cases(draw: st.DrawFn) -> tuple[list[list[str]], int, int, dict[str, int],
+                                           int | None]:
+    records, k, m = draw(_code_sets())
+    groups = draw(st.lists(st.integers(-1, 3), min_size=len(_CODES), max_size=len(_CODES)))
+    size = draw(st.one_of(st.none(), st.integers(k, 3 * k)))
+    return records, k, m, {c: g for c, g in zip(_CODES, groups, strict=True) if g >= 0}, size
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_policy_cases())
+def test_honest_disassociation_is_never_refused_by_the_choices_replay(case: Any) -> None:
+    from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
+    from ehr_release.privacy.disassociation import check_km
+    from ehr_release.privacy.disassociation.replay import Choices
+
+    records, k, m, policy, size = case
+    enc = encode_code_sets(records)
+    release = disassociate(enc, k, m, np.array([policy.get(c, -1) for c in enc.codes]),
+                           np.random.default_rng(0), max_cluster_size=size)
+    report = check_km({"release.parquet": release.release.to_bytes()},
+                      Dataset.from_records(records), k, m, choices=Choices(policy, size))
+    replay = next(r for r in report.requirements if r.name == "choices replayed")
+    assert replay.passed and report.holds, report.to_dict()
 
 
 # Honest releases are never refused by a replay: small random populations, the anonymizer's

@@ -20,6 +20,14 @@ Requirements checked
    at most the original one, and every original count is at most ``cap``. The release does
    not say which patient went to which cluster (publishing it would help the attacker), so
    losslessness is checked through these count bounds on all itemsets of ≤ m codes.
+6. *subrecord order* — every chunk's subrecords in the documented content-hash order
+   (:mod:`.order`; needs no original).
+7. *choices replayed* — the clusters and their order (HorPart), each cluster's record chunks
+   and their order (VerPart) and the joint clusters with their shared chunks (Refine) are
+   exactly what the documented rules make of the original (:mod:`.replay`; run whenever
+   the run's policy is known, as :func:`verify` always knows it). A recipient without the
+   original runs :func:`.published_checks.check_published` instead, which says which checks
+   it could not run.
 
 ``cap(S)`` sums over clusters P: 0 if S is not inside P's domain, |P| if S lies in the item
 chunk, otherwise the smallest support of S ∩ Ti over the record chunks Ci meeting S. A joint
@@ -31,8 +39,10 @@ Modules: :mod:`.parse` (the published shape), :mod:`.tables` (release and origin
 arrays), :mod:`.structure` (requirement 2), :mod:`.counts` and :mod:`.caps` (supports and
 ``cap``), :mod:`.findings` (the figures of requirements 3–5), :mod:`.verdict` (the
 verdict: :func:`check_km`, and :func:`verify`, the entry point every family shares);
-:mod:`.arrays` and :mod:`.evidence` are their helpers. The names below are the package's
-public interface.
+:mod:`.order` (requirement 6), :mod:`.replay` with :mod:`.replay_horpart`,
+:mod:`.replay_verpart` and :mod:`.replay_refine` (requirement 7), :mod:`.published_checks`
+(a recipient's checks); :mod:`.arrays` and :mod:`.evidence` are their helpers. The names
+below are the package's public interface.
 """
 
 from __future__ import annotations

@@ -17,19 +17,26 @@ from ehr_release.privacy.disassociation.parse import (
     ReleaseRejected,
     parse_release,
 )
+from ehr_release.privacy.disassociation.replay import NAME as REPLAYED
+from ehr_release.privacy.disassociation.replay import Choices, choices_requirement
 from ehr_release.privacy.disassociation.structure import domain_problems, shape_problems
 from ehr_release.privacy.disassociation.tables import build_tables
 from ehr_release.reports import Requirement, VerificationReport
 
 
 def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
-             *, general: bool | None = None, map_fn: MapFn | None = None) -> VerificationReport:
+             *, general: bool | None = None, map_fn: MapFn | None = None,
+             choices: Choices | None = None) -> VerificationReport:
     """Check a release against the original for the requested k and m (fails closed).
 
     ``map_fn`` may run the itemset counting of m > 2 partition by partition elsewhere
     (see :mod:`ehr_release.privacy.itemset_counts`); the verdict does not depend on it.
+    ``choices`` (the run's policy and maxClusterSize) adds requirement 7, the exact replay
+    of HorPart, VerPart and Refine (:mod:`.replay`); :func:`verify`, the entry point of
+    every verification, always passes it. Without it the report has no such requirement.
     """
     reqs: list[Requirement] = []
+    later = (ORDER, REPLAYED) if choices is not None else (ORDER,)
     not_checked = "not checked: the release is not well formed"
     try:
         rel = parse_release(files)
@@ -39,7 +46,7 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
         reqs.append(Requirement("release format", f"{RELEASE_FILE} in the published layout",
                                 str(exc), False))
         for name in ("structure", "chunk k^m-anonymity", "Guarantee 1", "truthfulness",
-                     ORDER):
+                     *later):
             reqs.append(Requirement(name, "see release format", not_checked, False))
         return VerificationReport(NAME, reqs)
     declared = rel.k == k and rel.m == m
@@ -60,6 +67,8 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
         for name in ("chunk k^m-anonymity", "Guarantee 1", "truthfulness"):
             reqs.append(Requirement(name, "see structure", not_checked, False))
         reqs.append(order_requirement(rel))
+        if choices is not None:
+            reqs.append(Requirement(REPLAYED, "see structure", not_checked, False))
         return VerificationReport(NAME, reqs)
     f = analyse_tables(tables, m, general=general, map_fn=map_fn)
     chunk_ok = f.weakest_chunk_support is None or f.weakest_chunk_support >= k
@@ -89,6 +98,8 @@ def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,
         f"{len(f.untruthful)}+ inconsistencies, e.g. {f.untruthful[0]}",
         not f.untruthful, {"inconsistencies": f.untruthful}))
     reqs.append(order_requirement(rel))
+    if choices is not None:
+        reqs.append(choices_requirement(rel, tables, k, m, choices))
     return VerificationReport(NAME, reqs)
 
 
@@ -112,5 +123,12 @@ def order_requirement(rel: ParsedRelease) -> Requirement:
 def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any], *,
            map_fn: MapFn | None = None) -> VerificationReport:
     """The entry point every family shares: k^m-anonymity of ``files`` for the run's k and
-    m (see :func:`check_km`; ``map_fn`` only decides where the counting runs)."""
-    return check_km(files, original, int(params["k"]), int(params["m"]), map_fn=map_fn)
+    m, and the replay of the run's choices under its policy and maxClusterSize (see
+    :func:`check_km`; ``map_fn`` only decides where the counting runs)."""
+    from ehr_release.configuration.policies import resolve_policy
+
+    size = params.get("max_cluster_size")
+    choices = Choices(resolve_policy(str(params["policy"]), original).constraint_of(),
+                      None if size is None else int(size))
+    return check_km(files, original, int(params["k"]), int(params["m"]), map_fn=map_fn,
+                    choices=choices)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import io
 
 from ehr_release.privacy.canonical_parquet import ParquetRendering
-from ehr_release.privacy.closed_world import NOT_CHECKED, FileSchema, Nullable, ReleaseSchema
+from ehr_release.privacy.closed_world import FileSchema, Nullable, ReleaseSchema
 
 RELEASE_FILE = "release.parquet"
 
@@ -62,11 +62,21 @@ FIELDS_DOC = {
     "group": (
         "The row's group: P1, P2, … for the clusters in the order HorPart's split tree leaves "
         "them, then J1, J2, … for the joint clusters in Refine's order; a label is its "
-        "position, nothing else. No: the order is a cluster-level fact (it reflects which "
-        "code each split used — which the chunks already show, since a split code is in every "
-        "record on one side and none on the other) and cannot tell two records of one cluster "
-        "apart; the attack audit assumes the attacker knows the target's cluster and still "
-        "finds ≥ k candidates in it."),
+        "position, nothing else. Which records form a cluster, and the clusters' order, are "
+        "no free choice: HorPart is replayed (issue 32) under these rules — a partition "
+        "smaller than maxClusterSize (the parameter; empty = 2k) is a leaf; otherwise it "
+        "splits on the most frequent code of the current utility constraint not yet split "
+        "on, else of any constraint (which becomes the current one), else the most frequent "
+        "code; support counted in the partition, ties to the code first in string order; no "
+        "code left: a leaf. Records holding the code (D1, the constraint kept) come before "
+        "the others (D2, no constraint); an empty side is no leaf. Leaves in that depth-first "
+        "order make the clusters: a leaf of fewer than k records is carried into the next "
+        "leaf if it is a D1, else (carry included) joins the previous cluster, or starts the "
+        "first; a leftover carry joins the last cluster. No: the order is a cluster-level "
+        "fact (it reflects which code each split used — which the chunks already show, since "
+        "a split code is in every record on one side and none on the other) and cannot tell "
+        "two records of one cluster apart; the attack audit assumes the attacker knows the "
+        "target's cluster and still finds ≥ k candidates in it."),
     "size": (
         "The number of records of the group (≥ k for a cluster; the sum of its members' for "
         "a joint cluster), the same on every row of the group. No: a cluster-level count; "
@@ -74,16 +84,30 @@ FIELDS_DOC = {
     "joint": (
         "On a cluster's rows, the joint cluster it belongs to (null when none); on a joint "
         "cluster's rows, its own label. A joint cluster's members are thus the clusters "
-        "naming it, in cluster order. No: cluster-level; the member order fixes how a "
-        "positional reading would map shared subrecords to member records, which the attack "
-        "audit tests."),
+        "naming it, in cluster order. Refine's rules (replayed, issue 32): units — clusters, "
+        "or joint clusters already made — are walked in cluster order, the current one "
+        "trying to absorb the next, in passes until one joins nothing; two units join only "
+        "if they hold at most 4 × maxClusterSize records together and neither's shared codes "
+        "are in a record chunk of the other; a candidate code is in an item chunk of one and "
+        "in an item or shared chunk of the other, in no record chunk of either, and gains if "
+        "the units' item-chunk supports sum to ≥ k or it is shared already; VerPart on the "
+        "members' records projected onto the gaining and shared codes must place a gaining "
+        "code, and its chunks are the shared chunks. No: cluster-level; the member order "
+        "fixes how a positional reading would map shared subrecords to member records, which "
+        "the attack audit tests."),
     "chunk": (
         "0: the cluster's item chunk — the codes held by fewer than k records of the cluster, "
-        "without counts or owners. 1, 2, …: a cluster's record chunks in VerPart's order (by "
-        "code support, a published figure), or a joint cluster's shared chunks in Refine's "
-        "order. No: cluster-level; every record or shared chunk is k^m-anonymous (checked by "
-        "the verifier; the attack audit counts the candidates), and any record of the cluster "
-        "(≥ k) could hold any item-chunk code."),
+        "without counts or owners. 1, 2, …: a cluster's record chunks in VerPart's order, or "
+        "a joint cluster's shared chunks in Refine's order. VerPart's rules (replayed, issue "
+        "32): the cluster's codes held by ≥ k records are ordered — a utility constraint's "
+        "codes together, each by support (descending) then string order, constraints by "
+        "their first code's support (descending) then its string order, a code in no "
+        "constraint a constraint of its own; each pass adds, in that order, every remaining "
+        "code that keeps the chunk k^m-anonymous, then gives back the codes of any other "
+        "constraint than the first added code's that did not all make it in; chunk n is "
+        "pass n's. No: cluster-level; every record or shared chunk is k^m-anonymous (checked "
+        "by the verifier; the attack audit counts the candidates), and any record of the "
+        "cluster (≥ k) could hold any item-chunk code."),
     "subrecord": (
         "The subrecord's position in its chunk, 0 … size-1 (0 in the item chunk). The rule "
         "(issue 32): a record or shared chunk lists its subrecords sorted by the SHA-256 "
@@ -126,22 +150,25 @@ CHECKED_BY = {
     **dict.fromkeys(("k", "m"), "verifier (release format): the run's k and m, the same on "
                                 "every row"),
     "group": "verifier (release format): P1, P2, … then J1, J2, …, each in one run of "
-             f"rows; {NOT_CHECKED}: that the clusters come in HorPart's order",
+             "rows; verifier (choices replayed): each cluster's records and the clusters' "
+             "order exactly HorPart's, replayed from the original (site only: needs it)",
     "size": "verifier (release format): one value per group; structure (the cluster's "
             "records, chunk sizes)",
     "joint": "verifier (release format): one value per group, J labels, a joint cluster "
-             "names itself; structure; attack: positional reading of shared chunks",
+             "names itself; structure; verifier (choices replayed): Refine's joint clusters "
+             "and shared chunks, replayed; attack: positional reading of shared chunks",
     "chunk": "verifier (release format): 0 (item chunk), 1, 2, … in each group; structure "
-             "(disjoint chunk domains), chunk k^m-anonymity; "
-             f"{NOT_CHECKED}: that record chunks come in VerPart's order",
+             "(disjoint chunk domains), chunk k^m-anonymity; verifier (choices replayed): "
+             "each chunk's codes and the chunks' order exactly VerPart's and Refine's, "
+             "replayed from the original (site only)",
     "subrecord": "verifier (release format): 0 … size-1 in each chunk; verifier (subrecord "
                  "order): each chunk's subrecords in the documented content-hash order, "
                  "replayed exactly; attack: positional reading (counts candidates under it)",
     "code": "verifier: chunk k^m-anonymity, Guarantee 1, truthfulness; release format "
             "(sorted and distinct inside a subrecord)",
     "(row order)": "verifier (release format): sorted by group, chunk, subrecord, code; "
-                   "verifier (subrecord order): each chunk's subrecords; "
-                   f"{NOT_CHECKED}: the order of the clusters (see group)",
+                   "verifier (subrecord order): each chunk's subrecords; verifier (choices "
+                   "replayed): the order of the clusters and chunks (see group, chunk)",
     "(file metadata)": "closed world: canonical Parquet bytes (this writer's rendering, no "
                        "metadata); verifier (release format)",
     "(identifiers)": "closed world: no such column; verifier: source ids (no source patient "
