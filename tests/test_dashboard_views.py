@@ -92,7 +92,7 @@ def test_run_page_charts_the_candidate_set_sizes(world) -> None:
     page = signed_in(app, "rita", creds["rita"]).get(f"/runs/{run_id}").text
     risk = text_of(page, "risk")
     assert "4–7 records 30 (75.0 %)" in risk and "8–15 records 10 (25.0 %)" in risk
-    assert "40 knowledge sets" in risk and "at least 3; smallest found 4" in risk
+    assert "40 distinct knowledge sets" in risk and "at least 3; smallest found 4" in risk
     assert re.findall(r'class="bar" style="display:block;width:([\d.]+)%"', page) == \
         ["100.0", "33.3"]
 
