@@ -437,9 +437,9 @@ def test_prefect_flow_run_is_linked_only_when_the_ui_is_configured(world, monkey
     runs.set_flow_run_id(run_id, flow_run)
     client = signed_in(app, "rita", creds["rita"])
     monkeypatch.delenv("PREFECT_UI_URL", raising=False)
-    assert "Prefect UI not configured" in text_of(client.get(f"/runs/{run_id}").text, "prefect")
+    assert "Prefect UI not found" in text_of(client.get(f"/runs/{run_id}").text, "prefect")
     monkeypatch.setenv("PREFECT_UI_URL", "javascript:alert(1)//")
-    assert "Prefect UI not configured" in text_of(client.get(f"/runs/{run_id}").text, "prefect")
+    assert "Prefect UI not found" in text_of(client.get(f"/runs/{run_id}").text, "prefect")
     monkeypatch.setenv("PREFECT_UI_URL", "http://127.0.0.1:4200/")
     page = client.get(f"/runs/{run_id}").text
     assert f'href="http://127.0.0.1:4200/runs/flow-run/{flow_run}"' in page

@@ -6,6 +6,7 @@ use them without the verifier importing anything from the algorithm it checks.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -138,6 +139,27 @@ class UtilityReport:
         }
 
 
+def candidate_set_distribution(sizes: Iterable[int]) -> list[list[int]]:
+    """How many knowledge sets left the attacker each size of candidate set, in bands.
+
+    Bands double (0, 1, 2–3, 4–7, 8–15, …) so a release of any size gives a short chart;
+    every band from the smallest to the largest size found is listed, empty ones too, so
+    the chart's axis has no gaps. Returns ``[low, high, count]`` rows; none for no sizes.
+    """
+    import numpy as np
+
+    values = np.asarray(list(sizes) if not hasattr(sizes, "__array__") else sizes,
+                        dtype=np.int64).ravel()
+    if not len(values):
+        return []
+    # frexp's exponent of a positive integer is its bit length: 1 → 1, 2–3 → 2, 4–7 → 3
+    bands = np.where(values <= 0, 0, np.frexp(np.maximum(values, 1).astype(float))[1])
+    counts = np.bincount(bands)
+    low = int(bands.min())
+    return [[0 if band == 0 else 1 << (band - 1), 0 if band == 0 else (1 << band) - 1,
+             int(counts[band])] for band in range(low, len(counts))]
+
+
 @dataclass(frozen=True)
 class AttackReport:
     """What an independent re-identification attack on the published bytes achieved.
@@ -151,6 +173,9 @@ class AttackReport:
     Nothing here may name a patient or a value: it goes to reviewers and the certificate.
     ``on_original`` marks a ``measured`` computed on the original data (DiffGen's count of
     exact counts), which only the terminal shows: see :meth:`stored`.
+    ``candidate_set_sizes`` is how the candidate sets the attack found are spread
+    (:func:`candidate_set_distribution`: ``[low, high, knowledge sets]`` per size band), the
+    risk view ARX users read before deciding; counts only, kept by a passed audit.
     """
 
     attacker_model: str
@@ -163,14 +188,17 @@ class AttackReport:
     required: str = ""
     seconds: float = 0.0
     on_original: bool = False
+    candidate_set_sizes: list[list[int]] = field(default_factory=list)
 
     def stored(self) -> AttackReport:
         """The copy that may leave the process, by the rule of :meth:`Requirement.stored`:
         the attacker model, the counts and the verdict stay; a failed attack's measured text
-        and one measured on the original data do not."""
+        and one measured on the original data do not, nor their size distribution (the
+        bands below k of a failed audit point at the patients it singled out)."""
         if self.passed and not self.on_original:
             return self
-        return replace(self, measured=WITHHELD_ORIGINAL if self.passed else WITHHELD_FAILED)
+        return replace(self, measured=WITHHELD_ORIGINAL if self.passed else WITHHELD_FAILED,
+                       candidate_set_sizes=[])
 
     def requirement(self) -> Requirement:
         """The attack's verdict as one more verification requirement."""

@@ -92,7 +92,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
     from sqlalchemy.engine import make_url
 
     from ehr_release.destinations import shown_releases_root
-    from ehr_release.flows.server import running_server
+    from ehr_release.flows.server import running_server, ui_url
     from ehr_release.storage.engine import HOME_ENV, database_url, home
 
     api = running_server()
@@ -102,7 +102,7 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
             "releases_root": shown_releases_root(),
             "prefect_home": os.environ.get("PREFECT_HOME"),
             "prefect_api": api,
-            "prefect_ui": api.removesuffix("/api") if api else None}
+            "prefect_ui": ui_url()}  # the dashboard links the same address
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return

@@ -6,9 +6,11 @@ is audited). Failures are HTML pages (:mod:`ehr_release.dashboard.errors`). The 
 in :mod:`ehr_release.dashboard.routes`, one router per job: sign-in
 (:mod:`~ehr_release.dashboard.routes.signin`), runs and decisions
 (:mod:`~ehr_release.dashboard.routes.runs`), documents
-(:mod:`~ehr_release.dashboard.routes.documents`), the audit page
-(:mod:`~ehr_release.dashboard.routes.audit`) and the release history
-(:mod:`~ehr_release.dashboard.routes.history`).
+(:mod:`~ehr_release.dashboard.routes.documents`), a release's first rows
+(:mod:`~ehr_release.dashboard.routes.rows`), the audit page
+(:mod:`~ehr_release.dashboard.routes.audit`), the release history
+(:mod:`~ehr_release.dashboard.routes.history`) and the comparisons
+(:mod:`~ehr_release.dashboard.routes.comparisons`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ehr_release.dashboard import errors
-from ehr_release.dashboard.routes import audit, documents, history, runs, signin
+from ehr_release.dashboard.launch import Launcher, launch_in_background
+from ehr_release.dashboard.routes import (
+    audit,
+    comparisons,
+    documents,
+    history,
+    rows,
+    runs,
+    signin,
+)
 from ehr_release.dashboard.security import (
     COOKIE,
     Network,
@@ -32,9 +43,12 @@ __all__ = ["COOKIE", "create_app"]
 
 def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None = None,
                throttle: ThrottlePolicy | None = None,
-               trusted_proxies: tuple[Network, ...] | None = None) -> FastAPI:
+               trusted_proxies: tuple[Network, ...] | None = None,
+               launch: Launcher | None = None) -> FastAPI:
     """Build the app. ``publish`` runs the publishing flow of an approved run (default:
-    :func:`ehr_release.service.publish`; tests inject one).
+    :func:`ehr_release.service.publish`; tests inject one); ``launch`` starts the release
+    flow of a row released from the comparisons page (default:
+    :func:`~ehr_release.dashboard.launch.launch_in_background`).
 
     ``secure_cookies`` (default: ``EHR_RELEASE_SECURE_COOKIES``) marks cookies Secure even
     when TLS ends at a proxy; ``throttle`` (default: ``EHR_RELEASE_SIGNIN_*``) limits
@@ -51,7 +65,8 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         secure_cookies=secure_cookies_from_env() if secure_cookies is None else secure_cookies,
         throttle=throttle or ThrottlePolicy.from_env(),
         trusted_proxies=(trusted_proxies_from_env() if trusted_proxies is None
-                         else trusted_proxies))
+                         else trusted_proxies),
+        launch=launch or launch_in_background)
     errors.install(app)
 
     @app.middleware("http")
@@ -64,6 +79,6 @@ def create_app(*, publish: Publisher | None = None, secure_cookies: bool | None 
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
-    for module in (signin, runs, documents, audit, history):
+    for module in (signin, runs, rows, documents, audit, history, comparisons):
         app.include_router(module.router)
     return app

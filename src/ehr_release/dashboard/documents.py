@@ -7,7 +7,6 @@ must agree on which file is current (the published one over the reviewer's draft
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -18,8 +17,6 @@ from ehr_release.datasheet import DATASHEET
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.models import ReleaseRun
-
-UI_ENV = "PREFECT_UI_URL"
 
 
 def certificate_file(run_id: str) -> Path | None:
@@ -60,12 +57,18 @@ def prefect_links(run: ReleaseRun, events: Iterable[Any] = ()) -> PrefectLinks:
     """The release flow-run page (its Artifacts tab holds each stage's artifact) and, once
     published, the publishing flow run (its id is in the ``run.published`` audit event).
 
-    The UI's address comes from ``PREFECT_UI_URL``; only an http(s) address is linked, so a
-    setting cannot smuggle a ``javascript:`` link onto the page; ids must parse as UUIDs.
+    The UI's address is the one ``ehr-release home`` prints (:func:`~ehr_release.flows.
+    server.ui_url`: ``PREFECT_UI_URL``, else this home's running local server); only an
+    http(s) address is linked, so a setting cannot smuggle a ``javascript:`` link onto the
+    page; ids must parse as UUIDs.
     """
-    ui = os.environ.get(UI_ENV, "").strip().rstrip("/")
+    from ehr_release.flows.server import UI_ENV, ui_url
+
+    ui = ui_url() or ""
     if not ui.startswith(("http://", "https://")):
-        return PrefectLinks(None, None, f"Prefect UI not configured (set {UI_ENV})")
+        return PrefectLinks(None, None, "Prefect UI not found: no local Prefect server of "
+                            f"this home is running (`ehr-release home`) and {UI_ENV} is not "
+                            "set")
     flow_run = _uuid(run.flow_run_id)
     if flow_run is None:
         return PrefectLinks(None, None, "no Prefect flow run recorded for this run")

@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from ehr_release.dashboard.charts import run_charts
 from ehr_release.dashboard.documents import certificate_file, datasheet_file, prefect_links
+from ehr_release.dashboard.risk import risk_view
 from ehr_release.dashboard.summary import plain_summary
 from ehr_release.governance import same_person
 from ehr_release.service import SETTLED, RunState, run_state
@@ -86,6 +87,7 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
         "prefect": prefect_links(run, events),
         "summary": plain_summary(run, verification, utility, bundle),
         "charts": run_charts(bundle, utility),
+        "risk": risk_view(bundle),
         "destination_problem": _destination_problem(run) if awaiting else None,
     }
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from ehr_release.dashboard.launch import Launcher, launch_in_background
 from ehr_release.dashboard.security import Network
 from ehr_release.storage.runs import Status
 from ehr_release.storage.throttle import ThrottlePolicy
@@ -22,12 +23,14 @@ Publisher = Callable[[str], Status]
 class DashboardSettings:
     """``publish`` runs an approved run's publishing flow; ``secure_cookies`` marks cookies
     Secure even when TLS ends at a proxy; ``throttle`` limits failed sign-ins;
-    ``trusted_proxies`` are the only peers whose ``X-Forwarded-For`` names the client."""
+    ``trusted_proxies`` are the only peers whose ``X-Forwarded-For`` names the client;
+    ``launch`` starts the release flow of a request made on the comparisons page."""
 
     publish: Publisher
     secure_cookies: bool
     throttle: ThrottlePolicy
     trusted_proxies: tuple[Network, ...] = ()
+    launch: Launcher = launch_in_background
 
 
 def settings_of(request: Request) -> DashboardSettings:

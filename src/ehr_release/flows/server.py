@@ -114,6 +114,24 @@ def running_server() -> str | None:
     return url if _healthy(url) else None
 
 
+UI_ENV = "PREFECT_UI_URL"
+
+
+def ui_url() -> str | None:
+    """The Prefect UI's address: ``PREFECT_UI_URL`` if set, else this home's running local
+    server's (its API address without ``/api``), else None.
+
+    One answer for ``ehr-release home`` and the dashboard: the dashboard once said "Prefect
+    UI not configured" while ``home`` printed the address, because only the server's own
+    process has ``PREFECT_UI_URL`` set (:func:`server_env`).
+    """
+    explicit = os.environ.get(UI_ENV, "").strip().rstrip("/")
+    if explicit:
+        return explicit
+    api = running_server()
+    return api.removesuffix("/api") if api else None
+
+
 def ensure_api() -> str:
     """The Prefect API URL to use, starting the shared local server if none is running.
 

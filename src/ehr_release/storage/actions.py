@@ -48,6 +48,7 @@ class AuditAction(StrEnum):
     DASHBOARD_CSRF_REFUSED = "dashboard.csrf_refused"
     CERTIFICATE_DOWNLOADED = "certificate.downloaded"
     DATASHEET_DOWNLOADED = "datasheet.downloaded"
+    RELEASE_ROWS_VIEWED = "release.rows_viewed"
     # the site's history policy: sources, the ε total, weaker re-releases
     SOURCE_REGISTERED = "source.registered"
     SITE_EPSILON_TOTAL_SET = "site.epsilon_total_set"

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -55,7 +55,7 @@ from scipy import sparse
 
 from ehr_release.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
-from ehr_release.reports import AttackReport
+from ehr_release.reports import AttackReport, candidate_set_distribution
 
 RELEASE_FILE = "release.parquet"
 COLUMNS = ("k", "m", "group", "size", "joint", "chunk", "subrecord", "code")
@@ -865,7 +865,8 @@ def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -
     if smallest == 0:
         measured += ("; 0: some patient's codes fit no cluster, so the release does not hold "
                      "that patient as published")
-    report = _report(m, k, tried, exhaustive, smallest, measured)
+    report = replace(_report(m, k, tried, exhaustive, smallest, measured),
+                     candidate_set_sizes=candidate_set_distribution(values))
     if smallest is None:
-        return AttackReport(**{**report.to_dict(), "passed": True})
+        return replace(report, passed=True)
     return report

@@ -33,6 +33,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter
@@ -43,7 +44,7 @@ import orjson
 import pandas as pd
 
 from ehr_release.hierarchy import normalize_icd9
-from ehr_release.reports import AttackReport
+from ehr_release.reports import AttackReport, candidate_set_distribution
 
 if TYPE_CHECKING:
     from ehr_release.dataset import Dataset
@@ -282,7 +283,8 @@ def attack_kmap(files: Mapping[str, bytes], sample_ids: Sequence[str],
     measured = (f"smallest candidate set {smallest:,} over {len(population):,} population "
                 f"records × {len(lines):,} released lines{note}; cross-record matching, which "
                 f"k-map does not model, narrows the smallest to {cross:,}")
-    return _report(len(population), k, smallest, measured)
+    return replace(_report(len(population), k, smallest, measured),
+                   candidate_set_sizes=candidate_set_distribution(narrowed))
 
 
 def _report(n: int, k: int, smallest: int | None, measured: str) -> AttackReport:

@@ -49,7 +49,7 @@ from ehr_release.configuration.constraints import NumericalAttribute, RTConfig, 
 from ehr_release.dataset import Dataset
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
 from ehr_release.privacy.kkm_inputs import read_original
-from ehr_release.reports import AttackReport
+from ehr_release.reports import AttackReport, candidate_set_distribution
 
 RECORDS_FILE = "records.parquet"
 CODES_FILE = "generalized_codes.parquet"
@@ -537,7 +537,8 @@ def attack_kkm(files: Mapping[str, bytes], original: Dataset, config: RTConfig, 
                     f"); " + "; ".join(notes))
     return AttackReport(attacker_model=model, knowledge_sets_tried=tried,
                         exhaustive=know.exhaustive, smallest_candidate_set=smallest,
-                        threshold=k, passed=passed, measured=measured)
+                        threshold=k, passed=passed, measured=measured,
+                        candidate_set_sizes=candidate_set_distribution(sizes))
 
 
 def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -> AttackReport:
