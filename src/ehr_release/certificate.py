@@ -161,12 +161,11 @@ def fit_table(name: str, rows: Sequence[Mapping[str, Any]], algorithm: str = ""
     if len(columns) <= MAX_COLUMNS:
         return [DisplayTable(name, columns, cells(columns), len(rows))]
     label, rest = columns[0], columns[1:]
-    width = MAX_COLUMNS - 1
-    groups = [rest[i:i + width] for i in range(0, len(rest), width)]
-    return [DisplayTable(name, [label, *group], cells([label, *group]), len(rows),
-                         part=f"columns {i * width + 1}–{i * width + len(group)} of "
-                              f"{len(rest)}")
-            for i, group in enumerate(groups)]
+    count = -(-len(rest) // (MAX_COLUMNS - 1))  # as few groups as fit, of even widths
+    bounds = [round(i * len(rest) / count) for i in range(count + 1)]
+    return [DisplayTable(name, [label, *rest[a:b]], cells([label, *rest[a:b]]), len(rows),
+                         part=f"columns {a + 1}–{b} of {len(rest)}")
+            for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 # --------------------------------------------------------------------------- first page
@@ -218,7 +217,7 @@ class Summary:
 
 #: Free text (recipient, purpose, terms) longer than this is cut on the first page; the
 #: full text is in section 1.
-MAX_SUMMARY_TEXT = 240
+MAX_SUMMARY_TEXT = 120
 
 
 def short(text: str | None, missing: str = "not stated in the request") -> str:
@@ -281,7 +280,7 @@ def _utility_words(ctx: CertificateContext) -> str:
     parts = []
     baseline = baseline_words(ctx.algorithm)
     if ctx.utility.below_baseline:
-        parts.append("POOR: below a trivial baseline the evaluation computed (red box above).")
+        parts.append("POOR: below a trivial baseline (red box above).")
     elif baseline:
         parts.append(f"Not below the trivial baseline the evaluation computes ({baseline}).")
     else:

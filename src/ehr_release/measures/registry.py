@@ -115,13 +115,13 @@ MEASURES: tuple[Measure, ...] = (
             "100 % is all kept", kind="share"),
     Measure(r"^share ", "a proportion", "", "between 0 % and 100 %", kind="share"),
     # ----- DiffGen's accuracy (already in %)
-    Measure(r"^CA \(%\) mean", "accuracy of a classifier trained on the release and tested "
-            "on held-out records", "higher", "the closer to BA (the original's) the better; "
-            "at or below LA it is useless", kind="percent", families=DG, key=1),
-    Measure(r"^BA \(%\) mean", "the same classifier trained on the original records",
-            "higher", "the best to hope for", kind="percent", families=DG, key=2),
-    Measure(r"^LA \(%\) mean", "always predicting the most common class", "",
-            "the trivial baseline CA must beat", kind="percent", families=DG, key=3),
+    Measure(r"^CA \(%\) mean", "accuracy of a classifier trained on the release, tested on "
+            "held-out records", "higher", "near BA is good; at or below LA it is useless",
+            kind="percent", families=DG, key=1),
+    Measure(r"^BA \(%\) mean", "the same classifier trained on the original", "",
+            "the best to hope for", kind="percent", families=DG, key=2),
+    Measure(r"^LA \(%\) mean", "always guessing the most common class", "",
+            "CA must beat it", kind="percent", families=DG, key=3),
     Measure(r"^(CA|BA|LA) \(%\) std", "spread of that accuracy over the evaluation runs", "",
             "smaller is a steadier figure", kind="percent", families=DG),
     Measure(r"^in-release accuracy", "accuracy of the released groups on the records they "
@@ -166,6 +166,8 @@ def explain(algorithm: str, name: str) -> str:
     if m is None:
         return ""
     better = {"lower": "; lower is better", "higher": "; higher is better"}.get(m.better, "")
+    if re.search(r"\b(good|useless)\b", m.scale):  # the scale already says which way
+        better = ""
     return f"{m.words}: {m.scale}{better}"
 
 

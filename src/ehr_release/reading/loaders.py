@@ -4,15 +4,17 @@ Each function uses pandas and numpy only and imports them itself, so its source 
 snippet the datasheet prints under "Load it" (:func:`ehr_release.reading.snippet`): a
 researcher without this package copies it and gets the same frame
 ``ehr_release.reading.load_release`` gives. Keep them that way — self-contained, short,
-no helper outside the function.
+no helper outside the function, annotations as strings (the printed code runs on its
+own, without this module's imports).
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from typing import Any
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def load_disassociation(folder: str = ".", seed: int = 0) -> Any:
+def load_disassociation(folder: str = ".", seed: int = 0) -> "pd.DataFrame":
     """One random reconstruction of a disassociated release: one row per record.
 
     Per cluster, each record chunk's subrecords are dealt to the cluster's records in a
@@ -27,7 +29,7 @@ def load_disassociation(folder: str = ".", seed: int = 0) -> Any:
     rng = np.random.default_rng(seed)
     records: dict[str, list[set]] = {}
 
-    def deal(chunk: Any, targets: list[set]) -> None:
+    def deal(chunk: "pd.DataFrame", targets: list[set]) -> None:
         subrecords = [set(part["code"].dropna()) for _, part in chunk.groupby("subrecord")]
         for target, i in zip(targets, rng.permutation(len(subrecords)), strict=True):
             target.update(subrecords[i])
@@ -53,7 +55,7 @@ def load_disassociation(folder: str = ".", seed: int = 0) -> Any:
              (g, c) for g, recs in records.items() for c in recs)])
 
 
-def load_kkm(folder: str = ".") -> Any:
+def load_kkm(folder: str = ".") -> "pd.DataFrame":
     """A (k, k^m)-anonymous release (ArtUC and its variants): one row per record.
 
     The two files joined: each record's generalized-code ids replaced by the codes each
@@ -77,7 +79,7 @@ def load_kkm(folder: str = ".") -> Any:
     return out
 
 
-def load_diffgen(folder: str = ".") -> Any:
+def load_diffgen(folder: str = ".") -> "pd.DataFrame":
     """A DiffGen release: one row per released group, its noisy count as ``weight``.
 
     Use the weight as a frequency weight (e.g. ``sample_weight=``); a numerical attribute's
@@ -105,7 +107,7 @@ def load_diffgen(folder: str = ".") -> Any:
         {"weight": "int64"})
 
 
-def load_gccens(folder: str = ".") -> Any:
+def load_gccens(folder: str = ".") -> "pd.DataFrame":
     """A GCCens release: one row per patient, the censored codes as a list (a code repeated
     as many times as the record holds it)."""
     import pandas as pd
@@ -116,7 +118,7 @@ def load_gccens(folder: str = ".") -> Any:
     return lines
 
 
-def load_lda(folder: str = ".") -> Any:
+def load_lda(folder: str = ".") -> "pd.DataFrame":
     """An LDA release: one row per patient, the trajectory as a list of (diagnosis node,
     age low, age high) in age order."""
     import pandas as pd
