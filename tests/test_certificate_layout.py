@@ -252,11 +252,14 @@ def test_diffgen_class_column_shows_the_column_used() -> None:
     assert "in_hospital_death" in render_datasheet_html(sheet)
 
 
-def test_artuc_comparison_is_turned_one_row_per_measure() -> None:
+def test_artuc_comparison_is_split_into_column_groups_not_turned() -> None:
+    """Issue 34: turned on its side, a table's header row held its first column's values
+    and could part from its rows; column groups each repeat the label column instead."""
     cert, _ = _release("artuc")
     html = render_certificate_html(cert)
-    assert "Shown on its side" in html
-    assert "<th>artuc</th><th>rmr</th><th>artuc-baseline</th>" in html
+    assert "on its side" not in html
+    assert "<thead><tr><th>algorithm</th><th>NCP</th><th>UL</th>" in html
+    assert html.count("<th>algorithm</th>") == 3  # 14 figures in groups of 5
 
 
 def test_codes_only_release_says_demographics_are_not_released() -> None:
@@ -293,3 +296,36 @@ def test_the_comparison_report_fits_the_page() -> None:
         recommended=outcomes[0], reasons=["row 1 did not verify"], requirements=[],
         max_loss=None)
     assert _overflows(render_comparison_html(ctx)) == []
+
+
+@pytest.mark.parametrize("name", ["artuc", "disassociation", "diffgen"])
+def test_utility_reads_in_words_on_page_one_and_in_full_in_the_appendix(name: str) -> None:
+    """Issue 34 finding 7: page 1 reads the key measures out, each with what it is and what
+    good and bad look like; shares print as percentages; every figure and table is in
+    Appendix A, after the record."""
+    import html as html_lib
+
+    from ehr_release.measures import key_measures, measure, shown_value
+
+    cert, _ = _release(name)
+    html = render_certificate_html(cert)
+    first = " ".join(_page_text(html, 0).split()).replace("- ", "-")  # undo hyphen breaks
+    keys = key_measures(name, cert.utility.metrics, cert.headline_loss)
+    assert keys, name
+    for key in keys:
+        m = measure(name, key)
+        assert m is not None
+        shown = shown_value(name, key, cert.utility.metrics[key])
+        assert f"{key} {shown} — {m.words}" in first, (name, key)
+        assert m.scale.split(";")[0] in first, (name, key)
+    page = html_lib.unescape(html)
+    appendix = page[page.index("Appendix A. All utility figures"):]
+    for key, value in cert.utility.metrics.items():
+        assert f"<td>{key}</td><td class=\"num\">{shown_value(name, key, value)}</td>" \
+            in appendix, key
+    for key, value in cert.utility.metrics.items():
+        m = measure(name, key)
+        if m is not None and m.kind == "share" and isinstance(value, float):
+            assert shown_value(name, key, value).endswith(" %"), key
+    for table in cert.utility.tables:
+        assert f"<h3>{table}" in appendix, table

@@ -251,6 +251,20 @@ def test_run_page_formats_figures(world) -> None:
     assert "e+0" not in utility and "e-0" not in utility
 
 
+def test_run_page_explains_each_figure_with_its_scale(world) -> None:
+    """Issue 34 finding 7: no bare jargon row — each figure has its words and scale, from
+    the same registry as the certificate, and a share reads as a percentage."""
+    run_id, creds, _, app = world
+    runs.save_utility(run_id, {"algorithm": "disassociation", "metrics": {
+        "MRE within ±5% (share)": 0.925, "ARE W2 (estimator)": 0.3,
+        "MRE median % (one record per item code)": -372.8}})
+    page = signed_in(app, "rita", creds["rita"]).get(f"/runs/{run_id}").text
+    utility = text_of(page, "utility")
+    assert "MRE within ±5% (share) 92.5 %" in utility and "higher is better" in utility
+    assert "ARE W2 (estimator) 0.3" in utility and "0 is exact" in utility
+    assert "-372.8 %" in utility and "matches invented" in utility
+
+
 def test_refusals_after_a_decision_post_are_html_pages(world) -> None:
     run_id, creds, _, app = world
     client = signed_in(app, "rita", creds["rita"])

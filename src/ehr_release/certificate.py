@@ -16,10 +16,14 @@ figures with what each means, the SHA-256 of every released file, the reviewer's
 and the head of the audit chain. It is rendered twice: a *draft* for the reviewer before the
 decision (watermarked, no approval block), and the final one filed with the run.
 
-Every table fits the page: tables wider than :data:`MAX_COLUMNS` columns are turned on their
-side (one row per measure), and the stylesheet wraps long cells instead of letting them run
-past the margin (``tests/test_certificate_layout.py`` renders every algorithm's certificate
-and measures each table against the page).
+Every table fits the page and keeps its header: a table wider than :data:`MAX_COLUMNS`
+columns is split into column groups, each repeating the label column (never turned on its
+side, which put numbers in the header row), every header row repeats on each page the table
+runs onto, header words are never broken, and the stylesheet wraps long cells instead of
+letting them run past the margin (``tests/test_certificate_layout.py`` and
+``tests/test_document_tables.py`` render the documents and check each table on each page).
+Utility reads in words on page 1 — a few key measures, each with its scale from the measures
+registry (:mod:`ehr_release.measures`) — and every figure and table is in Appendix A.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from datetime import datetime
 from typing import Any
 
 from ehr_release.datasheet import DatasheetFile
+from ehr_release.measures import describe, explain, key_measures, shown_value
 from ehr_release.plain import (
     baseline_words,
     code_edition,
-    explain_metric,
     format_number,
     guarantee_sentence,
     human_type,
@@ -51,8 +55,9 @@ __all__ = ["ApprovalBlock", "CertificateContext", "environment", "html_to_pdf",
 
 #: Rows of a utility table shown in the certificate; the full table is in the database.
 MAX_TABLE_ROWS = 25
-#: A table with more columns than this is shown on its side (columns become rows): ArtUC's
-#: comparison has 15 figures per algorithm, which no A4 page holds side by side.
+#: A table with more columns than this is split into column groups of this many columns,
+#: each repeating the first (label) column: ArtUC's comparison has 15 figures per algorithm,
+#: which no A4 page holds side by side.
 MAX_COLUMNS = 6
 #: Field names listed per released file on the first page; the datasheet lists them all.
 MAX_SUMMARY_FIELDS = 6
@@ -128,32 +133,39 @@ class CertificateContext:
 # --------------------------------------------------------------------------- tables
 @dataclass(frozen=True)
 class DisplayTable:
-    """A utility table as printed: header, cells already in words, rows left out."""
+    """A utility table as printed: header, cells already in words, rows left out; ``part``
+    says which columns a column group holds ("" when the table is whole)."""
 
     name: str
     header: list[str]
     rows: list[list[str]]
     total: int
-    turned: bool = False
+    part: str = ""
 
 
-def fit_table(name: str, rows: Sequence[Mapping[str, Any]]) -> DisplayTable:
-    """Shape a utility table for the page: too many columns and few rows → turn it.
+def fit_table(name: str, rows: Sequence[Mapping[str, Any]], algorithm: str = ""
+              ) -> list[DisplayTable]:
+    """Shape a utility table for the page: too many columns → column groups.
 
-    Turned, the first column's values become the header (e.g. the algorithms of ArtUC's
-    comparison) and every other column becomes one row (one measure per line).
+    Each group repeats the first column (what a row is: an algorithm, a query size) so no
+    figure is printed away from its row's label and its column's name; figures are printed
+    as the measures registry says (shares as percentages).
     """
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    if len(columns) > MAX_COLUMNS and len(rows) < MAX_COLUMNS:
-        first, rest = columns[0], columns[1:]
-        header = ["measure", *(format_number(r.get(first, "")) for r in rows)]
-        body = [[col, *(format_number(r[col]) if col in r else "—" for r in rows)]
-                for col in rest]
-        return DisplayTable(name, header, body[:MAX_TABLE_ROWS], len(body), turned=True)
     shown = rows[:MAX_TABLE_ROWS]
-    return DisplayTable(name, columns,
-                        [[format_number(r[c]) if c in r else "—" for c in columns]
-                         for r in shown], len(rows))
+
+    def cells(cols: Sequence[str]) -> list[list[str]]:
+        return [[shown_value(algorithm, c, r[c]) if c in r else "—" for c in cols]
+                for r in shown]
+
+    if len(columns) <= MAX_COLUMNS:
+        return [DisplayTable(name, columns, cells(columns), len(rows))]
+    label, rest = columns[0], columns[1:]
+    count = -(-len(rest) // (MAX_COLUMNS - 1))  # as few groups as fit, of even widths
+    bounds = [round(i * len(rest) / count) for i in range(count + 1)]
+    return [DisplayTable(name, [label, *rest[a:b]], cells([label, *rest[a:b]]), len(rows),
+                         part=f"columns {a + 1}–{b} of {len(rest)}")
+            for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 # --------------------------------------------------------------------------- first page
@@ -196,6 +208,8 @@ class Summary:
     attack: Verdict | None
     utility: str
     below_baseline: list[str]
+    #: The key measures in words, each with its scale (:func:`ehr_release.measures.describe`).
+    measures: list[str]
     low_utility_waived: bool
     waivers: list[str]
     provenance: str
@@ -203,7 +217,7 @@ class Summary:
 
 #: Free text (recipient, purpose, terms) longer than this is cut on the first page; the
 #: full text is in section 1.
-MAX_SUMMARY_TEXT = 240
+MAX_SUMMARY_TEXT = 120
 
 
 def short(text: str | None, missing: str = "not stated in the request") -> str:
@@ -264,25 +278,27 @@ def _attack_verdict(outcome: ReleaseOutcome | None, noise_audit: bool) -> Verdic
 def _utility_words(ctx: CertificateContext) -> str:
     metrics = ctx.utility.metrics
     parts = []
-    if ctx.headline_loss and ctx.headline_loss in metrics:
-        meaning = explain_metric(ctx.algorithm, ctx.headline_loss)
-        parts.append(f"Headline figure {ctx.headline_loss} = "
-                     f"{format_number(metrics[ctx.headline_loss])}"
-                     + (f" ({meaning})." if meaning else "."))
     baseline = baseline_words(ctx.algorithm)
     if ctx.utility.below_baseline:
-        parts.append("POOR: below a trivial baseline the evaluation computed (red box above).")
+        parts.append("POOR: below a trivial baseline (red box above).")
     elif baseline:
         parts.append(f"Not below the trivial baseline the evaluation computes ({baseline}).")
     else:
         parts.append("The evaluation computes no trivial baseline for this algorithm; judge "
-                     "the figures in section 5.")
+                     "the figures below and in section 5.")
     if not ctx.utility.below_baseline and (useless := no_better_than_nothing(metrics)):
         parts.append("Caution: " + ", ".join(
             f"{name} = {format_number(metrics[name])}" for name in useless)
             + " — at or above 1, those queries are answered no better than by publishing "
               "nothing.")
     return " ".join(parts)
+
+
+def _measure_lines(ctx: CertificateContext) -> list[str]:
+    """The key measures, headline first, each with what it means and its scale."""
+    metrics = ctx.utility.metrics
+    return [describe(ctx.algorithm, name, metrics[name])
+            for name in key_measures(ctx.algorithm, metrics, ctx.headline_loss)]
 
 
 def _provenance(data_use: DataUse) -> str:
@@ -313,7 +329,7 @@ def summary(ctx: CertificateContext) -> Summary:
         records=records_words(ctx.algorithm, records),
         guarantee=guarantee_sentence(ctx.algorithm, ctx.privacy_model, ctx.parameters),
         verification=verification, attack=_attack_verdict(ctx.outcome, limits is not None),
-        utility=_utility_words(ctx), below_baseline=below,
+        utility=_utility_words(ctx), below_baseline=below, measures=_measure_lines(ctx),
         low_utility_waived=len(others) < len(waivers), waivers=others,
         provenance=_provenance(ctx.data_use))
 
@@ -373,12 +389,15 @@ def _template_vars(ctx: CertificateContext) -> dict[str, Any]:
     charts = list(ctx.utility.charts)
     if not charts and (fallback := metrics_chart(ctx.utility)) is not None:
         charts.append(fallback)
-    tables = [fit_table(name, rows) for name, rows in ctx.utility.tables.items() if rows]
-    metrics = [(name, value, explain_metric(ctx.algorithm, name))
+    tables = [part for name, rows in ctx.utility.tables.items() if rows
+              for part in fit_table(name, rows, ctx.algorithm)]
+    metrics = [(name, shown_value(ctx.algorithm, name, value), explain(ctx.algorithm, name))
                for name, value in ctx.utility.metrics.items()]
+    keys = key_measures(ctx.algorithm, ctx.utility.metrics, ctx.headline_loss)
+    key_rows = [row for row in metrics if row[0] in keys]
     return {"c": ctx, "s": summary(ctx), "tables": tables, "metrics": metrics,
-            "charts": charts, "max_rows": MAX_TABLE_ROWS, "columns": source_columns(ctx),
-            "short": short, "css": stylesheet()}
+            "key_metrics": key_rows, "charts": charts, "max_rows": MAX_TABLE_ROWS,
+            "columns": source_columns(ctx), "short": short, "css": stylesheet()}
 
 
 def render_certificate_html(ctx: CertificateContext) -> str:

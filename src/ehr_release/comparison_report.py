@@ -34,36 +34,57 @@ class ComparisonContext:
     max_loss: float | None
 
 
-def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | None:
-    """Loss against the grid parameter, one line per algorithm; failed candidates as ×."""
+Points = list[tuple[float, float, bool]]
+
+
+def frontier_panels(outcomes: Sequence[Outcome], axis: str | None
+                    ) -> dict[str, dict[str, Points]]:
+    """Loss measure → algorithm → (grid value, loss, verified) points.
+
+    One panel per measure: figures on different scales (ARE W2 and ARE W3, an ARE and a
+    CUL) never share an axis, where the larger would flatten the other.
+    """
+    panels: dict[str, dict[str, Points]] = defaultdict(lambda: defaultdict(list))
     if axis is None:
-        return None
-    lines: dict[str, list[tuple[float, float, bool]]] = defaultdict(list)
+        return {}
     for o in outcomes:
         raw = o.candidate.params.get(axis)
-        if raw is None or o.loss is None:
+        if raw is None or o.loss is None or o.loss_metric is None:
             continue
         try:
-            lines[f"{o.candidate.algorithm} — {o.loss_metric}"].append(
-                (float(raw), o.loss, o.verified))
+            x = float(raw)
         except ValueError:
             continue
-    if not lines:
+        panels[o.loss_metric][o.candidate.algorithm].append((x, o.loss, o.verified))
+    return {metric: dict(lines) for metric, lines in sorted(panels.items())}
+
+
+def frontier_chart(outcomes: Sequence[Outcome], axis: str | None) -> bytes | None:
+    """Loss against the grid parameter, one panel per loss measure and one line per
+    algorithm in it; failed candidates as ×."""
+    panels = frontier_panels(outcomes, axis)
+    if not panels:
         return None
+    from ehr_release.measures import explain
     from ehr_release.plotting import plt, png
 
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    for label, points in sorted(lines.items()):
-        points.sort()
-        xs, ys = [p[0] for p in points], [p[1] for p in points]
-        ax.plot(xs, ys, marker="o", label=label)
-        bad = [(x, y) for x, y, ok in points if not ok]
-        if bad:
-            ax.scatter(*zip(*bad, strict=True), marker="x", s=80, color="#b00020", zorder=3)
-    ax.set_xlabel(f"{axis} (more privacy →)" if axis in {"k", "m"} else axis)
-    ax.set_ylabel("utility loss (lower is better)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.5, 2.6 * len(panels) + 0.4),
+                             squeeze=False)
+    for ax, (metric, lines) in zip(axes[:, 0], panels.items(), strict=True):
+        for algorithm, points in sorted(lines.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                    label=algorithm)
+            bad = [(x, y) for x, y, ok in points if not ok]
+            if bad:
+                ax.scatter(*zip(*bad, strict=True), marker="x", s=80, color="#b00020",
+                           zorder=3)
+        meaning = explain(next(iter(lines)), metric).split(":")[0]
+        ax.set_title(f"{metric}" + (f" — {meaning}" if meaning else ""), fontsize=8)
+        ax.set_ylabel(f"{metric} (lower is better)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xlabel(f"{axis} (more privacy →)" if axis in {"k", "m"} else str(axis))
     fig.tight_layout()
     return png(fig)
 

@@ -7,11 +7,18 @@ support, no candidate-set size, no utility figure — because such figures are o
 privacy model (for differential privacy, anything computed on the true data and published
 spends budget nobody accounted for). Those stay on the internal certificate
 (:mod:`ehr_release.certificate`).
+
+It is written for the researcher: section 1, "Load it", prints the code that turns the
+files into one record per row (:mod:`ehr_release.reading`, tested by running the printed
+code on real releases); a field table lists fields that share one review once, together
+(DiffGen's predictors); parameter meanings are cut to what a user of the data needs (the
+paper's step numbers and deviations stay on the certificate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +29,7 @@ from ehr_release.files import sha256_bytes
 from ehr_release.formats_doc import FieldRow, field_rows, how_to_load
 from ehr_release.plain import guarantee_sentence, records_words
 from ehr_release.privacy.closed_world import ReleaseSchema
+from ehr_release.reading import snippet
 from ehr_release.rendering import environment, html_to_pdf, stylesheet
 from ehr_release.request import DataUse
 from ehr_release.version import software_version
@@ -91,12 +99,61 @@ class DatasheetContext:
     def records_text(self) -> str:
         """The records the files hold, in words (noisy under ε-DP: :func:`records_words`)."""
         if self.records is None:
-            return "the records described in section 3"
+            return "the records described in section 4"
         return records_words(self.algorithm, self.records)
 
     @property
     def file_names(self) -> str:
         return ", ".join(f.name for f in self.files)
+
+    @property
+    def load_snippet(self) -> str | None:
+        """The "Load it" code: one record per row from these files (None: unknown format)."""
+        return snippet({f.name for f in self.files})
+
+
+@dataclass(frozen=True)
+class FieldGroup:
+    """Fields of one file that share one review, listed once: ``paths`` in file order."""
+
+    paths: list[str]
+    kinds: str
+    review: str
+
+
+def field_groups(rows: Sequence[FieldRow]) -> list[FieldGroup]:
+    """The field table with each review printed once: fields whose review is the same text
+    (the predictors of a DiffGen release, the parameters of its ``cut.json``) share a row,
+    placed where the first of them stands."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
+    for r in rows:
+        paths, kinds = groups.setdefault(r.review or f"\0{r.path}", ([], []))
+        paths.append(r.path)
+        if r.kind not in kinds:
+            kinds.append(r.kind)
+    return [FieldGroup(paths, " or ".join(kinds), "" if review.startswith("\0") else review)
+            for review, (paths, kinds) in groups.items()]
+
+
+#: Parenthetical references to the papers, which a user of the data does not need.
+_PAPER_NOTE = re.compile(r"\s*\((?:[^()]|\([^()]*\))*?(?:paper|Step|Algorithm|§|Def\.|"
+                         r"Fig\.|footnote|issue|Requirement|et al\.)(?:[^()]|\([^()]*\))*\)")
+_STEPS = re.compile(r"\b[Ss]teps? \d+(?:[–-]\d+)?(?: of Algorithm \d+)?\s*")
+#: Longest parameter meaning printed on the datasheet (characters).
+MAX_HELP = 140
+
+
+def researcher_help(text: str) -> str:
+    """A parameter's declared meaning cut to what the recipient needs: no paper references
+    or step numbers, the first clause when it is long, at most :data:`MAX_HELP` characters."""
+    text = _STEPS.sub("", _PAPER_NOTE.sub("", text)).strip()
+    if len(text) > MAX_HELP:
+        text = re.split(r"(?<=\S)[:;] ", text, maxsplit=1)[0]
+        if text.count("(") > text.count(")"):  # the cut fell inside a parenthesis
+            text = text[:text.rfind("(")].rstrip()
+    if len(text) > MAX_HELP:
+        text = text[:MAX_HELP].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+    return text
 
 
 def describe_files(files: Mapping[str, bytes], schema: ReleaseSchema | None,
@@ -136,7 +193,8 @@ def public_parameters(params: dict[str, Any], site_paths: Collection[str] = ()
 
 def render_datasheet_html(ctx: DatasheetContext) -> str:
     """The datasheet as a self-contained HTML page (also what the PDF is made from)."""
-    return environment().get_template("datasheet.html.j2").render(c=ctx, css=stylesheet())
+    return environment().get_template("datasheet.html.j2").render(
+        c=ctx, css=stylesheet(), field_groups=field_groups, brief=researcher_help)
 
 
 def render_datasheet_pdf(ctx: DatasheetContext) -> bytes:

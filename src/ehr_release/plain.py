@@ -140,58 +140,12 @@ def guarantee_sentence(algorithm: str, privacy_model: str, params: Mapping[str, 
     return privacy_model[:1].upper() + privacy_model[1:].rstrip(".") + "."
 
 
-_ARE = ("average relative error of COUNT queries{w}: 0 = exact answers, 1 = no better than "
-        "publishing nothing (every count answered 0)")
-_ARTUC_WORKLOADS = {"1": " on two demographics", "2": " on one demographic and one code",
-                    "3": " on two codes"}
-_DIS_WORKLOADS = {"1": " on frequent code sets", "2": " on random code sets of real records"}
-
-_GLOSSARY: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), t) for p, t in (
-    (r"^NCP$", "information lost from the demographics: 0 = published as given, 1 = nothing "
-               "left (every value fully generalized)"),
-    (r"^UL$", "information lost from the diagnosis codes (generalization plus suppression): "
-              "0 = codes as given; higher = vaguer or missing codes"),
-    (r"^UL generalization$", "the part of UL due to codes replaced by groups of codes"),
-    (r"^UL suppression$", "the part of UL due to deleted codes (per record)"),
-    (r"^AvgRE$", "average relative error of the workload's COUNT queries: 0 = exact, 1 = no "
-                 "better than publishing nothing"),
-    (r"^ILM$", "information lost from the diagnosis codes: 0 = as given, 1 = fully "
-               "generalized"),
-    (r"^ALM$", "information lost from the ages: 0 = as given, 1 = fully generalized"),
-    (r"^CUL mean$", "share of a record's repeated code instances removed, on average: 0 = "
-                    "none, 1 = all"),
-    (r"^CUL ", "share of a record's repeated code instances removed (its spread)"),
-    (r"^CA \(%\) mean", "accuracy of a classifier trained on the release and tested on "
-                        "held-out records (higher is better)"),
-    (r"^BA \(%\) mean", "the same classifier trained on the original records: the best to "
-                        "hope for"),
-    (r"^LA \(%\) mean", "always predicting the most common class: the trivial baseline CA "
-                        "must beat"),
-    (r"^in-release accuracy", "accuracy of the released groups on the records they were "
-                              "built from (optimistic)"),
-    (r"^count error", "how far the released counts are from the true ones"),
-    (r"^MRE within", "share of the utility constraints whose matching record counts stay "
-                     "this close to the original (1 = all)"),
-    (r"^additional utility loss", "how much more information this algorithm loses than "
-                                  "ArtUC, in % of ArtUC's own loss (½·(ΔNCP/NCP + ΔUL/UL)); "
-                                  "positive = ArtUC keeps more"),
-    (r"^share ", "a proportion between 0 and 1"),
-    (r"^records satisfying", "share of records whose generalization meets the data owner's "
-                             "utility constraints (1 = all)"),
-    (r"^baseline ", "the same figure for the generalization baseline, for comparison"),
-    (r"^(CBA|GenDiag) ", "the same figure for the generalization method the paper compares "
-                        "against"),
-    (r"^MRE (median|min|max)", "signed matching error of the utility constraints, in %"),
-))
-
-
 def explain_metric(algorithm: str, name: str) -> str:
-    """What a utility figure means and which way is better, or "" when not known."""
-    if match := re.match(r"^ARE W(\d)", name):
-        workloads = _ARTUC_WORKLOADS if algorithm in KKM else (
-            _DIS_WORKLOADS if algorithm == "disassociation" else {})
-        return _ARE.format(w=workloads.get(match.group(1), f" (workload W{match.group(1)})"))
-    return next((text for pattern, text in _GLOSSARY if pattern.search(name)), "")
+    """What a utility figure means, its scale and which way is better, or "" when not known
+    (the words are the measures registry's, :mod:`ehr_release.measures`)."""
+    from ehr_release.measures import explain
+
+    return explain(algorithm, name)
 
 
 #: The trivial release each family's evaluation measures itself against.

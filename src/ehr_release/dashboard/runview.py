@@ -88,6 +88,7 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
         "summary": plain_summary(run, verification, utility, bundle),
         "charts": run_charts(bundle, utility),
         "risk": risk_view(bundle),
+        "measures": utility_rows(utility),
         "destination_problem": _destination_problem(run) if awaiting else None,
     }
 
@@ -123,3 +124,15 @@ def chained_requesters(run_ids: list[str]) -> dict[str, str]:
     marks a reviewer's own requests by the chain, as the decision itself checks them."""
     with Session(get_engine()) as s:
         return chained.requesters(s, run_ids)
+
+
+def utility_rows(utility: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """Each utility figure as the documents print it: name, value (shares as %), and what
+    it means with its scale, from the measures registry (:mod:`ehr_release.measures`)."""
+    from ehr_release.measures import explain, shown_value
+
+    if not utility:
+        return []
+    algorithm = str(utility.get("algorithm", ""))
+    return [(name, shown_value(algorithm, name, value), explain(algorithm, name))
+            for name, value in (utility.get("metrics") or {}).items()]
