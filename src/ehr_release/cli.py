@@ -193,6 +193,9 @@ def run(
         # The flow process imports Prefect (seconds) while this one reads the input in full.
         flow = service.launch_background(request)
         try:
+            from ehr_release.warm_up import announce_compile
+
+            announce_compile(algorithm, lambda text: typer.echo(f"note: {text}", err=True))
             service.precheck(request, register=True, preflighted=True)
         except BaseException:
             service.call_off(flow, request)
@@ -609,6 +612,15 @@ def generate_sample_cmd(
         raise _fail(f"file {out}: cannot be written ({exc.strerror or type(exc).__name__})"
                     ) from None
     typer.echo(str(out))
+
+
+@app.command("warm-up")
+def warm_up_cmd() -> None:
+    """Compile ArtUC's and LDA's kernels now (`make install` runs it): their first release
+    then loads them instead of compiling for about a minute."""
+    from ehr_release.warm_up import warm_up
+
+    warm_up(typer.echo)
 
 
 @audit_app.command("verify")
