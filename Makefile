@@ -3,10 +3,17 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# numba's compiled kernels (ArtUC, LDA), cached beside their sources: compiled once here,
+# not by a steward's first release (about a minute) nor by each test worker.
+WARM := $(VENV)/.warm
+KERNELS := src/ehr_release/algorithms/artuc/gendiag_kernel.py src/ehr_release/algorithms/lda/kernels.py
+# The suite in parallel (pytest-xdist): a test file stays on one worker (its module fixtures
+# are built once); each worker has its own homes, Prefect harness and databases (conftest).
+TEST_ARGS ?= -n auto --maxprocesses=3 --dist loadfile --durations=20
 
 .PHONY: demo test lint bench clean install
 
-install: $(STAMP)
+install: $(WARM)
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -15,16 +22,20 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(WARM): $(STAMP) $(KERNELS)
+	$(BIN)/ehr-release warm-up
+	touch $(WARM)
+
+demo: $(WARM)
 	bash scripts/demo.sh
 
-test: $(STAMP)
-	EHR_RELEASE_TEST_MODE=1 $(BIN)/python -m pytest
+test: $(WARM)
+	EHR_RELEASE_TEST_MODE=1 $(BIN)/python -m pytest $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-bench: $(STAMP)
+bench: $(WARM)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b; done
 
 clean:

@@ -60,6 +60,7 @@ app.command()(runs.algorithms)
 app.command()(files.verify)
 app.command()(files.reconstruct)
 app.command("generate-sample")(files.generate_sample_cmd)
+app.command("warm-up")(files.warm_up_cmd)
 app.command("home")(runs.home_cmd)
 app.command()(admin.dashboard)
 

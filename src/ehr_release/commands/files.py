@@ -117,3 +117,11 @@ def generate_sample_cmd(
         raise fail(f"file {out}: cannot be written ({exc.strerror or type(exc).__name__})"
                     ) from None
     typer.echo(str(out))
+
+
+def warm_up_cmd() -> None:
+    """Compile ArtUC's and LDA's kernels now (`make install` runs it): their first release
+    then loads them instead of compiling for about a minute."""
+    from ehr_release.warm_up import warm_up
+
+    warm_up(typer.echo)

@@ -115,6 +115,9 @@ def run(
         # The flow process imports Prefect (seconds) while this one reads the input in full.
         flow = service.launch_background(request)
         try:
+            from ehr_release.warm_up import announce_compile
+
+            announce_compile(algorithm, lambda text: typer.echo(f"note: {text}", err=True))
             service.precheck(request, register=True, preflighted=True)
         except BaseException:
             service.call_off(flow, request)

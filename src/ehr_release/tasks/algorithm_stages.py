@@ -10,7 +10,7 @@ still moves the run along.
 
 from __future__ import annotations
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from ehr_release.files import sha256_bytes
 from ehr_release.plan import ReleasePlan
@@ -29,6 +29,7 @@ from ehr_release.verification import (
     verify_release,
     with_attack,
 )
+from ehr_release.warm_up import announce_compile
 
 #: What the utility artifact shows for a figure computed on the original data under ε-DP.
 WITHHELD_UTILITY = "measured on the original data: on the dashboard and the certificate only"
@@ -41,6 +42,7 @@ WITHHELD_UTILITY = "measured on the original data: on the dashboard and the cert
 @redacted
 def anonymize_task(plan: ReleasePlan) -> ReleaseFiles:
     run_id, algorithm = plan.run_id, plan.algorithm
+    announce_compile(algorithm, get_run_logger().info)  # in Prefect's log, if it compiles
     files = anonymize_as_released(plan.entry, plan.dataset, plan.stage_params(), plan.rng(),
                                   run_id)
     sizes = [(name, f"{len(data):,} bytes") for name, data in sorted(files.items())]
