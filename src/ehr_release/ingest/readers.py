@@ -26,7 +26,7 @@ from ehr_release.errors import InputError
 from ehr_release.ingest.dates import ages_at, parse_dates
 from ehr_release.ingest.rules import CODE_SEPARATOR
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
-from ehr_release.ingest.validate import check_unique_ids, normalize_codes, parse_ages
+from ehr_release.ingest.validate import check_unique_ids, parse_ages, read_codes
 
 CODES = "codes"
 #: Columns that identify or date a patient directly; never treated as demographics.
@@ -45,26 +45,31 @@ def read_dataset(
     admissions_path: str | Path | None = None,
     class_column: str | None = None,
     code_system: str | None = None,
+    code_mapping: str | None = None,
 ) -> Dataset:
     """Read any accepted input shape into a :class:`Dataset` (see module docstring).
 
     ``code_system`` (``icd9`` or ``icd10``) declares the extract's codes; None detects it
-    (:func:`~ehr_release.ingest.rules.detect_code_system`).
+    (:func:`~ehr_release.ingest.rules.detect_code_system`). ``code_mapping`` ``gem`` maps
+    ICD-9-CM codes to ICD-10-CM instead of refusing a mix (:mod:`ehr_release.ingest.gem`).
     """
     path = Path(input_path)
     if path.is_dir():
         from ehr_release.ingest.layouts import read_folder
 
-        return read_folder(path, class_column=class_column, code_system=code_system)
+        return read_folder(path, class_column=class_column, code_system=code_system,
+                           code_mapping=code_mapping)
     if diagnoses_path is not None:
         return read_long(path, Path(diagnoses_path),
                          admissions_path=Path(admissions_path) if admissions_path else None,
-                         class_column=class_column, code_system=code_system)
-    return read_wide(path, class_column=class_column, code_system=code_system)
+                         class_column=class_column, code_system=code_system,
+                         code_mapping=code_mapping)
+    return read_wide(path, class_column=class_column, code_system=code_system,
+                     code_mapping=code_mapping)
 
 
 def read_wide(path: Path, *, class_column: str | None = None,
-              code_system: str | None = None) -> Dataset:
+              code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """One row per patient with a ``codes`` column."""
     frame = read_table(path)
     require_columns(frame, [PATIENT_ID, CODES], path)
@@ -82,16 +87,18 @@ def read_wide(path: Path, *, class_column: str | None = None,
     code_txt = tok.str.partition("@")[0] if len(tok) else tok
     age_txt = tok.str.partition("@")[2] if len(tok) else tok
     rows = exploded["row"]
-    codes, system = normalize_codes(code_txt.fillna(""), rows, path, CODES, code_system)
+    codes, system, losses = read_codes(code_txt.fillna(""), rows, path, CODES, code_system,
+                                       code_mapping)
     ages = parse_ages(age_txt.fillna(""), rows, path, CODES)
     diagnoses = pd.DataFrame({PATIENT_ID: exploded[PATIENT_ID].to_numpy(),
                               CODE: codes.to_numpy(), AGE: ages.to_numpy()})
-    return Dataset(patients, diagnoses, class_column=class_column, source=str(path),
-                   code_system=system)
+    return Dataset(patients, _mapped(diagnoses), class_column=class_column, source=str(path),
+                   code_system=system, code_mapping=losses)
 
 
 def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None = None,
-              class_column: str | None = None, code_system: str | None = None) -> Dataset:
+              class_column: str | None = None, code_system: str | None = None,
+              code_mapping: str | None = None) -> Dataset:
     """A patients table plus a long diagnoses table (and optionally admissions)."""
     pats = read_table(path)
     require_columns(pats, [PATIENT_ID], path)
@@ -101,13 +108,15 @@ def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None 
     require_columns(diag, [PATIENT_ID, CODE], diagnoses_path)
     ages = _diagnosis_ages(pats, path, diag, diagnoses_path, admissions_path)
     patients = _demographics(pats, path, class_column)
-    diagnoses, system = _diagnoses(diag, diagnoses_path, patients, ages, code_system)
+    diagnoses, system, losses = _diagnoses(diag, diagnoses_path, patients, ages, code_system,
+                                           code_mapping)
     return Dataset(patients, diagnoses, class_column=class_column,
-                   source=f"{path} + {diagnoses_path}", code_system=system)
+                   source=f"{path} + {diagnoses_path}", code_system=system,
+                   code_mapping=losses)
 
 
 def read_mimic_dir(folder: Path, *, class_column: str | None = None,
-                   code_system: str | None = None) -> Dataset:
+                   code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """A MIMIC-III (demo) folder: one row per patient, demographics of the first admission,
     class = died in hospital during any admission, codes aged at their admission."""
     files = {p.stem.lower(): p for p in folder.iterdir()
@@ -138,9 +147,10 @@ def read_mimic_dir(folder: Path, *, class_column: str | None = None,
     require_columns(diag, [PATIENT_ID, CODE, "admission"], d_path)
     diag = diag[diag[CODE] != ""]  # MIMIC leaves a few diagnosis rows without a code
     ages = diag["admission"].map(pd.Series(adm_age, index=adm["admission"].to_numpy()))
-    diagnoses, system = _diagnoses(diag, d_path, out, ages.astype("Int64"), code_system)
+    diagnoses, system, losses = _diagnoses(diag, d_path, out, ages.astype("Int64"),
+                                           code_system, code_mapping)
     return Dataset(out, diagnoses, class_column=class_column or MIMIC_CLASS,
-                   source=str(folder), code_system=system)
+                   source=str(folder), code_system=system, code_mapping=losses)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -157,18 +167,25 @@ def _demographics(frame: pd.DataFrame, path: Path, class_column: str | None) -> 
 
 
 def _diagnoses(diag: pd.DataFrame, path: Path, patients: pd.DataFrame,
-               ages: pd.Series | None, code_system: str | None = None
-               ) -> tuple[pd.DataFrame, str]:
+               ages: pd.Series | None, code_system: str | None = None,
+               code_mapping: str | None = None) -> tuple[pd.DataFrame, str, str | None]:
     require_rows(diag, path)
     diag = diag.reset_index(drop=True)
     rows = pd.Series(np.arange(1, len(diag) + 1))
     _check_known_patients(diag[PATIENT_ID], pd.Series(patients.index), path)
-    codes, system = normalize_codes(diag[CODE], rows, path, CODE, code_system)
+    codes, system, losses = read_codes(diag[CODE], rows, path, CODE, code_system, code_mapping)
     if ages is None:
         ages = (parse_ages(diag[AGE], rows, path, AGE) if AGE in diag.columns
                 else pd.Series(pd.array([None] * len(diag), dtype="Int64")))
-    return pd.DataFrame({PATIENT_ID: diag[PATIENT_ID].to_numpy(), CODE: codes.to_numpy(),
-                         AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")}), system
+    out = pd.DataFrame({PATIENT_ID: diag[PATIENT_ID].to_numpy(), CODE: codes.to_numpy(),
+                        AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")})
+    return _mapped(out), system, losses
+
+
+def _mapped(diagnoses: pd.DataFrame) -> pd.DataFrame:
+    """The diagnoses less those a code mapping dropped (their code is None)."""
+    keep = diagnoses[CODE].notna().to_numpy()
+    return diagnoses if keep.all() else diagnoses[keep].reset_index(drop=True)
 
 
 def _check_known_patients(ids: pd.Series, known: pd.Series, path: Path) -> None:
