@@ -154,3 +154,32 @@ def test_certificate_counts_and_datasheet_rule_only() -> None:
     assert code_mapping_words(other, losses=False) == public
     assert code_mapping_words(other, losses=True) != internal
     assert code_mapping_words({"codes": "multiset[icd10]"}, losses=True) is None
+
+
+def test_the_certificate_shows_the_losses_and_lists_no_extra_column() -> None:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from ehr_release.certificate import (
+        CertificateContext,
+        render_certificate_html,
+        source_columns,
+    )
+    from ehr_release.reports import UtilityReport, VerificationReport
+
+    losses = MappingLosses(mapped_codes=4, mapped_diagnoses=9, one_to_many_codes=2,
+                           one_to_many_diagnoses=3, unmapped_codes=1, unmapped_diagnoses=2)
+    ctx = CertificateContext(
+        run_id="rel-" + "0" * 32, created_at=datetime(2026, 11, 22, tzinfo=UTC),
+        requester="s", dataset_source="x.csv", dataset_fingerprint="ab" * 32, dataset_rows=9,
+        dataset_schema={"age": "Int64", "codes": "multiset[icd10]",
+                        CODE_MAPPING: losses.as_schema()},
+        algorithm="demo", algorithm_summary="demo", privacy_model="k-anonymity",
+        parameters={}, verification=VerificationReport("demo", []),
+        utility=UtilityReport("demo", {}), manifest=[], approval=None, audit_head="ef" * 32,
+        audit_events=1, status="verified")
+    html = render_certificate_html(ctx)
+    assert "Code mapping" in html and losses.words() in html
+    assert [c for c, _, _ in source_columns(ctx)] == ["age", "codes"]
+    plain = dataclasses.replace(ctx, dataset_schema={"codes": "multiset[icd10]"})
+    assert "Code mapping" not in render_certificate_html(plain)

@@ -68,7 +68,7 @@ class MappingLosses:
         return (f"{self.mapped_codes} distinct ICD-9-CM codes ({self.mapped_diagnoses} "
                 f"diagnoses) mapped: {self.one_to_many_codes} codes "
                 f"({self.one_to_many_diagnoses} diagnoses) through a one-to-many choice "
-                f"(generalized to the targets' common ancestor), {self.unmapped_codes} "
+                f"(generalized to the common ancestor of its targets), {self.unmapped_codes} "
                 f"codes ({self.unmapped_diagnoses} diagnoses) unmapped and dropped")
 
     def as_schema(self) -> str:
