@@ -183,3 +183,12 @@ def test_the_certificate_shows_the_losses_and_lists_no_extra_column() -> None:
     assert [c for c, _, _ in source_columns(ctx)] == ["age", "codes"]
     plain = dataclasses.replace(ctx, dataset_schema={"codes": "multiset[icd10]"})
     assert "Code mapping" not in render_certificate_html(plain)
+
+
+def test_an_all_icd9_extract_maps_its_codes_that_are_icd10_nodes_too(tmp_path: Path) -> None:
+    """``V09.0`` is an ICD-9-CM code and an ICD-10-CM one: in an extract that is ICD-9-CM
+    throughout (MIMIC-III) it is ICD-9 and mapped, not kept as the pedestrian injury."""
+    node = map_icd9("V09.0")[0]
+    assert node is not None and node != "V09.0"
+    ds = read_dataset(_wide(tmp_path, ["401.9;V09.0"]), code_mapping="gem")
+    assert sorted(ds.diagnoses["code"]) == sorted(["I10", node])

@@ -5,10 +5,13 @@ October 2015) is refused unless the request sets ``code_mapping: gem``. With it,
 ICD-9-CM code becomes one ICD-10-CM node or none, by fixed rules — the steward makes no
 choice, so two runs on one extract map it the same way:
 
-1. **Which codes are ICD-9-CM.** MIMIC-IV says so per row (``icd_version``). A CSV or OMOP
-   extract does not: a code that is a node of ICD-10-CM is kept as ICD-10-CM, and a code
-   that is a node of ICD-9-CM only is mapped (``V01`` or ``E849`` are nodes of both and are
-   read as ICD-10-CM; declare the rows' version through MIMIC-IV's layout when that matters).
+1. **Which codes are ICD-9-CM.** MIMIC-IV says so per row (``icd_version``). A CSV, OMOP or
+   MIMIC-III extract does not, so its codes decide: an extract every code of which is an
+   ICD-9-CM node is ICD-9-CM throughout (the reading without the option too), one with no
+   ICD-9-only code is ICD-10-CM throughout (nothing is mapped); in a mixed one a code that
+   is a node of ICD-9-CM only is mapped and the rest are ICD-10-CM — ``V01`` or ``E849``,
+   nodes of both, are then read as ICD-10-CM (declare the rows' version through MIMIC-IV's
+   layout when that matters).
 2. **Its GEM targets.** The rows of the CMS forward GEM
    (``data/gem_icd9_to_icd10cm.csv.gz``, provenance in ``data/gem_provenance.txt``) for the
    code, or for every GEM code under it when the code is a category such as ``250`` (GEM

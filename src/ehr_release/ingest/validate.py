@@ -60,7 +60,7 @@ def read_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str,
     dropped by the mapping are ``None``).
 
     ``icd9`` marks the entries the source declares ICD-9-CM (MIMIC-IV's ``icd_version``);
-    without it an entry is ICD-9-CM when its code is a node of ICD-9-CM only. Returns the
+    without it the codes decide (rule 1 of :mod:`ehr_release.ingest.gem`). Returns the
     codes, their system and the mapping's losses in stored form (None without a mapping).
     """
     if mapping is None:
@@ -72,9 +72,12 @@ def read_codes(raw: pd.Series, rows: pd.Series, path: Path, column: str,
     if system not in (None, "icd10"):
         raise ValueError("code mapping gem maps ICD-9-CM to ICD-10-CM: declare code system "
                          "icd10, or none")
-    if icd9 is None:
-        nine_only = [t for t in pd.unique(raw) if code_verdict(t, "icd10") is None
-                     and code_verdict(t, "icd9") is not None]
+    if icd9 is None:  # rule 1 of ehr_release.ingest.gem: the extract's codes decide
+        distinct = list(pd.unique(raw))
+        found = detect_code_system(distinct)
+        nine_only = (distinct if found == "icd9" else [] if found == "icd10" else
+                     [t for t in distinct if code_verdict(t, "icd10") is None
+                      and code_verdict(t, "icd9") is not None])
         icd9 = raw.isin(nine_only)
     is9 = np.asarray(icd9, dtype=bool)
     out = np.full(len(raw), None, dtype=object)
