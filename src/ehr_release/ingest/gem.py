@@ -135,9 +135,7 @@ def common_ancestor(codes: Sequence[str]) -> str | None:
     from ehr_release.hierarchy import code_hierarchy
 
     h = code_hierarchy("icd10")
-    chains = [[c, *h.ancestors(c)] for c in codes]
-    shared = set(chains[0]).intersection(*chains[1:])
-    common = next(n for n in chains[0] if n in shared)
+    common = h.common_ancestor(codes)
     return None if common == h.root else common
 
 
