@@ -21,9 +21,11 @@ choice, so two runs on one extract map it the same way:
 4. **One-to-many** (alternatives, or the parts of a *combination* entry, over all
    scenarios and choice lists): the deepest ICD-10-CM node that is an ancestor-or-self of
    every target — it claims only what all of them share (``250.50`` → ``E11.3``, "type 2
-   diabetes with ophthalmic complications"), never one alternative picked among several.
-5. **Unmapped**: a "no map" GEM row, or targets sharing only the root (chapters apart);
-   the diagnosis is dropped.
+   diabetes with ophthalmic complications"), never one alternative picked among several —
+   provided it is a code: a category (``E11``) or below.
+5. **Unmapped**: a "no map" GEM row, or targets that share no category (their common
+   ancestor is a block such as ``E08-E13``, a chapter or the root: no ICD-10-CM code holds
+   them all, and no hospital records a block as a diagnosis); the diagnosis is dropped.
 
 The counts of 4 and 5 (distinct codes and the diagnoses carrying them) travel with the
 dataset (:class:`MappingLosses`) to the internal certificate. They are exact statistics of
@@ -45,8 +47,11 @@ GEM = "gem"
 GEM_FILE = "gem_icd9_to_icd10cm.csv.gz"
 #: How the datasheet and the certificate name the mapping (data-independent words).
 GEM_WORDS = ("ICD-9-CM codes mapped to ICD-10-CM with the CMS General Equivalence Mappings "
-             "(one target: that code; several: their deepest common ICD-10-CM ancestor; "
-             "no map or nothing shared below the root: diagnosis dropped)")
+             "(one target: that code; several: their deepest common ICD-10-CM ancestor "
+             "when it is a category or below; no map, or no category shared: diagnosis "
+             "dropped)")
+#: The level of ICD-10-CM categories (``E11``): a mapped code is never above it.
+CATEGORY = 3
 #: Outcomes of :func:`map_icd9`.
 ONE_TO_ONE, ONE_TO_MANY, UNMAPPED = "one-to-one", "one-to-many", "unmapped"
 
@@ -130,13 +135,13 @@ def map_icd9(code: str) -> tuple[str | None, str]:
 
 
 def common_ancestor(codes: Sequence[str]) -> str | None:
-    """The deepest ICD-10-CM node that is an ancestor-or-self of every code; None when
-    that is the root (the codes share no chapter)."""
+    """The deepest ICD-10-CM node that is an ancestor-or-self of every code; None when it is
+    above the categories (a block, a chapter, the root: the codes share no category)."""
     from ehr_release.hierarchy import code_hierarchy
 
     h = code_hierarchy("icd10")
     common = h.common_ancestor(codes)
-    return None if common == h.root else common
+    return common if h.level[common] >= CATEGORY else None
 
 
 def map_codes(icd9_codes: Iterable[str], counts: dict[str, int]
