@@ -194,3 +194,17 @@ def test_an_all_icd9_extract_maps_its_codes_that_are_icd10_nodes_too(tmp_path: P
     assert node is not None and node != "V09.0"
     ds = read_dataset(_wide(tmp_path, ["401.9;V09.0"]), code_mapping="gem")
     assert sorted(ds.diagnoses["code"]) == sorted(["I10", node])
+
+
+def test_the_readme_runs_one_release_per_input_shape() -> None:
+    """OMOP, FHIR, MIMIC-IV and an ICD-10 CSV each get a run that is approved (the blocks
+    themselves run in tests/test_docs_run.py)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"^```bash\n(.*?)^```$", readme, re.M | re.S))
+    assert "scripts/write_sample_layouts.py layouts" in blocks
+    assert "for shape in omop fhir; do" in blocks and '--input "layouts/$shape"' in blocks
+    assert "--input layouts/mimic4" in blocks
+    assert "--input examples/data/sample-icd10/patients.csv" in blocks
+    assert blocks.count("ehr-release approve") >= 3
