@@ -208,3 +208,13 @@ def test_the_readme_runs_one_release_per_input_shape() -> None:
     assert "--input layouts/mimic4" in blocks
     assert "--input examples/data/sample-icd10/patients.csv" in blocks
     assert blocks.count("ehr-release approve") >= 3
+
+
+def test_a_fhir_export_refuses_the_mapping_in_words(tmp_path: Path) -> None:
+    """FHIR codings name their system per resource: the option is not offered there yet."""
+    from ehr_release.sample_layouts import write_fhir
+
+    folder = write_fhir(numbered(generate_sample(20, seed=2, longitudinal=True)),
+                        tmp_path / "fhir")
+    with pytest.raises(InputError, match="code mapping is not supported for FHIR"):
+        read_dataset(folder, code_mapping="gem")
