@@ -21,6 +21,11 @@ table row per case; ``--scale 0.1`` runs a tenth of the records while developing
 
     .venv/bin/python bench/artuc.py [--scale S] [--cases ehrd,informs] [--workers N]
                                     [--delta D] [--verify] [--attack] [--save DIR]
+                                    [--code-system icd10]
+
+``--code-system icd10`` runs the same generated patients with their codes mapped to
+ICD-10-CM by the CMS GEMs (``bench/code_system.py``), the constraints' chapters and the
+generalization hierarchy being ICD-10-CM's.
 """
 
 from __future__ import annotations
@@ -179,10 +184,14 @@ def _peak_mb() -> dict:
 
 
 def run_case(name: str, scale: float, verify: bool, workers: int, delta: float,
-             attack: bool = False, save: Path | None = None) -> dict:
+             attack: bool = False, save: Path | None = None, system: str = "icd9") -> dict:
     make, full = CASES[name]
     n = max(int(full * scale), 100)
     dataset, raw = make(n)
+    if system == "icd10":
+        from code_system import mapped  # bench/code_system.py
+
+        dataset, raw = mapped(dataset), {**raw, "codes": {"hierarchy": "icd10"}}
     config = parse_config(raw, lambda ref: read_hierarchy_file(ref, Path()))
     data = rt_data(dataset, config)
     eps = EPS_SHARE * len(dataset.distinct_codes())
@@ -249,15 +258,20 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=DELTA)
     ap.add_argument("--save", type=Path, help="write each case's release to SAVE/<case>/")
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from code_system import add_option
+
+    add_option(ap)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(run_case(args.one, args.scale, args.verify, args.workers, args.delta,
-                                  args.attack, args.save)))
+                                  args.attack, args.save, args.code_system)))
         return
     rows = []
     for case in args.cases.split(","):
         cmd = [sys.executable, __file__, "--one", case, "--scale", str(args.scale),
-               "--workers", str(args.workers), "--delta", str(args.delta)]
+               "--workers", str(args.workers), "--delta", str(args.delta),
+               "--code-system", args.code_system]
         flags = (["--verify"] if args.verify else []) + (["--attack"] if args.attack else []) + (
             ["--save", str(args.save)] if args.save else [])
         out = subprocess.run(cmd + flags, check=True, capture_output=True, text=True)

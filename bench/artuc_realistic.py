@@ -20,7 +20,7 @@ processes.
 
     .venv/bin/python bench/artuc_realistic.py [--n 20000] [--k 5,10]
         [--data realistic,independent] [--order paper,suppression-first]
-        [--gender all] [--stop exhaust] [--workers 2]
+        [--gender all] [--stop exhaust] [--workers 2] [--code-system icd10]
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from ehr_release.workers import gendiag_processes, usable_cpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT.parent / "shared" / "data" / "mimic3-demo"
+DEMO10 = ROOT / "examples" / "data" / "mimic3-demo-icd10"
 CONFIG = {
     "attributes": {"age": {"type": "numerical", "domain": [0, 100]},
                    "gender": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}},
@@ -61,24 +62,29 @@ CONFIG = {
 }
 
 
-def make(data: str, n: int) -> Dataset:
+def make(data: str, n: int, system: str = "icd9") -> Dataset:
+    """``icd10``: the realistic generator fitted to the demo's ICD-10-CM copy (its codes
+    mapped with the CMS GEMs), the independent one's codes mapped the same way."""
     if data == "realistic":
-        return generate(fit(read_dataset(DEMO)), n, np.random.default_rng(7))
+        demo = DEMO if system == "icd9" else DEMO10
+        return generate(fit(read_dataset(demo)), n, np.random.default_rng(7))
     sys.path.insert(0, str(Path(__file__).parent))
     from artuc import ehrd_like  # bench/artuc.py
+    from code_system import mapped  # bench/code_system.py
 
-    return ehrd_like(n)[0]
+    dataset = ehrd_like(n)[0]
+    return dataset if system == "icd9" else mapped(dataset)
 
 
-def config_for(gender: str) -> dict:
-    """UC1 with gender All (the paper's) or kept as F / M."""
+def config_for(gender: str, system: str = "icd9") -> dict:
+    """UC1 with gender All (the paper's) or kept as F / M, in the code system's hierarchy."""
     uc1 = {**CONFIG["constraints"][0], "gender": "All" if gender == "all" else ["F", "M"]}
-    return {**CONFIG, "constraints": [uc1]}
+    return {**CONFIG, "codes": {"hierarchy": system}, "constraints": [uc1]}
 
 
 def run_case(data: str, n: int, k: int, stop: str, order: str, workers: int,
-             config: Path, relax_delta: float | None = None) -> dict:
-    dataset = make(data, n)
+             config: Path, relax_delta: float | None = None, system: str = "icd9") -> dict:
+    dataset = make(data, n, system)
     entry = registry.get("artuc")
     params = parse_params(entry.params, {"k": str(k), "m": "2", "delta": "0.04",
                                          "epsilon": "6%", "config": str(config),
@@ -130,10 +136,12 @@ def main() -> None:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--relax", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
+    ap.add_argument("--code-system", choices=("icd9", "icd10"), default="icd9",
+                    help="icd10: ICD-10-CM data (the demo's GEM-mapped copy; bench/code_system)")
     args = ap.parse_args()
     if args.one:
         row = run_case(args.one, args.n, int(args.k), args.stop, args.order, args.workers,
-                       Path(args.config), args.relax)
+                       Path(args.config), args.relax, args.code_system)
         print(json.dumps({**row, "UC1 gender": args.gender}, ensure_ascii=False))
         return
     relax_runs = [[]] + [["--relax", d] for d in args.relax_delta.split(",") if d]
@@ -141,7 +149,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for gender in args.gender.split(","):
             config = Path(tmp) / f"uc1-{gender}.yaml"
-            config.write_text(yaml.safe_dump(config_for(gender), sort_keys=False),
+            config.write_text(yaml.safe_dump(config_for(gender, args.code_system),
+                                             sort_keys=False),
                               encoding="utf-8")
             for data in args.data.split(","):
                 for k in args.k.split(","):
@@ -149,7 +158,8 @@ def main() -> None:
                         cmd = [sys.executable, __file__, "--one", data, "--n", str(args.n),
                                "--k", k, "--stop", args.stop, "--order", order,
                                "--gender", gender, "--workers", str(args.workers),
-                               "--config", str(config), *relax]
+                               "--config", str(config), "--code-system", args.code_system,
+                               *relax]
                         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
                         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)

@@ -13,7 +13,9 @@ the vectorized pass (goal ≤ 3 at 1M), each the fastest of ``--repeat`` runs ta
 disk is shown as Parquet (published) next to the JSON document it replaced (``json MB``,
 written here for the comparison only).
 
-Usage: ``python bench/disassociation.py [--sizes 25000,1000000] [--k 5] [--m 2]``
+Usage: ``python bench/disassociation.py [--sizes 25000,1000000] [--k 5] [--m 2]
+[--code-system icd10]`` (``icd10``: the same records, codes mapped to ICD-10-CM by the CMS GEMs
+and the 3-digit policy taken in ICD-10-CM; ``bench/code_system.py``)
 (``--quick`` runs 2,500 and 25,000 only; ``--no-plain`` skips the plain passes;
 ``--unshuffled`` also attacks a release published without shuffling, to show what the
 audit's positional test finds at that size).
@@ -28,6 +30,7 @@ import sys
 import time
 from collections import Counter
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,7 +43,7 @@ from ehr_release.algorithms.disassociation import (
 from ehr_release.algorithms.disassociation.encoding import distinct
 from ehr_release.configuration.policies import hierarchy_policy
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.hierarchy import code_hierarchy, icd9_hierarchy
 from ehr_release.privacy.attacks.disassociation import attack
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.disassociation import check_km
@@ -129,10 +132,14 @@ class Unshuffled:
 
 
 def run(n: int, k: int, m: int, plain: bool = True, unshuffled: bool = False,
-        repeat: int = 3) -> dict[str, object]:
+        repeat: int = 3, system: str = "icd9") -> dict[str, object]:
     ds = informs_like(n)
+    if system == "icd10":  # the same records, codes mapped by the GEMs (bench/code_system.py)
+        from code_system import mapped
+
+        ds = mapped(ds)
     codes_per_record = len(ds.diagnoses) / n
-    policy = hierarchy_policy(ds.distinct_codes(), "3digit")
+    policy = hierarchy_policy(ds.distinct_codes(), "3digit", code_hierarchy(ds.code_system))
     result, t_anon, _ = timed(disassociate_dataset, ds, k, m, policy, np.random.default_rng(1))
     data, t_ser, _ = timed(result.release.to_bytes)
     files = {RELEASE_FILE: data}
@@ -196,13 +203,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plain", action="store_true", help="skip the plain itemset passes")
     ap.add_argument("--unshuffled", action="store_true",
                     help="also attack a release published without shuffling")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from code_system import add_option
+
+    add_option(ap)
     args = ap.parse_args(argv)
     sizes = [2500, 25000] if args.quick else [int(s) for s in args.sizes.split(",")]
-    rows = [run(n, args.k, args.m, not args.no_plain, args.unshuffled, args.repeat)
-            for n in sizes]
+    rows = [run(n, args.k, args.m, not args.no_plain, args.unshuffled, args.repeat,
+                args.code_system) for n in sizes]
     cols = list(rows[0])
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-    print(f"Disassociation, INFORMS-like data, k = {args.k}, m = {args.m}, "
+    print(f"Disassociation, INFORMS-like data ({args.code_system}), k = {args.k}, m = {args.m}, "
           f"policy hierarchy:3digit (peak RSS is cumulative over the rows)")
     print("  ".join(c.rjust(widths[c]) for c in cols))
     for r in rows:

@@ -12,7 +12,9 @@ world plus the LDA verifier) and the attack audit (issue 14: goal attack ≤ ver
 k = 5, ≤ 10 min on 2 cores); the CPU column is the process time, steadier than the wall
 clock on a shared machine.
 
-Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--sha] [--n 10000] [--runs ags:5]``
+Run: ``.venv/bin/python bench/lda.py [--quick] [--audit] [--sha] [--n 10000] [--runs ags:5]
+[--code-system icd10]`` (``icd10``: the same trajectories, codes mapped to ICD-10-CM with the
+CMS GEMs, generalized in the ICD-10-CM hierarchy: ``bench/code_system.py``)
 
 Measured (issue 18, A-GS k = 5, CPU seconds on the shared 2-core machine, same release
 bytes before and after): 10,000 trajectories 33–37 → 26; 27,639: 137 → 100; 50,000: 262
@@ -85,13 +87,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import release_files
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.hierarchy import code_system as named_system
 from ehr_release.privacy.attacks.lda import attack_trajectories
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.lda import SCHEMA
@@ -100,6 +104,8 @@ from ehr_release.sample import sample_vocabulary
 from ehr_release.utility.lda import avg_relative_error
 
 N_CODES = 50
+#: The code system of the run (``--code-system``; bench/code_system.py).
+SYSTEM = "icd9"
 
 
 def make_trajectories(n: int, seed: int = 0) -> list[list[tuple[str, int]]]:
@@ -121,6 +127,11 @@ def make_trajectories(n: int, seed: int = 0) -> list[list[tuple[str, int]]]:
             for v in rng.choice(visits, size=times, replace=False):
                 pairs.add((str(codes[c]), int(v)))
         out.append(sorted(pairs, key=lambda p: (p[1], p[0])))
+    if SYSTEM == "icd10":
+        from code_system import to_icd10  # bench/code_system.py
+
+        out = [sorted({(to_icd10(c), a) for c, a in t if to_icd10(c)},
+                      key=lambda p: (p[1], p[0])) for t in out]
     return out
 
 
@@ -135,7 +146,7 @@ def shape(trajs: list[list[tuple[str, int]]]) -> str:
 def release_meta(method: str, k: int) -> dict:
     return {"algorithm": "lda" if method == "ags" else "lda-baseline", "method": method,
             "k": k, "w_icd": 0.5, "w_age": 0.5, "leaf_count": 0, "age_domain": [1, 128],
-            "hierarchy": "ICD-9-CM"}
+            "hierarchy": named_system(SYSTEM).label}
 
 
 def release_sha(n: int, result, method: str, k: int) -> str:
@@ -149,7 +160,7 @@ def audit(trajs: list[list[tuple[str, int]]], result, method: str, k: int) -> st
     """Verify and attack the release's bytes; '  verify s  attack s  smallest  verdicts'."""
     ids = [f"P{i:06d}" for i in range(len(trajs))]
     files = release_files(ids, result, release_meta(method, k))
-    h = icd9_hierarchy()
+    h = named_system(SYSTEM).hierarchy()
     t0 = time.perf_counter()
     departures = list(violations(files, SCHEMA))
     report = check_trajectories(files, ids, trajs, h, LdaSettings(k))
@@ -168,7 +179,7 @@ def main(quick: bool, runs: list[tuple[str, int]], with_audit: bool = False,
     n = 3_000 if quick else n
     trajs = make_trajectories(n)
     print(shape(trajs), "(thesis D50Pop: 27,639, 4,246, 9.32 / 5.88 / 3.10)")
-    model = make_model(icd9_hierarchy(), [c for t in trajs for c, _ in t])
+    model = make_model(named_system(SYSTEM).hierarchy(), [c for t in trajs for c, _ in t])
     print(f"\n{'method':>8} {'k':>3} {'seconds':>8} {'CPU s':>8} {'ILM':>6} {'ALM':>6} "
           f"{'AvgRE':>6} "
           f"{'clusters':>8} {'distinct':>8} {'exact alignments':>16}"
@@ -201,6 +212,13 @@ if __name__ == "__main__":
                     help="number of generated trajectories (default: the thesis' D50Pop size)")
     ap.add_argument("--sha", action="store_true",
                     help="also print the SHA-256 of each release's files (same-bytes check)")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from code_system import add_option, describe
+
+    add_option(ap)
     args = ap.parse_args()
+    SYSTEM = args.code_system
+    if SYSTEM == "icd10":
+        print(describe(sample_vocabulary().codes[:N_CODES]))
     chosen = [(m, int(k)) for m, k in (r.split(":") for r in args.runs.split(","))]
     main(args.quick, [("ags", 5)] if args.quick else chosen, args.audit, args.n, args.sha)

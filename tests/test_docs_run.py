@@ -104,6 +104,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("docs")
     (root / ".venv").symlink_to(REPO / ".venv")
     (root / "examples").symlink_to(REPO / "examples")
+    (root / "scripts").symlink_to(REPO / "scripts")  # the input-shapes block writes layouts
     write_sample(generate_sample(200, seed=16), root / "extract.csv")
     from ehr_release.configuration.taxonomies.adult import adult_frame
 

@@ -38,6 +38,7 @@ from ehr_release.measures import describe, explain, key_measures, shown_value
 from ehr_release.plain import (
     baseline_words,
     code_edition,
+    code_mapping_words,
     format_number,
     guarantee_sentence,
     human_type,
@@ -63,6 +64,8 @@ MAX_COLUMNS = 6
 MAX_SUMMARY_FIELDS = 6
 #: The dataset's diagnosis-code column (see :meth:`ehr_release.dataset.Dataset.schema`).
 CODES_COLUMN = "codes"
+#: The schema key of a GEM mapping's losses (:data:`ehr_release.dataset.CODE_MAPPING`).
+CODE_MAPPING = "code_mapping"
 
 
 
@@ -128,6 +131,11 @@ class CertificateContext:
     def code_system(self) -> str | None:
         """The source's diagnosis code system and edition (ICD-9-CM or ICD-10-CM)."""
         return code_edition(self.dataset_schema)
+
+    @property
+    def code_mapping(self) -> str | None:
+        """The GEM mapping of ICD-9-CM codes and what it lost (counts), if one was made."""
+        return code_mapping_words(self.dataset_schema, losses=True)
 
 
 # --------------------------------------------------------------------------- tables
@@ -349,6 +357,8 @@ def source_columns(ctx: CertificateContext) -> list[tuple[str, str, str]]:
     tabular = any(f.name.endswith((".csv", ".parquet")) for f in ctx.released)
     out = []
     for name, kind in ctx.dataset_schema.items():
+        if name == CODE_MAPPING:  # not a column: the code mapping's losses
+            continue
         if name in where:
             released = "yes, in " + ", ".join(where[name])
         elif name == CODES_COLUMN and not tabular and ctx.released:

@@ -26,6 +26,8 @@ import pandas as pd
 PATIENT_ID = "patient_id"
 CODE = "code"
 AGE = "age"
+#: The schema key (not a column) holding the GEM mapping's losses (see ``code_mapping``).
+CODE_MAPPING = "code_mapping"
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,7 +46,12 @@ class Dataset:
         Where the data came from (file names), for messages and the certificate.
     code_system
         ``icd9`` or ``icd10`` (:data:`ehr_release.hierarchy.CODE_SYSTEMS`): which packaged
-        hierarchy the codes are nodes of. One per extract: readers refuse a mix.
+        hierarchy the codes are nodes of. One per extract: readers refuse a mix, unless
+        the request maps ICD-9-CM to ICD-10-CM (:mod:`ehr_release.ingest.gem`).
+    code_mapping
+        That mapping's losses in stored form (:class:`~ehr_release.ingest.gem.MappingLosses`
+        ``.as_schema()``), None when no code was mapped; kept in :meth:`schema` under
+        :data:`CODE_MAPPING` so the certificate can report them.
     """
 
     patients: pd.DataFrame
@@ -52,6 +59,7 @@ class Dataset:
     class_column: str | None = None
     source: str = ""
     code_system: str = "icd9"
+    code_mapping: str | None = None
 
     def __post_init__(self) -> None:
         # Derived views, memoized. Deliberately not a dataclass field: Prefect walks every
@@ -134,6 +142,8 @@ class Dataset:
         """Column name → dtype, demographics first then the diagnosis columns."""
         out = {str(c): str(t) for c, t in self.patients.dtypes.items()}
         out["codes"] = f"multiset[{self.code_system}]" + ("+age" if self.is_longitudinal else "")
+        if self.code_mapping is not None:  # not a column: the GEM mapping's losses
+            out[CODE_MAPPING] = self.code_mapping
         return out
 
     # ------------------------------------------------------------------ construction

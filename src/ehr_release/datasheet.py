@@ -84,6 +84,9 @@ class DatasheetContext:
     test_site: bool = False
     #: The source's diagnosis code system and edition (:func:`plain.code_edition`).
     code_system: str | None = None
+    #: The GEM mapping rule when the source's ICD-9-CM codes were mapped (no counts:
+    #: :func:`plain.code_mapping_words`).
+    code_mapping: str | None = None
 
     @property
     def is_draft(self) -> bool:

@@ -28,7 +28,8 @@ def load_request_dataset(request: ReleaseRequest) -> Dataset:
     dataset = read_dataset(request.input_path, request.diagnoses_path,
                            admissions_path=request.admissions_path,
                            class_column=request.class_column,
-                           code_system=request.code_system)
+                           code_system=request.code_system,
+                           code_mapping=request.code_mapping)
     expected = request.expected_fingerprint
     if expected is not None and dataset.fingerprint() != expected:
         raise EhrReleaseError(f"{request.input_path} is not the dataset the comparison was "
@@ -74,7 +75,8 @@ def load_comparison_dataset(request: ComparisonRequest) -> Dataset:
         return read_dataset(request.input_path, request.diagnoses_path,
                             admissions_path=request.admissions_path,
                             class_column=request.class_column,
-                            code_system=request.code_system)
+                            code_system=request.code_system,
+                            code_mapping=request.code_mapping)
     except EhrReleaseError as exc:
         record_event(actor=request.requester, action=AuditAction.INGEST_REJECTED,
                      payload={"request": request.comparison_id, "input": request.input_path,

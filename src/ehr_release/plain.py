@@ -49,6 +49,23 @@ def code_edition(schema: Mapping[str, str]) -> str | None:
         return name
 
 
+def code_mapping_words(schema: Mapping[str, str], *, losses: bool) -> str | None:
+    """How the extract's codes were mapped (ICD-9-CM → ICD-10-CM by the GEMs), from its
+    stored schema; None when none was. ``losses`` adds the counts of unmapped codes and
+    one-to-many choices — exact statistics of the true data, so for the internal certificate
+    only: the datasheet (the recipient's copy) states the rule alone."""
+    from ehr_release.dataset import CODE_MAPPING
+    from ehr_release.ingest.gem import GEM_WORDS, MappingLosses
+
+    stored = schema.get(CODE_MAPPING)
+    if stored is None:
+        return None
+    if not losses:
+        return (GEM_WORDS + "; the counts of codes unmapped or generalized are on the "
+                "internal certificate")
+    return f"{GEM_WORDS}. {MappingLosses.from_schema(stored).words()}"
+
+
 def human_type(dtype: str) -> str:
     """A pandas dtype (or the dataset's own code type) as a reader names it."""
     for pattern, words in _DTYPES:

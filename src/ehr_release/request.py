@@ -8,7 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ehr_release.errors import EhrReleaseError, ParameterError
 
@@ -68,6 +68,13 @@ def require_data_use() -> bool:
     return setting("require_data_use").value == "on"
 
 
+def check_mapping(code_system: str | None, code_mapping: str | None) -> None:
+    """The GEM mapping yields ICD-10-CM: an extract declared ICD-9-CM cannot ask for it."""
+    if code_mapping is not None and code_system == "icd9":
+        raise ValueError("code_mapping gem maps ICD-9-CM codes to ICD-10-CM: declare "
+                         "code_system icd10, or none")
+
+
 class ReleaseRequest(BaseModel):
     """Inputs of one release run; travels as the flow's single parameter.
 
@@ -99,6 +106,9 @@ class ReleaseRequest(BaseModel):
     allow_low_utility: bool = False
     # The extract's diagnosis code system (icd9 | icd10); None: detected from the codes.
     code_system: Literal["icd9", "icd10"] | None = None
+    # ``gem``: map ICD-9-CM codes to ICD-10-CM with the CMS GEMs (ehr_release.ingest.gem)
+    # instead of refusing an extract that mixes them; the certificate reports the losses.
+    code_mapping: Literal["gem"] | None = None
     # Who receives the data and on what terms: printed on the certificate and the datasheet.
     recipient: str | None = Field(default=None, max_length=500)
     purpose: str | None = Field(default=None, max_length=2000)
@@ -111,6 +121,11 @@ class ReleaseRequest(BaseModel):
     # The population the extract is drawn from (registered at the site; ``default`` always
     # is): releases of one source are judged together (ehr_release.history).
     source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+    @model_validator(mode="after")
+    def _mapping_target(self) -> ReleaseRequest:
+        check_mapping(self.code_system, self.code_mapping)
+        return self
 
     @field_validator("requester")
     @classmethod
@@ -205,6 +220,14 @@ class ComparisonRequest(BaseModel):
     source: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
     # The extract's diagnosis code system (icd9 | icd10); None: detected from the codes.
     code_system: Literal["icd9", "icd10"] | None = None
+    # ``gem``: map ICD-9-CM codes to ICD-10-CM with the CMS GEMs (ehr_release.ingest.gem)
+    # instead of refusing an extract that mixes them; the certificate reports the losses.
+    code_mapping: Literal["gem"] | None = None
+
+    @model_validator(mode="after")
+    def _mapping_target(self) -> ComparisonRequest:
+        check_mapping(self.code_system, self.code_mapping)
+        return self
 
     @property
     def folder(self) -> Path:

@@ -75,7 +75,8 @@ def precheck(request: ReleaseRequest, *, register: bool = False,
         if not preflighted:
             preflight(request.input_path, request.diagnoses_path,
                       admissions_path=request.admissions_path,
-                      class_column=request.class_column, code_system=request.code_system)
+                      class_column=request.class_column, code_system=request.code_system,
+                      code_mapping=request.code_mapping)
         plan = make_plan(request, parsed=parsed)
         if register:
             from ehr_release.intake import register_run  # no Prefect
@@ -569,7 +570,8 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      expires: str | None = None, allow_empty: bool = False,
                      allow_low_utility: bool = False,
                      source: str = "default",
-                     code_system: str | None = None) -> ReleaseRequest:
+                     code_system: str | None = None,
+                     code_mapping: str | None = None) -> ReleaseRequest:
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
@@ -580,4 +582,5 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                           task_runner=check_runner_spec(task_runner), recipient=recipient,
                           purpose=purpose, terms=terms, expires=expires,
                           allow_empty=allow_empty, allow_low_utility=allow_low_utility,
-                          source=source, code_system=code_system)
+                          source=source, code_system=code_system,
+                          code_mapping=code_mapping)

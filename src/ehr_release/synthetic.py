@@ -49,6 +49,14 @@ Cells are (age band, gender), age bands :data:`AGE_BANDS` (15–44, 45–64, 65�
 under this model (Rosén's approximation of successive sampling), which is what the tests
 compare generated data against.
 
+ICD-10-CM
+---------
+The model takes the fitted extract's code system (:attr:`CodeModel.code_system`): fitted to
+the ICD-10-CM copy of the demo (``examples/data/mimic3-demo-icd10``, its codes mapped with
+the CMS GEMs), the tail is the ICD-10-CM leaves absent from it (≈ 74,000, 7th-character
+extensions included) backed off to ICD-10-CM categories, and the draws are ICD-10-CM
+(``tests/test_synthetic_icd10.py``; ``bench/artuc_realistic.py --code-system icd10``).
+
 Assumptions and limits
 ----------------------
 * Given the cell, codes are exchangeable draws: no comorbidity structure beyond what age

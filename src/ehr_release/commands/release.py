@@ -64,6 +64,9 @@ def run(
         help="Registered source (population) the extract is drawn from.")] = "default",
     code_system: Annotated[str | None, typer.Option(
         help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
+    code_mapping: Annotated[str | None, typer.Option(
+        help="gem: map ICD-9-CM codes to ICD-10-CM with the CMS GEMs (for an extract that "
+             "mixes them); the certificate reports the losses.")] = None,
 ) -> None:
     """Start a release; prints the run id. Stops at awaiting_approval unless --approve-as.
 
@@ -81,7 +84,7 @@ def run(
     except EhrReleaseError as exc:
         raise _refused(requester, input, exc) from None
     _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column,
-                      code_system)
+                      code_system, code_mapping)
 
     from ehr_release import service
     from ehr_release.destinations import DestinationError
@@ -103,7 +106,7 @@ def run(
                 expected_fingerprint=fingerprint, task_runner=task_runner,
                 recipient=recipient, purpose=purpose, terms=terms, expires=expires,
                 allow_empty=allow_empty, allow_low_utility=allow_low_utility, source=source,
-                code_system=code_system,
+                code_system=code_system, code_mapping=code_mapping,
             ).with_comparison(from_comparison, row)
         except DestinationError as refused:  # a path out of the root, or a file: audited
             service.record_refusal(requester, runs.new_run_id(), str(input), refused)
@@ -160,7 +163,8 @@ def _tell_failure(run_id: str, flow: subprocess.Popen[bytes]) -> None:
 
 def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], input: Path,
                       diagnoses: Path | None, admissions: Path | None,
-                      class_column: str | None, code_system: str | None = None) -> None:
+                      class_column: str | None, code_system: str | None = None,
+                      code_mapping: str | None = None) -> None:
     """Refuse a bad parameter or file before the database, Prefect or pandas is imported.
 
     The checks (the registry's parameter declarations, the standard-library preflight) are
@@ -175,7 +179,7 @@ def _refuse_bad_input(requester: str, algorithm: str, params: dict[str, str], in
     try:
         get_algorithm(algorithm).parse(params)
         preflight(input, diagnoses, admissions_path=admissions, class_column=class_column,
-                  code_system=code_system)
+                  code_system=code_system, code_mapping=code_mapping)
     except EhrReleaseError as refused:
         raise _refused(requester, input, refused) from None
 

@@ -24,7 +24,7 @@ import pandas as pd
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.errors import InputError
 from ehr_release.ingest.rules import MAX_AGE
-from ehr_release.ingest.validate import normalize_codes
+from ehr_release.ingest.validate import read_codes
 
 
 def whole_years(birth_year: np.ndarray, birth_md: np.ndarray, event: pd.Series) -> np.ndarray:
@@ -61,18 +61,24 @@ def unknown_patient(ids: pd.Series, known: set[str], rows: np.ndarray, path: Pat
 
 def assemble(patients: pd.DataFrame, diagnoses: pd.DataFrame, *, code_path: Path,
              code_field: str, code_system: str | None, source: str,
-             class_column: str | None = None) -> Dataset:
+             class_column: str | None = None, code_mapping: str | None = None,
+             icd9: pd.Series | None = None) -> Dataset:
     """The Dataset of ``patients`` (indexed by id; ``gender`` and what else the source has)
     and ``diagnoses`` (``patient_id``, raw ``code``, ``age``, source ``row``).
 
     Codes are validated and dotted here (one code system per extract, detected unless
-    declared); each patient's ``age`` is the age at ``first_visit_age`` when the source
-    gave one, else at the first diagnosis.
+    declared; or ICD-9-CM mapped to ICD-10-CM with ``code_mapping``, ``icd9`` marking the
+    rows the source declares ICD-9-CM); each patient's ``age`` is the age at
+    ``first_visit_age`` when the source gave one, else at the first diagnosis.
     """
     diagnoses = diagnoses.reset_index(drop=True)
-    codes, system = normalize_codes(diagnoses[CODE], diagnoses["row"], code_path, code_field,
-                                    code_system)
-    first_dx = diagnoses.groupby(PATIENT_ID)[AGE].min()
+    codes, system, losses = read_codes(diagnoses[CODE], diagnoses["row"], code_path,
+                                       code_field, code_system, code_mapping, icd9)
+    first_dx = diagnoses.groupby(PATIENT_ID)[AGE].min()  # ages before any code is dropped
+    if losses is not None:  # drop what the mapping could not map
+        keep = codes.notna().to_numpy()
+        diagnoses, codes = (diagnoses[keep].reset_index(drop=True),
+                            codes[keep].reset_index(drop=True))
     out = patients.copy()
     visit_age = out.pop("first_visit_age") if "first_visit_age" in out else None
     age = first_dx.reindex(out.index)
@@ -84,4 +90,5 @@ def assemble(patients: pd.DataFrame, diagnoses: pd.DataFrame, *, code_path: Path
                          CODE: codes.to_numpy(),
                          AGE: pd.array(diagnoses[AGE].to_numpy(dtype=object),
                                        dtype="Int64")})
-    return Dataset(out, diag, class_column=class_column, source=source, code_system=system)
+    return Dataset(out, diag, class_column=class_column, source=source, code_system=system,
+                   code_mapping=losses)

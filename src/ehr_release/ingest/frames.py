@@ -16,7 +16,7 @@ from ehr_release.dataset import AGE, CODE, PATIENT_ID
 from ehr_release.errors import InputError
 from ehr_release.ingest.dates import ages_at, parse_dates
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
-from ehr_release.ingest.validate import normalize_codes, parse_ages
+from ehr_release.ingest.validate import parse_ages, read_codes
 
 #: Columns that identify or date a patient directly; never treated as demographics.
 NON_DEMOGRAPHIC = {"row_id", "birth_date", "dod", "dod_hosp", "dod_ssn", "expire_flag",
@@ -36,18 +36,25 @@ def demographic_frame(frame: pd.DataFrame, path: Path, class_column: str | None)
 
 
 def diagnosis_frame(diag: pd.DataFrame, path: Path, patients: pd.DataFrame,
-               ages: pd.Series | None, code_system: str | None = None
-               ) -> tuple[pd.DataFrame, str]:
+                    ages: pd.Series | None, code_system: str | None = None,
+                    code_mapping: str | None = None) -> tuple[pd.DataFrame, str, str | None]:
     require_rows(diag, path)
     diag = diag.reset_index(drop=True)
     rows = pd.Series(np.arange(1, len(diag) + 1))
     check_known_patients(diag[PATIENT_ID], pd.Series(patients.index), path)
-    codes, system = normalize_codes(diag[CODE], rows, path, CODE, code_system)
+    codes, system, losses = read_codes(diag[CODE], rows, path, CODE, code_system, code_mapping)
     if ages is None:
         ages = (parse_ages(diag[AGE], rows, path, AGE) if AGE in diag.columns
                 else pd.Series(pd.array([None] * len(diag), dtype="Int64")))
-    return pd.DataFrame({PATIENT_ID: diag[PATIENT_ID].to_numpy(), CODE: codes.to_numpy(),
-                         AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")}), system
+    out = pd.DataFrame({PATIENT_ID: diag[PATIENT_ID].to_numpy(), CODE: codes.to_numpy(),
+                        AGE: pd.array(np.asarray(ages, dtype=object), dtype="Int64")})
+    return mapped(out), system, losses
+
+
+def mapped(diagnoses: pd.DataFrame) -> pd.DataFrame:
+    """The diagnoses less those a code mapping dropped (their code is None)."""
+    keep = diagnoses[CODE].notna().to_numpy()
+    return diagnoses if keep.all() else diagnoses[keep].reset_index(drop=True)
 
 
 def check_known_patients(ids: pd.Series, known: pd.Series, path: Path) -> None:

@@ -23,7 +23,7 @@ TABLE_SUFFIXES = {".csv", ".parquet", ".pq"}
 
 
 def read_folder(folder: Path, *, class_column: str | None = None,
-                code_system: str | None = None) -> Dataset:
+                code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """Read a folder of any recognised layout (see the module docstring)."""
     from ehr_release.ingest import fhir, mimic3, mimic4, omop
 
@@ -35,14 +35,17 @@ def read_folder(folder: Path, *, class_column: str | None = None,
     if all(t in tables for t in omop.TABLES):
         files = {t: tables[t] for t in (*omop.TABLES, *omop.OPTIONAL) if t in tables}
         return omop.read_omop(folder, files, class_column=class_column,
-                              code_system=code_system)
+                              code_system=code_system, code_mapping=code_mapping)
     if all(t in tables for t in mimic4.TABLES):
         if mimic4.is_mimic4(tables["diagnoses_icd"]):
             return mimic4.read_mimic4(folder, tables, class_column=class_column,
-                                      code_system=code_system)
+                                      code_system=code_system, code_mapping=code_mapping)
         return mimic3.read_mimic_dir(folder, class_column=class_column,
-                                      code_system=code_system)
+                                     code_system=code_system, code_mapping=code_mapping)
     if ndjson:
+        if code_mapping is not None:  # FHIR codings name their system: no mix to guess
+            raise InputError("code mapping is not supported for FHIR exports yet: map the "
+                             "Condition codings before the export", file=str(folder))
         return fhir.read_fhir(folder, ndjson, class_column=class_column,
                               code_system=code_system)
     compressed = [p.name for p in folder.iterdir() if p.name.lower().endswith(".gz")]

@@ -23,7 +23,7 @@ MIMIC_CLASS = "in_hospital_death"
 
 
 def read_mimic_dir(folder: Path, *, class_column: str | None = None,
-                   code_system: str | None = None) -> Dataset:
+                   code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """A MIMIC-III (demo) folder: one row per patient, demographics of the first admission,
     class = died in hospital during any admission, codes aged at their admission."""
     files = {p.stem.lower(): p for p in folder.iterdir()
@@ -54,6 +54,7 @@ def read_mimic_dir(folder: Path, *, class_column: str | None = None,
     require_columns(diag, [PATIENT_ID, CODE, "admission"], d_path)
     diag = diag[diag[CODE] != ""]  # MIMIC leaves a few diagnosis rows without a code
     ages = diag["admission"].map(pd.Series(adm_age, index=adm["admission"].to_numpy()))
-    diagnoses, system = diagnosis_frame(diag, d_path, out, ages.astype("Int64"), code_system)
+    diagnoses, system, losses = diagnosis_frame(diag, d_path, out, ages.astype("Int64"),
+                                                code_system, code_mapping)
     return Dataset(out, diagnoses, class_column=class_column or MIMIC_CLASS,
-                   source=str(folder), code_system=system)
+                   source=str(folder), code_system=system, code_mapping=losses)

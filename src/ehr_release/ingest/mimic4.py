@@ -5,7 +5,8 @@ MIMIC-IV gives no birth date: each patient has an ``anchor_age`` in an ``anchor_
 anchor_year)``, top-coded at 91 as MIMIC-IV's own ``anchor_age`` is. ``diagnoses_icd`` says
 per row which system its ``icd_code`` is in (``icd_version`` 9 or 10): real MIMIC-IV holds
 both (coding changed in 2015), so an extract is refused unless all its rows are in one —
-select the ICD-9 or ICD-10 admissions first (no mapping between them is made).
+select the ICD-9 or ICD-10 admissions first — or the request maps the ICD-9 rows to
+ICD-10-CM with the CMS GEMs (``code_mapping: gem``, :mod:`ehr_release.ingest.gem`).
 
 Patients: ``age`` at the first admission, ``gender``, the first admission's ``insurance``,
 ``marital_status``, ``race``, ``admission_type``, ``admission_location`` when present, and
@@ -48,7 +49,7 @@ def is_mimic4(diagnoses_path: Path) -> bool:
 
 
 def read_mimic4(folder: Path, files: dict[str, Path], *, class_column: str | None = None,
-                code_system: str | None = None) -> Dataset:
+                code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     p_path, a_path, d_path = (files[t] for t in TABLES)
     pats = read_table(p_path)
     require_columns(pats, [PATIENT_ID, "gender", "anchor_age", "anchor_year"], p_path)
@@ -96,21 +97,29 @@ def read_mimic4(folder: Path, files: dict[str, Path], *, class_column: str | Non
     if missing.any():
         raise InputError("admission is not in the admissions table", file=str(d_path),
                          row=int(missing.argmax()) + 1, column="hadm_id")
-    system = _version(diag, d_path, code_system)
+    system = (_version(diag, d_path, code_system) if code_mapping is None
+              else _checked_versions(diag, d_path))
     diagnoses = pd.DataFrame({PATIENT_ID: diag[PATIENT_ID], CODE: diag[CODE],
                               AGE: diag["admission"].map(ages).to_numpy(), "row": d_rows})
     return assemble(patients, diagnoses, code_path=d_path, code_field="icd_code",
-                    code_system=system, source=str(folder),
+                    code_system=system, source=str(folder), code_mapping=code_mapping,
+                    icd9=None if code_mapping is None else diag["icd_version"].eq("9"),
                     class_column=class_column or (CLASS if CLASS in patients else None))
+
+
+def _checked_versions(diag: pd.DataFrame, path: Path) -> str:
+    """Refuse an ``icd_version`` other than 9 or 10; the mapped extract is ICD-10-CM."""
+    bad = ~diag["icd_version"].isin(VERSIONS).to_numpy()
+    if bad.any():
+        raise InputError("icd_version must be 9 or 10", file=str(path),
+                         row=int(bad.argmax()) + 1, column="icd_version")
+    return "icd10"
 
 
 def _version(diag: pd.DataFrame, path: Path, declared: str | None) -> str:
     """The one code system ``icd_version`` names for every row (a mix refused by row)."""
+    _checked_versions(diag, path)
     version = diag["icd_version"]
-    bad = ~version.isin(VERSIONS).to_numpy()
-    if bad.any():
-        raise InputError("icd_version must be 9 or 10", file=str(path),
-                         row=int(bad.argmax()) + 1, column="icd_version")
     if version.nunique() > 1:
         nine, ten = (int((version == v).to_numpy().argmax()) + 1 for v in ("9", "10"))
         raise mixed_error(path, nine, ten, "icd_version")

@@ -37,7 +37,7 @@ PERSON = "person_id"
 
 
 def read_omop(folder: Path, files: dict[str, Path], *, class_column: str | None = None,
-              code_system: str | None = None) -> Dataset:
+              code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """Read an OMOP CDM folder (``files``: table name → file) into a Dataset."""
     p_path, c_path = files["person"], files["condition_occurrence"]
     person = read_table(p_path)
@@ -77,7 +77,7 @@ def read_omop(folder: Path, files: dict[str, Path], *, class_column: str | None 
     if class_column is not None and class_column not in patients.columns:
         raise InputError("class column is missing", file=str(p_path), column=class_column)
     return assemble(patients, diagnoses, code_path=c_path, code_field="condition_source_value",
-                    code_system=code_system, source=str(folder),
+                    code_system=code_system, source=str(folder), code_mapping=code_mapping,
                     class_column=class_column or (DIED if "death" in files else None))
 
 

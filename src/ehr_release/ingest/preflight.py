@@ -60,14 +60,18 @@ Table = tuple[list[str], list[list[str]]]
 
 def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, *,
               admissions_path: str | Path | None = None,
-              class_column: str | None = None, code_system: str | None = None) -> None:
+              class_column: str | None = None, code_system: str | None = None,
+              code_mapping: str | None = None) -> None:
     """Raise the full reader's :class:`InputError` for a bad plain-text extract, if it can.
 
     ``code_system`` (``icd9``/``icd10``) declares the codes' system; None detects it.
+    With a ``code_mapping`` the full reader decides about the codes (mixed on purpose).
 
     Returns None when the input passed or when the preflight cannot decide (see module
     docstring); the full reader runs afterwards in both cases.
     """
+    if code_mapping is not None:
+        _check_mapping(code_system, code_mapping)
     try:
         path = Path(input_path)
         if path.is_dir():
@@ -87,12 +91,26 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
                 known(code_system)
             except ValueError as exc:
                 raise InputError(str(exc)) from None
+        if code_mapping is not None:
+            return
         if diagnoses_path is None:
             _check_wide(path, class_column, code_system)
         else:
             _check_long(path, Path(diagnoses_path), class_column, code_system)
     except Undecided:
         return
+
+
+def _check_mapping(code_system: str | None, code_mapping: str) -> None:
+    """The one mapping offered, and only towards ICD-10-CM (the request model says the same)."""
+    from ehr_release.ingest.gem import GEM
+
+    if code_mapping != GEM:
+        raise InputError(f"unknown code mapping {code_mapping!r}; expected {GEM!r} (ICD-9-CM "
+                         "to ICD-10-CM by the CMS General Equivalence Mappings)")
+    if code_system == "icd9":
+        raise InputError("code mapping gem maps ICD-9-CM codes to ICD-10-CM: declare code "
+                         "system icd10, or none")
 
 
 def check_volume(path: Path) -> int | None:

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.ingest.frames import demographic_frame, diagnosis_ages, diagnosis_frame
+from ehr_release.ingest.frames import demographic_frame, diagnosis_ages, diagnosis_frame, mapped
 from ehr_release.ingest.rules import CODE_SEPARATOR
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
-from ehr_release.ingest.validate import check_unique_ids, normalize_codes, parse_ages
+from ehr_release.ingest.validate import check_unique_ids, parse_ages, read_codes
 
 CODES = "codes"
 
@@ -37,26 +37,31 @@ def read_dataset(
     admissions_path: str | Path | None = None,
     class_column: str | None = None,
     code_system: str | None = None,
+    code_mapping: str | None = None,
 ) -> Dataset:
     """Read any accepted input shape into a :class:`Dataset` (see module docstring).
 
     ``code_system`` (``icd9`` or ``icd10``) declares the extract's codes; None detects it
-    (:func:`~ehr_release.ingest.rules.detect_code_system`).
+    (:func:`~ehr_release.ingest.rules.detect_code_system`). ``code_mapping`` ``gem`` maps
+    ICD-9-CM codes to ICD-10-CM instead of refusing a mix (:mod:`ehr_release.ingest.gem`).
     """
     path = Path(input_path)
     if path.is_dir():
         from ehr_release.ingest.layouts import read_folder
 
-        return read_folder(path, class_column=class_column, code_system=code_system)
+        return read_folder(path, class_column=class_column, code_system=code_system,
+                           code_mapping=code_mapping)
     if diagnoses_path is not None:
         return read_long(path, Path(diagnoses_path),
                          admissions_path=Path(admissions_path) if admissions_path else None,
-                         class_column=class_column, code_system=code_system)
-    return read_wide(path, class_column=class_column, code_system=code_system)
+                         class_column=class_column, code_system=code_system,
+                         code_mapping=code_mapping)
+    return read_wide(path, class_column=class_column, code_system=code_system,
+                     code_mapping=code_mapping)
 
 
 def read_wide(path: Path, *, class_column: str | None = None,
-              code_system: str | None = None) -> Dataset:
+              code_system: str | None = None, code_mapping: str | None = None) -> Dataset:
     """One row per patient with a ``codes`` column."""
     frame = read_table(path)
     require_columns(frame, [PATIENT_ID, CODES], path)
@@ -74,16 +79,18 @@ def read_wide(path: Path, *, class_column: str | None = None,
     code_txt = tok.str.partition("@")[0] if len(tok) else tok
     age_txt = tok.str.partition("@")[2] if len(tok) else tok
     rows = exploded["row"]
-    codes, system = normalize_codes(code_txt.fillna(""), rows, path, CODES, code_system)
+    codes, system, losses = read_codes(code_txt.fillna(""), rows, path, CODES, code_system,
+                                       code_mapping)
     ages = parse_ages(age_txt.fillna(""), rows, path, CODES)
     diagnoses = pd.DataFrame({PATIENT_ID: exploded[PATIENT_ID].to_numpy(),
                               CODE: codes.to_numpy(), AGE: ages.to_numpy()})
-    return Dataset(patients, diagnoses, class_column=class_column, source=str(path),
-                   code_system=system)
+    return Dataset(patients, mapped(diagnoses), class_column=class_column, source=str(path),
+                   code_system=system, code_mapping=losses)
 
 
 def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None = None,
-              class_column: str | None = None, code_system: str | None = None) -> Dataset:
+              class_column: str | None = None, code_system: str | None = None,
+              code_mapping: str | None = None) -> Dataset:
     """A patients table plus a long diagnoses table (and optionally admissions)."""
     pats = read_table(path)
     require_columns(pats, [PATIENT_ID], path)
@@ -93,8 +100,10 @@ def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None 
     require_columns(diag, [PATIENT_ID, CODE], diagnoses_path)
     ages = diagnosis_ages(pats, path, diag, diagnoses_path, admissions_path)
     patients = demographic_frame(pats, path, class_column)
-    diagnoses, system = diagnosis_frame(diag, diagnoses_path, patients, ages, code_system)
+    diagnoses, system, losses = diagnosis_frame(diag, diagnoses_path, patients, ages,
+                                                code_system, code_mapping)
     return Dataset(patients, diagnoses, class_column=class_column,
-                   source=f"{path} + {diagnoses_path}", code_system=system)
+                   source=f"{path} + {diagnoses_path}", code_system=system,
+                   code_mapping=losses)
 
 

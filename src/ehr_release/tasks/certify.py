@@ -25,6 +25,7 @@ from ehr_release.certificate import (
     CertificateContext,
     render_certificate_pdf,
 )
+from ehr_release.dataset import CODE_MAPPING
 from ehr_release.datasheet import (
     DatasheetContext,
     describe_files,
@@ -33,7 +34,12 @@ from ehr_release.datasheet import (
 )
 from ehr_release.files import sha256_bytes, write_durably
 from ehr_release.history.checks import HISTORY
-from ehr_release.plain import attack_statement, code_edition, verification_limits
+from ehr_release.plain import (
+    attack_statement,
+    code_edition,
+    code_mapping_words,
+    verification_limits,
+)
 from ehr_release.plan import ReleasePlan
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
@@ -169,7 +175,8 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
         outcome=None if outcome is None else outcome.stored(), data_use=data_use or DataUse(),
         destination=f"{run.out_dir}/releases/{run_id}",
         released=released,
-        released_columns=released_columns(files, list(schema), entry.schema),
+        released_columns=released_columns(files, [c for c in schema if c != CODE_MAPPING],
+                                          entry.schema),
         parameter_help=parameter_help(entry), headline_loss=entry.headline_loss,
         epsilon_account=_epsilon_account(run_id), test_site=is_test_site())
 
@@ -189,6 +196,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
     entry = get_algorithm(run.algorithm)
     head, _ = chain_head()
     attack = outcome.attack if outcome else None
+    schema = json.loads(runs.get_dataset(run.dataset_id).columns_json)
     return DatasheetContext(
         run_id=run_id, algorithm=entry.name, privacy_model=entry.privacy_model,
         parameters=public_parameters(dict(params), entry.site_paths),
@@ -204,7 +212,8 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
         verification_limits=verification_limits(entry.name),
         history=history_words(verification), cumulative_epsilon=_cumulative_epsilon(run_id),
         test_site=is_test_site(),
-        code_system=code_edition(json.loads(runs.get_dataset(run.dataset_id).columns_json)))
+        code_system=code_edition(schema),
+        code_mapping=code_mapping_words(schema, losses=False))
 
 
 def history_words(verification: VerificationReport) -> str | None:
