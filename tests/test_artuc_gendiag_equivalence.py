@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.algorithms.artuc import gendiag as gendiag_module
+from ehr_release.algorithms.artuc import gendiag_queues
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from tests import artuc_gendiag_reference as frozen
@@ -112,8 +112,8 @@ def test_random_ehrd_shaped_clusters_match_the_frozen_copy(seed, n, k, m) -> Non
 def test_purging_q_at_every_pop_changes_nothing(monkeypatch, seed, n, vocab, chapters, mean,
                                                 k, m) -> None:
     """Q drops dead entries only now and then (big clusters); here after every pop."""
-    monkeypatch.setattr(gendiag_module, "_PURGE_EVERY", 1)
-    monkeypatch.setattr(gendiag_module, "_PURGE_WHEN_ALIVE", 1.0)
+    monkeypatch.setattr(gendiag_queues, "_PURGE_EVERY", 1)  # read where the queues live
+    monkeypatch.setattr(gendiag_queues, "_PURGE_WHEN_ALIVE", 1.0)
     rng = np.random.default_rng(seed)
     table = ehrd_shaped(rng, n, vocab, chapters, mean)
     assert_same(table, rng.permutation(n), k, m)
