@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,7 +16,10 @@ from ehr_release.errors import EhrReleaseError
 
 def verify(
     release: Annotated[Path, typer.Option(help="Release file, or a published release folder.")],
-    original: Annotated[Path, typer.Option(help="The original data (as for `run --input`).")],
+    original: Annotated[Path | None, typer.Option(
+        help="The original data (as for `run --input`); without it (a recipient, an outside "
+             "auditor) only the checks the release alone allows run, and the report lists "
+             "those it could not run.")] = None,
     algorithm: Annotated[str | None, typer.Option(
         help="Algorithm that produced the release (default: its manifest.json's).")] = None,
     param: Annotated[list[str] | None, typer.Option(
@@ -43,6 +46,8 @@ def verify(
         files = read_release_files(release)
         for stray in getattr(files, "strays", ()):  # the operator's own paths: not stored
             typer.echo(f"not a declared release file: {stray.path} ({stray.kind})", err=True)
+        if original is None:
+            return _verify_without_original(entry.name, release, files, params, declared)
         if entry.id_file is not None and release_id is None:
             release_id = release_id_of(release)
         dataset = read_dataset(original, diagnoses, admissions_path=admissions,
@@ -59,6 +64,38 @@ def verify(
     if not report.holds:
         raise typer.Exit(code=1)
 
+
+
+def _verify_without_original(name: str, release: Path, files: dict[str, bytes],
+                             params: dict[str, Any], declared: list[str]) -> None:
+    """A recipient's verify: the closed world and the checks the bytes alone allow.
+
+    Disassociation's recipient checks (the layout, declared k and m, the subrecord order
+    replayed, the chunk order as far as published supports decide it) run here; the replay
+    of HorPart, VerPart and Refine and the counts against the original need the site's
+    copy, and the report names them under ``not_run``. Other families' checks all count
+    against the original, so they are refused with a message naming ``--original``.
+    """
+    from ehr_release.cli_support.release_params import verdict_line
+
+    strays = list(getattr(files, "strays", ()))
+    if name != "disassociation":
+        raise fail(f"verifying a {name} release needs --original: every check of this "
+                   "model counts against the original data")
+    from ehr_release.privacy.disassociation.published_checks import recipient_verdict
+
+    verdict = recipient_verdict(dict(files), params)
+    holds = verdict.report.holds and not strays
+    failed = [(r.name, r.required) for r in verdict.report.failures]
+    if strays:
+        failed.insert(0, ("closed world", "no file beside the declared ones"))
+    typer.echo(json.dumps({**verdict.report.to_dict(), "mode": "without the original",
+                           "not_run": verdict.not_run}, indent=2, default=str))
+    typer.echo(verdict_line(name, release, holds, failed, params, declared)
+               + f"; checked without the original, {len(verdict.not_run)} check(s) not run "
+               "(see not_run)", err=True)
+    if not holds:
+        raise typer.Exit(code=1)
 
 
 def reconstruct(

@@ -142,3 +142,38 @@ def check_published(files: dict[str, bytes], k: int, m: int,
     else:
         reqs.append(chunk_order_requirement(rel, constraint_of))
     return PublishedVerdict(VerificationReport(NAME, reqs), not_run)
+
+
+def recipient_verdict(files: dict[str, bytes], params: Mapping[str, object]
+                      ) -> PublishedVerdict:
+    """:func:`check_published` under the release's declared parameters, for ``verify``
+    without the original (a recipient, an outside auditor).
+
+    The policy's constraints are rebuilt from the published codes when the policy names a
+    hierarchy or a code similarity (disassociation publishes every code it keeps); a policy
+    file is read; a policy mined from the data (``frequent:``) cannot be rebuilt, and the
+    chunk-order check is then listed as not run.
+    """
+    from ehr_release.configuration.policies import parse_policy_spec, resolve_policy
+    from ehr_release.dataset import Dataset
+    from ehr_release.errors import EhrReleaseError
+    from ehr_release.ingest.rules import detect_code_system
+
+    k, m = int(str(params["k"])), int(str(params["m"]))
+    spec = str(params.get("policy") or "")
+    constraint_of: Mapping[str, int] | None = None
+    if spec and parse_policy_spec(spec).kind != "frequent":
+        try:
+            codes = sorted(parse_release(files).code_names)
+        except ReleaseRejected:
+            codes = []
+        if codes:
+            try:
+                system = detect_code_system(codes)
+                if not isinstance(system, str):  # a mix: no one hierarchy to rebuild from
+                    return check_published(files, k, m, None)
+                published = Dataset.from_records([codes], code_system=system)
+                constraint_of = resolve_policy(spec, published).constraint_of()
+            except EhrReleaseError:
+                constraint_of = None  # not rebuildable: check_published says it did not run
+    return check_published(files, k, m, constraint_of)
