@@ -397,11 +397,11 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
     """Refuse an approval whose release no longer holds with its history: a release of
     overlapping patients parked while this one ran (two flows at once) makes a differencing
     or weakening pair the flow could not see. Audited as ``approval.refused``; value-free."""
-    from ehr_release.history.checks import recheck_before_approval
-
     run = runs.find_run(run_id)
     if run is None or run.status != Status.AWAITING_APPROVAL:
-        return  # runs.decide refuses these in its own words
+        return  # runs.decide refuses these in its own words, without loading the checks
+    from ehr_release.history.checks import recheck_before_approval
+
     try:
         verdict = recheck_before_approval(run_id)
     except EhrReleaseError as exc:  # its parked release cannot be read back: not judged
