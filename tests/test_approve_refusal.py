@@ -63,3 +63,38 @@ def test_a_refused_approval_loads_nothing_heavy(ehr_home: Path, case: str) -> No
     assert result["exit"] == 1 and expected in result["output"], result
     assert result["heavy"] == [], f"refused only after importing {result['heavy']}"
     assert runs.get_run(run.id).status != "approved"
+
+
+def test_a_decision_shows_its_steps_on_stderr(ehr_home: Path) -> None:
+    """``approve`` was silent until it ended; each step now shows on stderr with its time,
+    stdout keeps the one line scripts read."""
+    run = make_run(None, requester="steward.sam")
+    to_awaiting(run.id, None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ehr_release.cli", "approve", run.id, "--reviewer", "olga",
+         "--decision", "reject", "--reason", "too coarse"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"{run.id}: rejected"
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == f"reject {run.id}", done.stderr
+    assert lines[1].startswith("  ok record the decision") and lines[1].endswith(" s)")
+
+
+def test_steps_show_in_order_and_a_failed_one_is_marked(capsys) -> None:
+    from ehr_release.progress import StepProgress
+    from ehr_release.tasks.steps import step
+
+    step("nobody listens")  # no display: nothing happens
+    ticks = iter(range(100))
+    with StepProgress("approve rel-1", live=False, clock=lambda: float(next(ticks))) as shown:
+        step("record the decision")
+        step("start the publishing flow (Prefect)")
+        shown.failed()
+    step("after the block")  # the display no longer listens
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "approve rel-1"
+    assert err[1].startswith("  ok record the decision") and "1.0 s" in err[1]
+    assert err[2].startswith("  !! start the publishing flow (Prefect)")
+    assert len(err) == 3

@@ -39,6 +39,7 @@ from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.runs import TERMINAL, Status
+from ehr_release.tasks.steps import step
 
 if TYPE_CHECKING:
     from ehr_release.compare import Outcome
@@ -383,6 +384,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     expire_overdue(run_id)
     if decision == Decision.APPROVE:
         _refuse_broken_history(run_id, reviewer)
+    step("record the decision")
     runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
                 role=role)
     if decision != Decision.APPROVE:
@@ -400,6 +402,7 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
     run = runs.find_run(run_id)
     if run is None or run.status != Status.AWAITING_APPROVAL:
         return  # runs.decide refuses these in its own words, without loading the checks
+    step("re-check the release history")
     from ehr_release.history.checks import recheck_before_approval
 
     try:
@@ -433,6 +436,7 @@ def publish(run_id: str) -> Status:
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
         _refuse_publish(run_id, f"run {run_id} is {run.status}; only an approved run is "
                         "published", exists=True)
+    step("start the publishing flow (Prefect)")
     with prefect_api():
         from ehr_release.flows.publish import publish_flow
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
@@ -48,6 +49,8 @@ from ehr_release.storage.home import private_dir
 from ehr_release.storage.site import is_test_site
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
+from ehr_release.tasks.logs import since, size, stage_log
+from ehr_release.tasks.naming import stage_run_name
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
@@ -236,8 +239,9 @@ def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
     return private_dir(home() / "runs" / run_id) / name
 
 
-@task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
-      cache_policy=None, persist_result=False)
+@task(name="certify", task_run_name=stage_run_name("certify"), retries=2,
+      retry_delay_seconds=1, retry_condition_fn=is_transient, cache_policy=None,
+      persist_result=False)
 @redacted
 def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, outcome: ReleaseOutcome | None = None) -> str:
@@ -247,6 +251,7 @@ def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificat
     rendered here (:mod:`ehr_release.tasks.aside`): the same context, the same bytes.
     """
     run_id, data_use = plan.run_id, plan.request.data_use
+    started = time.perf_counter()
     params = effective_parameters(dict(plan.params), files)
     ctx = build_context(run_id, files, verification, utility, params=params, outcome=outcome,
                         data_use=data_use, status="verified — awaiting reviewer decision")
@@ -265,11 +270,14 @@ def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificat
                    f"Draft certificate rendered ({len(pdf):,} bytes), SHA-256 "
                    f"`{sha256_bytes(pdf)}`; draft datasheet {len(sheet):,} bytes. "
                    f"Audit head `{ctx.audit_head[:16]}…`.")
+    stage_log("certify", f"draft certificate {size(len(pdf))} "
+                         f"({'rendered in the second process' if aside else 'rendered here'}), "
+                         f"draft datasheet {size(len(sheet))}, in {since(started)}")
     return str(path)
 
 
-@task(name="park", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
-      cache_policy=None, persist_result=False)
+@task(name="park", task_run_name="park-for-review", retries=2, retry_delay_seconds=1,
+      retry_condition_fn=is_transient, cache_policy=None, persist_result=False)
 @redacted
 def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
               utility: UtilityReport, outcome: ReleaseOutcome,
@@ -280,3 +288,5 @@ def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport
     stage_artifact("awaiting-approval", run_id,
                    "Release parked for the reviewer: candidate files and reports persisted; "
                    "no process waits. A recorded decision starts `publish_flow`.")
+    stage_log("park", f"{len(files)} candidate file(s) and the reports persisted; the run "
+                      "awaits a reviewer's decision, with no process waiting")

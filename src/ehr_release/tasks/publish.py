@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -50,7 +51,9 @@ from ehr_release.tasks.certify import (
     draft_path,
     recorded_parameters,
 )
+from ehr_release.tasks.logs import plural, since, size, stage_log
 from ehr_release.tasks.redaction import redacted
+from ehr_release.tasks.steps import step
 
 CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
@@ -60,6 +63,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                     utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                     data_use: DataUse | None = None) -> Path:
     """Write, fsync and rename the release into place; record it; return its folder."""
+    step("check the approval and the pinned files")
     run = runs.get_run(run_id)
     if run.status != Status.APPROVED:
         raise IllegalTransition(f"run {run_id} is {run.status}; only an approved run is "
@@ -85,6 +89,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     staging = final.parent / f".staging-{run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
+        step("render the final certificate and datasheet")
         contents = {check_safe_name(n): d for n, d in files.items()}
         channel, role = runs.decision_channel(run_id)
         block = ApprovalBlock(reviewer=approval.reviewer, decision=approval.decision,
@@ -110,6 +115,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                       for n, d in sorted(contents.items())],
         }
         contents[MANIFEST] = (canonical_json(manifest) + "\n").encode()
+        step("write, fsync and rename the release folder")
         for name, data in contents.items():
             write_durably(staging / name, data)
         _check_staged(run_id, staging, contents)
@@ -119,6 +125,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    step("file the certificate and record the publication")
     filed = draft_path(run_id, CERTIFICATE)
     write_durably(filed, certificate, private=True)
     try:
@@ -202,13 +209,18 @@ def _flow_run_id() -> str | None:
     return str(found) if found else None
 
 
-@task(name="publish", persist_result=False, cache_policy=None)
+@task(name="publish", task_run_name="publish[{run_id}]", persist_result=False,
+      cache_policy=None)
 @redacted
 def publish_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                  data_use: DataUse | None = None) -> str:
+    started = time.perf_counter()
     folder = publish_release(run_id, files, verification, utility, actor, outcome, data_use)
+    placed = sorted(folder.iterdir())
     stage_artifact("publish", run_id, f"Published to `{folder.name}`\n\n" + md_table(
-        [(p.name, f"{p.stat().st_size:,}") for p in sorted(folder.iterdir())],
-        ("file", "bytes")))
+        [(p.name, f"{p.stat().st_size:,}") for p in placed], ("file", "bytes")))
+    stage_log("publish", f"{plural(len(placed), 'file')} "
+                         f"({size(sum(p.stat().st_size for p in placed))}: release, datasheet, "
+                         f"manifest) placed in one rename and recorded in {since(started)}")
     return str(folder)
