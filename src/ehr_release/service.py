@@ -436,12 +436,18 @@ def publish(run_id: str) -> Status:
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
         _refuse_publish(run_id, f"run {run_id} is {run.status}; only an approved run is "
                         "published", exists=True)
-    step("start the publishing flow (Prefect)")
-    with prefect_api():
-        from ehr_release.flows.publish import publish_flow
+    from ehr_release.tasks import render_aside
 
-        with suppress(Exception), _prefect_console_quiet():  # recorded on the run
-            publish_flow(run_id)
+    render_aside.start_renderer()  # loads WeasyPrint beside Prefect's start (issue 37)
+    step("start the publishing flow (Prefect)")
+    try:
+        with prefect_api():
+            from ehr_release.flows.publish import publish_flow
+
+            with suppress(Exception), _prefect_console_quiet():  # recorded on the run
+                publish_flow(run_id)
+    finally:
+        render_aside.stop_renderer()  # a publication that stopped early did not need it
     return Status(runs.get_run(run_id).status)
 
 

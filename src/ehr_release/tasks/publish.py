@@ -44,6 +44,7 @@ from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
 from ehr_release.storage.site import refuse_seed_unless_test_site
+from ehr_release.tasks import render_aside
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.certify import (
     build_context,
@@ -100,10 +101,15 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
         ctx = build_context(run_id, files, verification, utility, params=params,
                             approval=block, outcome=outcome, data_use=data_use,
                             status="approved — published")
-        certificate = render_certificate_pdf(ctx)
+        aside = render_aside.begin(run_id, ctx)  # on the second CPU, if it was started
         contents[DATASHEET] = render_datasheet_pdf(build_datasheet(
             run_id, files, verification, outcome, data_use, params=params,
             approved_at=block.decided_at))
+        taken = render_aside.take(run_id) if aside else None
+        certificate = taken or render_certificate_pdf(ctx)
+        stage_log("publish", f"final certificate {size(len(certificate))} ("
+                             f"{'rendered in the second process' if taken else 'rendered here'}"
+                             f"), datasheet {size(len(contents[DATASHEET]))}")
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
             "parameters": public_parameters(json.loads(run.parameters_json),
