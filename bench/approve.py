@@ -2,8 +2,8 @@
 goal 3: the decision and its publication ≤ 0.5× a warm run; any refusal ≤ 1 s).
 
 For one generated INFORMS-shaped file (``bench/disassociation.py``'s generator) the script
-runs the real CLI in a fresh home under a temporary folder. A first run starts the local
-Prefect server (not counted). Then, ``--repeat`` times: a warm ``ehr-release run``
+runs the real CLI in a fresh home under a temporary folder. It starts the local Prefect
+server and makes a first run (neither counted). Then, ``--repeat`` times: a warm ``ehr-release run``
 (Disassociation k=5 m=2, to ``awaiting_approval``; its wall), ``ehr-release approve`` of that
 run (the decision and the publishing flow, to ``published``; its wall and the step lines it
 prints on stderr), and ``approve`` once more on the decided run (refused; its wall). Each
@@ -80,7 +80,10 @@ def main() -> None:
         data = write_sample(informs_like(args.records), work / "informs.csv")
         rows: list[tuple[float, float, float, str]] = []
         try:
-            warm_run(data, env)  # starts the local server: not counted
+            for _ in range(3):  # a loaded machine may need more than one start's timeout
+                if timed(["server", "start"], env)[1] == 0:
+                    break
+            warm_run(data, env)  # its first run: not counted
             for _ in range(args.repeat):
                 run_wall, run_id = warm_run(data, env)
                 wall, code, out, err = approve(run_id, env)

@@ -98,3 +98,25 @@ def test_steps_show_in_order_and_a_failed_one_is_marked(capsys) -> None:
     assert err[1].startswith("  ok record the decision") and "1.0 s" in err[1]
     assert err[2].startswith("  !! start the publishing flow (Prefect)")
     assert len(err) == 3
+
+
+def test_approving_a_k_anonymous_run_loads_no_other_algorithm(ehr_home: Path) -> None:
+    """The decision's ε check loaded every registered algorithm (LDA's numba kernels) to
+    learn that a disassociation release spends no ε: 3.7 s of a loaded machine's approve."""
+    from ehr_release.storage.models import DatasetRecord
+
+    ds = DatasetRecord(fingerprint="cd" * 32, rows=10, codes=30, columns_json="{}", source="x")
+    run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="steward.sam",
+                          algorithm="disassociation", parameters={"k": "5", "m": "2"},
+                          out_dir=str(ehr_home.parent))
+    to_awaiting(run.id, None)
+    script = ("import sys\nfrom ehr_release.storage import runs\n"
+              f"runs.decide({run.id!r}, reviewer='olga', decision='approve', reason='fine')\n"
+              "print(sorted(m for m in sys.modules if m.startswith('ehr_release.algorithms.')"
+              " and m.split('.')[2] != 'disassociation' or m == 'numba'))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert runs.get_run(run.id).status == "approved"

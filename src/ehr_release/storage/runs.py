@@ -295,7 +295,7 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if run.status != Status.AWAITING_APPROVAL:  # before the costly checks below
         _refuse(run_id, reviewer, _not_awaiting(run_id, run.status, engine), engine)
     if decision == Decision.APPROVE:
-        spent = budget.account(run_id, budget.dp_algorithm_names(), engine)
+        spent = budget.run_account(run_id, engine)
         if spent is not None and spent.exceeded:
             _refuse(run_id, reviewer, "approving would exceed the ε budget of its patients: "
                                       + spent.text(), engine)

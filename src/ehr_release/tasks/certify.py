@@ -43,7 +43,7 @@ from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationRepor
 from ehr_release.request import DataUse, ReleaseRequest
 from ehr_release.storage import chained, runs
 from ehr_release.storage.audit import chain_head
-from ehr_release.storage.budget import account, dp_algorithm_names, show_epsilon
+from ehr_release.storage.budget import run_account, show_epsilon
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import private_dir
 from ehr_release.storage.site import is_test_site
@@ -179,7 +179,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
 
 def _epsilon_account(run_id: str) -> str | None:
     """The extract's ε account for a DP run (:mod:`ehr_release.storage.budget`), in words."""
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     return None if spent is None else spent.text()
 
 
@@ -224,7 +224,7 @@ def _cumulative_epsilon(run_id: str) -> str | None:
     so it stays on the internal certificate (the account). The recipient gets the site's
     per-patient total instead, which every draw was checked against before it was made.
     """
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     if spent is None:
         return None
     return (f"This release spends ε = {show_epsilon(spent.this_run)}. The site caps the ε "

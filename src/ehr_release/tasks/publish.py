@@ -39,7 +39,7 @@ from ehr_release.request import DataUse
 from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
-from ehr_release.storage.budget import account, dp_algorithm_names
+from ehr_release.storage.budget import run_account
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
@@ -71,7 +71,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                                 "published")
     # A seeded run parked on a normal site before seeds needed a test site is not published.
     refuse_seed_unless_test_site(json.loads(run.parameters_json))
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     if spent is not None and spent.exceeded:
         raise IllegalTransition(f"run {run_id}: publishing would exceed the ε budget of its "
                                 f"extract: {spent.text()}")
