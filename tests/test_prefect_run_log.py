@@ -77,6 +77,7 @@ def _read_back(run_id: str):
 
 
 def test_the_flow_log_tells_the_work_in_figures_and_no_input_value(harness, test_site,
+                                                                   cpu_free, aside_stopped,
                                                                    tmp_path: Path) -> None:
     extract = generate_sample(60, seed=4)
     data = tmp_path / "sample.csv"

@@ -33,7 +33,7 @@ def _ctx() -> CertificateContext:
         audit_events=12, status="approved — published")
 
 
-def test_the_certificate_rendered_aside_has_the_same_bytes(monkeypatch) -> None:
+def test_the_certificate_rendered_aside_has_the_same_bytes(monkeypatch, cpu_free) -> None:
     monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 2)
     ctx = _ctx()
     assert render_aside.start_renderer()
@@ -45,11 +45,18 @@ def test_the_certificate_rendered_aside_has_the_same_bytes(monkeypatch) -> None:
     assert not render_aside.begin(RUN, ctx)  # it served its one publication and ended
 
 
-def test_no_renderer_on_one_cpu_and_a_lost_one_leaves_the_work_in_place(monkeypatch) -> None:
+def test_no_renderer_on_one_cpu_or_a_busy_one_and_a_lost_one_leaves_the_work_in_place(
+        monkeypatch) -> None:
+    from ehr_release.tasks import aside
+
     monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 1)
+    monkeypatch.setattr(aside, "_cpu_free", lambda: True)
     assert not render_aside.start_renderer()
     assert not render_aside.begin(RUN, _ctx())
     monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 2)
+    monkeypatch.setattr(aside, "_cpu_free", lambda: False)  # another program on the CPU
+    assert not render_aside.start_renderer()
+    monkeypatch.setattr(aside, "_cpu_free", lambda: True)
     assert render_aside.start_renderer()
     render_aside._renderer[0].terminate()
     render_aside._renderer[0].join(5)

@@ -33,12 +33,20 @@ _renderer: list[Any] = []
 
 def start_renderer() -> bool:
     """Spawn the renderer unless one runs already or this process may use one CPU only, or
-    may not start children (a daemonic worker). True if one is running."""
+    may not start children (a daemonic worker), or no CPU is free now. True if one is
+    running.
+
+    The last as for the release flow's second process (:func:`ehr_release.tasks.aside.
+    _cpu_free`): a second process pays for itself only on a free CPU; on a busy machine its
+    own imports only add to the work (``bench/approve.py`` at load 13–20: 57–67 s against
+    44–46 s without it)."""
     from ehr_release.cpus import usable_cpus
+    from ehr_release.tasks import aside
 
     if _renderer:
         return True
-    if usable_cpus() < 2 or multiprocessing.current_process().daemon:
+    if (usable_cpus() < 2 or multiprocessing.current_process().daemon
+            or not aside._cpu_free()):
         return False
     context = multiprocessing.get_context("spawn")
     here, there = context.Pipe()
