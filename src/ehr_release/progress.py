@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -165,6 +165,69 @@ class StageProgress(_Display):
         self.line(f"  {self.ok} {label:<34} {now - self.stage_started:7.1f} s")
         self.stage_started = now
         self._start_next()
+
+
+class StepProgress(_Display):
+    """The steps of one command done in this process (``approve``: the decision, then the
+    publishing flow), each with its time: steps are told by
+    :func:`ehr_release.tasks.steps.step` while the display listens (inside ``with``).
+
+    Nothing is shown before the first step. On leaving the block the step under way is
+    finished — as done, or as stopped when the block raised or :meth:`failed` was called.
+    """
+
+    def __init__(self, title: str, *, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(live, clock)
+        self.title = title
+        self.current: str | None = None
+        self.step_started = self.started
+        self.task: TaskID | None = None
+        self.stopped = False
+        self._listening: AbstractContextManager[None] | None = None
+
+    def __call__(self, label: str) -> None:
+        now = self.clock()
+        if self.current is None and self.live:
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                     TimeElapsedColumn(), console=self.console,
+                                     transient=True)
+            self.progress.start()
+        if self.current is None:
+            self.line(self.title)
+        self._end_step(self.ok, now)
+        self.current, self.step_started = label, now
+        if self.progress is not None:
+            self.task = self.progress.add_task(label + " ...")
+
+    def failed(self) -> None:
+        """The step under way did not succeed (shown as stopped when the display closes)."""
+        self.stopped = True
+
+    def _end_step(self, mark: str, now: float) -> None:
+        if self.current is None:
+            return
+        if self.progress is not None and self.task is not None:
+            self.progress.remove_task(self.task)
+            self.task = None
+        self.line(f"  {mark} {self.current:<44} {now - self.step_started:6.1f} s "
+                  f"(total {now - self.started:.1f} s)")
+        self.current = None
+
+    def __enter__(self) -> StepProgress:
+        from ehr_release.tasks.steps import listening
+
+        self._listening = listening(self)
+        self._listening.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._listening is not None:
+            self._listening.__exit__(None, None, None)
+            self._listening = None
+        stopped = self.stopped or exc[0] is not None
+        self._end_step(self.no if stopped else self.ok, self.clock())
+        self.close()
 
 
 class CompareProgress(_Display):

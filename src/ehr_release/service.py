@@ -39,6 +39,7 @@ from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.runs import TERMINAL, Status
+from ehr_release.tasks.steps import step
 
 if TYPE_CHECKING:
     from ehr_release.compare import Outcome
@@ -384,6 +385,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     expire_overdue(run_id)
     if decision == Decision.APPROVE:
         _refuse_broken_history(run_id, reviewer)
+    step("record the decision")
     runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
                 role=role)
     if decision != Decision.APPROVE:
@@ -398,11 +400,12 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
     """Refuse an approval whose release no longer holds with its history: a release of
     overlapping patients parked while this one ran (two flows at once) makes a differencing
     or weakening pair the flow could not see. Audited as ``approval.refused``; value-free."""
-    from ehr_release.history.checks import recheck_before_approval
-
     run = runs.find_run(run_id)
     if run is None or run.status != Status.AWAITING_APPROVAL:
-        return  # runs.decide refuses these in its own words
+        return  # runs.decide refuses these in its own words, without loading the checks
+    step("re-check the release history")
+    from ehr_release.history.checks import recheck_before_approval
+
     try:
         verdict = recheck_before_approval(run_id)
     except EhrReleaseError as exc:  # its parked release cannot be read back: not judged
@@ -434,11 +437,18 @@ def publish(run_id: str) -> Status:
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
         _refuse_publish(run_id, f"run {run_id} is {run.status}; only an approved run is "
                         "published", exists=True)
-    with prefect_api():
-        from ehr_release.flows.publish import publish_flow
+    from ehr_release.tasks import render_aside
 
-        with suppress(Exception), _prefect_console_quiet():  # recorded on the run
-            publish_flow(run_id)
+    render_aside.start_renderer()  # loads WeasyPrint beside Prefect's start (issue 37)
+    step("start the publishing flow (Prefect)")
+    try:
+        with prefect_api():
+            from ehr_release.flows.publish import publish_flow
+
+            with suppress(Exception), _prefect_console_quiet():  # recorded on the run
+                publish_flow(run_id)
+    finally:
+        render_aside.stop_renderer()  # a publication that stopped early did not need it
     return Status(runs.get_run(run_id).status)
 
 

@@ -25,6 +25,7 @@ def approve(
     the reviewer's credential is needed (EHR_RELEASE_CREDENTIAL, else a prompt).
     """
     from ehr_release import service
+    from ehr_release.progress import StepProgress
     from ehr_release.storage import runs
     from ehr_release.storage.actions import Decision
     from ehr_release.storage.runs import Status
@@ -33,7 +34,10 @@ def approve(
         who = identity(reviewer, "reviewer")
         decided = {"reviewer": who.name, "decision": decision, "reason": reason,
                    "channel": who.channel, "role": who.role}
-        status = service.decide(run_id, **decided)  # an approval publishes (needs Prefect)
+        with StepProgress(f"{decision} {run_id}") as shown:  # each step on stderr
+            status = service.decide(run_id, **decided)  # an approval publishes (Prefect)
+            if decision == Decision.APPROVE and status != Status.PUBLISHED:
+                shown.failed()
     except (EhrReleaseError, TimeoutError, RuntimeError) as exc:
         raise fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")

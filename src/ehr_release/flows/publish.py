@@ -13,17 +13,23 @@ pinned candidate — no new draw — clearing what the interrupted attempt left 
 
 from __future__ import annotations
 
+import time
+
 from prefect import flow
 
 from ehr_release import bundle
 from ehr_release.errors import stored_error
 from ehr_release.flows.ending import fail_run
+from ehr_release.flows.tagging import tagged
 from ehr_release.storage import runs
+from ehr_release.storage.links import source_of
 from ehr_release.storage.pending import hold_lease
 from ehr_release.storage.runs import Status
+from ehr_release.tasks.logs import since, stage_log
 from ehr_release.tasks.publish import publish_task
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.status import FLOW_ACTOR
+from ehr_release.tasks.steps import step
 
 PUBLISH_ACTOR = "system:publish_flow"
 
@@ -34,11 +40,18 @@ PUBLISH_ACTOR = "system:publish_flow"
 def publish_flow(run_id: str) -> str:
     """Publish an approved run; returns ``published``. A failure is recorded on the run (it
     stays ``approved``, "publication failed") and raised."""
-    with hold_lease(run_id, "publish_flow"):
+    started = time.perf_counter()
+    run = runs.get_run(run_id)
+    with hold_lease(run_id, "publish_flow"), \
+            tagged(run_id, run.algorithm, source_of(run_id) or "default"):
         if runs.get_run(run_id).status == Status.PUBLISHED:
+            stage_log("publish", f"run {run_id} was published already")
             return Status.PUBLISHED.value
         try:
+            step("read back the pinned candidate")
             parts = bundle.load(run_id, runs.pinned_candidate(run_id))
+            stage_log("publish", f"approved run {run_id}: {len(parts.files)} pinned candidate "
+                                 f"file(s) read back and matched in {since(started)}")
             publish_task(run_id, parts.files, parts.verification, parts.utility,
                          FLOW_ACTOR, parts.outcome, parts.data_use)
         except Exception as exc:
@@ -50,4 +63,5 @@ def publish_flow(run_id: str) -> str:
                 fail_run(run_id, PUBLISH_ACTOR, exc)
             raise
         bundle.discard(run_id)
+        stage_log("publish", f"run {run_id} published after {since(started)}")
         return Status.PUBLISHED.value

@@ -17,12 +17,15 @@ and ``ehr-release resume`` restarts it, reusing the cached anonymization.
 
 from __future__ import annotations
 
+import time
+
 from prefect import flow
 from prefect.runtime import flow_run
 
 from ehr_release.errors import EhrReleaseError, stored_error
 from ehr_release.flows.ending import fail_run
 from ehr_release.flows.head_start import load_certificate_modules
+from ehr_release.flows.tagging import tagged
 from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
 from ehr_release.reports import ReleaseOutcome, Requirement, VerificationReport
 from ehr_release.request import ReleaseRequest
@@ -44,6 +47,8 @@ from ehr_release.tasks.caching import stage_cache
 from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.history import history_task, link_extract_task
 from ehr_release.tasks.ingest import ingest_task
+from ehr_release.tasks.logs import since, stage_log
+from ehr_release.tasks.naming import describe
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.status import FLOW_ACTOR, advance_task
 
@@ -71,8 +76,15 @@ class VerificationFailed(EhrReleaseError):
 @redacted
 def release_flow(request: ReleaseRequest) -> str:
     """Run one governed release up to the reviewer; returns the run's status."""
-    with hold_lease(request.run_id, "release_flow"):
-        return _release(request)
+    started = time.perf_counter()
+    with hold_lease(request.run_id, "release_flow"), \
+            tagged(request.run_id, request.algorithm, request.source):
+        stage_log("release", f"run {request.run_id}: "
+                             f"{describe(request.algorithm, request.params)}, source "
+                             f"{request.source!r}")
+        status = _release(request)
+        stage_log("release", f"run {request.run_id} is {status} after {since(started)}")
+        return status
 
 
 def _release(request: ReleaseRequest) -> str:

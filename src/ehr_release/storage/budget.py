@@ -285,6 +285,28 @@ def _run_account(s: Session, run_id: str,
                     exclude=run_id, links=load_links(s, [run_id]).get(run_id))
 
 
+def run_account(run_id: str, engine: Engine | None = None) -> EpsilonAccount | None:
+    """:func:`account` with the registry's DP algorithms, loading only the run's own
+    algorithm when it is not DP: a decision and a publication of a k-anonymous release
+    need not import every algorithm (LDA's compiled kernels among them) to learn that it
+    spends no ε (issue 37 goal 3)."""
+    with Session(_engine(engine)) as s:
+        run = s.get(ReleaseRun, run_id)
+    if run is None or not _differentially_private(run.algorithm):
+        return None
+    return account(run_id, dp_algorithm_names(), engine)
+
+
+def _differentially_private(algorithm: str) -> bool:
+    from ehr_release import registry
+    from ehr_release.errors import ParameterError
+
+    try:
+        return registry.get(algorithm).differentially_private
+    except ParameterError:  # not registered: spends no ε, as in dp_algorithm_names()
+        return False
+
+
 def comparison_account(fingerprint: str, epsilons: Sequence[Fraction],
                        dp_algorithms: Collection[str], engine: Engine | None = None,
                        links: PatientLinks | None = None) -> EpsilonAccount:

@@ -292,8 +292,10 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     if same_person(requested_by, reviewer):
         _refuse(run_id, reviewer, f"reviewer {reviewer!r} requested this run and may not "
                                   "decide it", engine)
+    if run.status != Status.AWAITING_APPROVAL:  # before the costly checks below
+        _refuse(run_id, reviewer, _not_awaiting(run_id, run.status, engine), engine)
     if decision == Decision.APPROVE:
-        spent = budget.account(run_id, budget.dp_algorithm_names(), engine)
+        spent = budget.run_account(run_id, engine)
         if spent is not None and spent.exceeded:
             _refuse(run_id, reviewer, "approving would exceed the ε budget of its patients: "
                                       + spent.text(), engine)
@@ -321,11 +323,22 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
     except IntegrityError:
         _refuse(run_id, reviewer, f"run {run_id} was already decided", engine)
     except (ApprovalError, IllegalTransition) as exc:
-        current = get_run(run_id, engine).status
         msg = (str(exc) if isinstance(exc, ApprovalError)
-               else f"run {run_id} is {current}, not awaiting approval")
+               else _not_awaiting(run_id, get_run(run_id, engine).status, engine))
         _refuse(run_id, reviewer, msg, engine)
     raise AssertionError("unreachable")
+
+
+def _not_awaiting(run_id: str, status: str, engine: Engine) -> str:
+    """Why a run that is not awaiting approval takes no decision: the decision on record,
+    if there is one, else its status. Read before the ε account and the registry are
+    loaded, so a refused second decision answers at once (issue 34 finding 9)."""
+    with Session(engine) as s:
+        existing = s.exec(select(Approval).where(Approval.run_id == run_id)).first()
+    if existing is not None:
+        return (f"run {run_id} was already decided ({existing.decision} by "
+                f"{existing.reviewer})")
+    return f"run {run_id} is {status}, not awaiting approval"
 
 
 def decision_channel(run_id: str, engine: Engine | None = None) -> tuple[str, str | None]:

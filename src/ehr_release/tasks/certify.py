@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
@@ -48,12 +49,14 @@ from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationRepor
 from ehr_release.request import DataUse, ReleaseRequest
 from ehr_release.storage import chained, runs
 from ehr_release.storage.audit import chain_head
-from ehr_release.storage.budget import account, dp_algorithm_names, show_epsilon
+from ehr_release.storage.budget import run_account, show_epsilon
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import private_dir
 from ehr_release.storage.site import is_test_site
 from ehr_release.tasks.artifacts import stage_artifact
 from ehr_release.tasks.aside import begin_certificate, take_certificate
+from ehr_release.tasks.logs import since, size, stage_log
+from ehr_release.tasks.naming import stage_run_name
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
@@ -183,7 +186,7 @@ def build_context(run_id: str, files: ReleaseFiles, verification: VerificationRe
 
 def _epsilon_account(run_id: str) -> str | None:
     """The extract's ε account for a DP run (:mod:`ehr_release.storage.budget`), in words."""
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     return None if spent is None else spent.text()
 
 
@@ -230,7 +233,7 @@ def _cumulative_epsilon(run_id: str) -> str | None:
     so it stays on the internal certificate (the account). The recipient gets the site's
     per-patient total instead, which every draw was checked against before it was made.
     """
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     if spent is None:
         return None
     return (f"This release spends ε = {show_epsilon(spent.this_run)}. The site caps the ε "
@@ -245,8 +248,9 @@ def draft_path(run_id: str, name: str = "certificate-draft.pdf") -> Path:
     return private_dir(home() / "runs" / run_id) / name
 
 
-@task(name="certify", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
-      cache_policy=None, persist_result=False)
+@task(name="certify", task_run_name=stage_run_name("certify"), retries=2,
+      retry_delay_seconds=1, retry_condition_fn=is_transient, cache_policy=None,
+      persist_result=False)
 @redacted
 def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, outcome: ReleaseOutcome | None = None) -> str:
@@ -256,6 +260,7 @@ def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificat
     rendered here (:mod:`ehr_release.tasks.aside`): the same context, the same bytes.
     """
     run_id, data_use = plan.run_id, plan.request.data_use
+    started = time.perf_counter()
     params = effective_parameters(dict(plan.params), files)
     ctx = build_context(run_id, files, verification, utility, params=params, outcome=outcome,
                         data_use=data_use, status="verified — awaiting reviewer decision")
@@ -274,11 +279,14 @@ def certify_task(plan: ReleasePlan, files: ReleaseFiles, verification: Verificat
                    f"Draft certificate rendered ({len(pdf):,} bytes), SHA-256 "
                    f"`{sha256_bytes(pdf)}`; draft datasheet {len(sheet):,} bytes. "
                    f"Audit head `{ctx.audit_head[:16]}…`.")
+    stage_log("certify", f"draft certificate {size(len(pdf))} "
+                         f"({'rendered in the second process' if aside else 'rendered here'}), "
+                         f"draft datasheet {size(len(sheet))}, in {since(started)}")
     return str(path)
 
 
-@task(name="park", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
-      cache_policy=None, persist_result=False)
+@task(name="park", task_run_name="park-for-review", retries=2, retry_delay_seconds=1,
+      retry_condition_fn=is_transient, cache_policy=None, persist_result=False)
 @redacted
 def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
               utility: UtilityReport, outcome: ReleaseOutcome,
@@ -289,3 +297,5 @@ def park_task(run_id: str, files: ReleaseFiles, verification: VerificationReport
     stage_artifact("awaiting-approval", run_id,
                    "Release parked for the reviewer: candidate files and reports persisted; "
                    "no process waits. A recorded decision starts `publish_flow`.")
+    stage_log("park", f"{len(files)} candidate file(s) and the reports persisted; the run "
+                      "awaits a reviewer's decision, with no process waiting")

@@ -12,6 +12,8 @@ takes it, once, only for the very request it was made from.
 
 from __future__ import annotations
 
+import time
+
 from prefect import task
 
 from ehr_release.intake import load_request_dataset, register_run
@@ -19,6 +21,8 @@ from ehr_release.plan import ReleasePlan, make_plan
 from ehr_release.request import ReleaseRequest, check_data_use_policy
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
+from ehr_release.tasks.logs import plural, since, stage_log
+from ehr_release.tasks.naming import request_run_name
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
@@ -43,8 +47,9 @@ def _made_plan(request: ReleaseRequest) -> ReleasePlan:
 
 
 # Raw patient data must never land in Prefect's result storage: no caching, no persistence.
-@task(name="ingest", retries=2, retry_delay_seconds=1, retry_condition_fn=is_transient,
-      persist_result=False, cache_policy=None)
+@task(name="ingest", task_run_name=request_run_name("ingest"), retries=2,
+      retry_delay_seconds=1, retry_condition_fn=is_transient, persist_result=False,
+      cache_policy=None)
 @redacted
 def ingest_task(request: ReleaseRequest) -> ReleasePlan:
     """Validate parameters and input, then register the dataset and the run (``requested``).
@@ -54,14 +59,22 @@ def ingest_task(request: ReleaseRequest) -> ReleasePlan:
     A run this task creates (started by a deployment, not the CLI) must meet the site's
     data-use policy first; a run that exists was checked when it was created.
     """
+    started = time.perf_counter()
     if runs.find_run(request.run_id) is None:
         check_data_use_policy(request)
     plan = _made_plan(request)
     dataset, fingerprint = plan.dataset, plan.fingerprint
+    codes = dataset.diagnoses["code"].nunique()
     stage_artifact("ingest", request.run_id, md_table(
         [("patients", str(dataset.n_patients)), ("diagnosis rows", str(len(dataset.diagnoses))),
-         ("distinct codes", str(dataset.diagnoses["code"].nunique())),
+         ("distinct codes", str(codes)),
          ("longitudinal", str(dataset.is_longitudinal)), ("SHA-256", fingerprint)],
         ("dataset", "value")))
     register_run(request, dataset, fingerprint)
+    stage_log("ingest", f"{plural(dataset.n_patients, 'patient')}, "
+                        f"{plural(len(dataset.diagnoses), 'diagnosis row')}, "
+                        f"{plural(codes, 'distinct code')}"
+                        f"{' (longitudinal)' if dataset.is_longitudinal else ''}; extract "
+                        f"SHA-256 {fingerprint[:12]}…; checked and registered in "
+                        f"{since(started)}")
     return plan

@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -38,11 +39,12 @@ from ehr_release.request import DataUse
 from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
-from ehr_release.storage.budget import account, dp_algorithm_names
+from ehr_release.storage.budget import run_account
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status
 from ehr_release.storage.site import refuse_seed_unless_test_site
+from ehr_release.tasks import render_aside
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.certify import (
     build_context,
@@ -50,7 +52,9 @@ from ehr_release.tasks.certify import (
     draft_path,
     recorded_parameters,
 )
+from ehr_release.tasks.logs import plural, since, size, stage_log
 from ehr_release.tasks.redaction import redacted
+from ehr_release.tasks.steps import step
 
 CERTIFICATE = "certificate.pdf"
 MANIFEST = "manifest.json"
@@ -60,13 +64,14 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                     utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                     data_use: DataUse | None = None) -> Path:
     """Write, fsync and rename the release into place; record it; return its folder."""
+    step("check the approval and the pinned files")
     run = runs.get_run(run_id)
     if run.status != Status.APPROVED:
         raise IllegalTransition(f"run {run_id} is {run.status}; only an approved run is "
                                 "published")
     # A seeded run parked on a normal site before seeds needed a test site is not published.
     refuse_seed_unless_test_site(json.loads(run.parameters_json))
-    spent = account(run_id, dp_algorithm_names())
+    spent = run_account(run_id)
     if spent is not None and spent.exceeded:
         raise IllegalTransition(f"run {run_id}: publishing would exceed the ε budget of its "
                                 f"extract: {spent.text()}")
@@ -85,6 +90,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     staging = final.parent / f".staging-{run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
+        step("render the final certificate and datasheet")
         contents = {check_safe_name(n): d for n, d in files.items()}
         channel, role = runs.decision_channel(run_id)
         block = ApprovalBlock(reviewer=approval.reviewer, decision=approval.decision,
@@ -95,10 +101,15 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
         ctx = build_context(run_id, files, verification, utility, params=params,
                             approval=block, outcome=outcome, data_use=data_use,
                             status="approved — published")
-        certificate = render_certificate_pdf(ctx)
+        aside = render_aside.begin(run_id, ctx)  # on the second CPU, if it was started
         contents[DATASHEET] = render_datasheet_pdf(build_datasheet(
             run_id, files, verification, outcome, data_use, params=params,
             approved_at=block.decided_at))
+        taken = render_aside.take(run_id) if aside else None
+        certificate = taken or render_certificate_pdf(ctx)
+        stage_log("publish", f"final certificate {size(len(certificate))} ("
+                             f"{'rendered in the second process' if taken else 'rendered here'}"
+                             f"), datasheet {size(len(contents[DATASHEET]))}")
         manifest = {
             "run_id": run_id, "algorithm": run.algorithm,
             "parameters": public_parameters(json.loads(run.parameters_json),
@@ -110,6 +121,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
                       for n, d in sorted(contents.items())],
         }
         contents[MANIFEST] = (canonical_json(manifest) + "\n").encode()
+        step("write, fsync and rename the release folder")
         for name, data in contents.items():
             write_durably(staging / name, data)
         _check_staged(run_id, staging, contents)
@@ -119,6 +131,7 @@ def publish_release(run_id: str, files: ReleaseFiles, verification: Verification
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    step("file the certificate and record the publication")
     filed = draft_path(run_id, CERTIFICATE)
     write_durably(filed, certificate, private=True)
     try:
@@ -202,13 +215,18 @@ def _flow_run_id() -> str | None:
     return str(found) if found else None
 
 
-@task(name="publish", persist_result=False, cache_policy=None)
+@task(name="publish", task_run_name="publish[{run_id}]", persist_result=False,
+      cache_policy=None)
 @redacted
 def publish_task(run_id: str, files: ReleaseFiles, verification: VerificationReport,
                  utility: UtilityReport, actor: str, outcome: ReleaseOutcome | None = None,
                  data_use: DataUse | None = None) -> str:
+    started = time.perf_counter()
     folder = publish_release(run_id, files, verification, utility, actor, outcome, data_use)
+    placed = sorted(folder.iterdir())
     stage_artifact("publish", run_id, f"Published to `{folder.name}`\n\n" + md_table(
-        [(p.name, f"{p.stat().st_size:,}") for p in sorted(folder.iterdir())],
-        ("file", "bytes")))
+        [(p.name, f"{p.stat().st_size:,}") for p in placed], ("file", "bytes")))
+    stage_log("publish", f"{plural(len(placed), 'file')} "
+                         f"({size(sum(p.stat().st_size for p in placed))}: release, datasheet, "
+                         f"manifest) placed in one rename and recorded in {since(started)}")
     return str(folder)

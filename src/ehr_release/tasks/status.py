@@ -8,6 +8,7 @@ from prefect import task
 
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
+from ehr_release.tasks.logs import stage_log
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
 
@@ -20,5 +21,7 @@ FLOW_ACTOR = "system:release_flow"
 def advance_task(run_id: str, to: Status, payload: dict[str, Any] | None = None) -> None:
     """Transition ``run_id`` to ``to``; a no-op if it already got there (a resumed run)."""
     if runs.reached(Status(runs.get_run(run_id).status), to):
+        stage_log("status", f"already {to.value} (a resumed run)")
         return
     runs.transition(run_id, to, actor=FLOW_ACTOR, payload=payload)
+    stage_log("status", f"run {run_id} is now {to.value}")
