@@ -96,3 +96,21 @@ def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     return keys[starts], np.add.reduceat(values, starts)
 
+
+
+def ranges(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For runs of the given lengths laid end to end: each element's run and its offset in
+    that run (``np.repeat`` and a ramp: the vectorized form of a loop over runs)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    run = np.repeat(np.arange(len(lengths)), lengths)
+    return run, np.arange(len(run)) - (np.cumsum(lengths) - lengths)[run]
+
+
+def tiled(indptr: np.ndarray, values: np.ndarray, times: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Each CSR row of ``values`` repeated ``times[row]`` times, rows in order: the row of
+    each element and the element (``np.concatenate([np.tile(row, t) ...])`` without a loop).
+    """
+    lengths = np.diff(indptr)
+    run, offset = ranges(lengths * times)
+    return run, values[indptr[:-1][run] + offset % np.maximum(lengths[run], 1)]

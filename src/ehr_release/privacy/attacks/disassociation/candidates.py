@@ -14,7 +14,9 @@ from ehr_release.privacy.attacks.disassociation.arrays import (
     lookup,
     min_by_key,
     pairs_in_rows,
+    ranges,
     row_batches,
+    tiled,
 )
 from ehr_release.privacy.attacks.disassociation.positions import position_rows
 from ehr_release.privacy.attacks.disassociation.release import Release
@@ -43,24 +45,31 @@ def build_domain(r: Release) -> Domain:
     pk, pn = counted(owner_sub[a] * c * c + r.sub_codes[a] * c + r.sub_codes[b])
     rec = ~r.unit_shared[unit]
     parts = [(r.unit_owner[unit[rec]], code[rec], unit[rec], us[rec])]
+    # a joint cluster's shared codes, once for each member (joint by joint, member by member)
     sh = np.flatnonzero(~rec)
-    for j, ps in enumerate(r.joint_members):
-        rows = sh[r.unit_owner[unit[sh]] == j]
-        for p in ps:
-            parts.append((np.full(len(rows), p), code[rows], unit[rows], us[rows]))
-    n_items = [len(x) for x in r.items]
-    item_cluster = np.repeat(np.arange(len(r.items)), n_items)
-    parts.append((item_cluster, np.concatenate(r.items) if r.items else np.zeros(0, np.int64),
-                  np.full(len(item_cluster), -1), r.size[item_cluster]))
+    joint = r.unit_owner[unit[sh]]
+    order = np.argsort(joint, kind="stable")
+    by_joint = np.r_[0, np.cumsum(np.bincount(joint, minlength=r.n_joints))].astype(np.int64)
+    jrun, rows = tiled(by_joint, sh[order], np.diff(r.member_indptr))
+    per = np.maximum(np.diff(by_joint), 1)[jrun]
+    _, offset = ranges(np.diff(by_joint) * np.diff(r.member_indptr))
+    member = r.members[r.member_indptr[jrun] + offset // per]
+    parts.append((member, code[rows], unit[rows], us[rows]))
+    item_cluster = np.repeat(np.arange(len(r.size)), np.diff(r.item_indptr))
+    parts.append((item_cluster, r.item_codes, np.full(len(item_cluster), -1),
+                  r.size[item_cluster]))
     cl, co, un, va = (np.concatenate([np.asarray(x[i], dtype=np.int64) for x in parts])
                       for i in range(4))
-    order = np.lexsort((co, cl))
+    order = np.argsort(cl * max(c, 1) + co, kind="stable")   # by cluster, then code
     return Domain(cl[order], co[order], un[order], va[order], pk, pn)
 
 
 def unlinked_candidates(r: Release, d: Domain, m: int
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Smallest positive cand_P(S) per code and per pair of codes (sorted keys a·C + b)."""
+    """Smallest positive cand_P(S) per code and per pair of codes (sorted keys a·C + b).
+
+    A pair's cand_P is the smaller of its codes' (each capped at |P|), and at most their
+    support together when one chunk holds both."""
     c = r.n_codes
     single = np.minimum(d.value, r.size[d.cluster])
     k1, v1 = min_by_key(d.code[single > 0], single[single > 0], c)
@@ -71,19 +80,21 @@ def unlinked_candidates(r: Release, d: Domain, m: int
         for lo, hi in row_batches(indptr):
             x, y = pairs_in_rows(indptr[lo:hi + 1] - indptr[lo])
             x, y = x + indptr[lo], y + indptr[lo]
-            v = np.minimum(np.minimum(d.value[x], d.value[y]), r.size[d.cluster[x]])
-            same = np.flatnonzero((d.unit[x] == d.unit[y]) & (d.unit[x] >= 0))
+            v = np.minimum(single[x], single[y])
+            ux, uy = d.unit[x], d.unit[y]
+            same = np.flatnonzero((ux == uy) & (ux >= 0))
             v[same] = np.minimum(v[same], lookup(
                 d.pair_keys, d.pair_counts,
-                d.unit[x[same]] * c * c + d.code[x[same]] * c + d.code[y[same]]))
+                ux[same] * c * c + d.code[x[same]] * c + d.code[y[same]]))
             ok = v > 0
-            kk, vv = min_by_key(d.code[x][ok] * c + d.code[y][ok], v[ok], c * c)
+            if not ok.all():
+                x, y, v = x[ok], y[ok], v[ok]
+            kk, vv = min_by_key(d.code[x] * c + d.code[y], v, c * c)
             keys.append(kk)
             vals.append(vv)
     k2, v2 = min_by_key(np.concatenate(keys), np.concatenate(vals), c * c) if keys else \
         (np.zeros(0, np.int64), np.zeros(0, np.int64))
     return k1, v1, k2, v2
-
 
 
 def positional_candidates(r: Release, m: int
@@ -93,12 +104,10 @@ def positional_candidates(r: Release, m: int
     indptr, codes, _ = position_rows(r, r.sub_pos)
     n_pos = len(indptr) - 1
     cluster_of_pos = np.repeat(np.arange(len(r.size)), r.size)
-    n_items = np.array([len(x) for x in r.items], dtype=np.int64)
-    extra = n_items[cluster_of_pos]
+    extra = np.diff(r.item_indptr)[cluster_of_pos]
     row = np.concatenate([np.repeat(np.arange(n_pos), np.diff(indptr)),
                           np.repeat(np.arange(n_pos), extra)])
-    item_codes = np.concatenate([np.tile(r.items[p], int(r.size[p])) for p in
-                                 range(len(r.size))]) if len(r.size) else codes[:0]
+    _, item_codes = tiled(r.item_indptr, r.item_codes, r.size)
     key = distinct(row * r.n_codes + np.concatenate([codes, item_codes]))
     indptr = np.zeros(n_pos + 1, dtype=np.int64)
     np.cumsum(np.bincount(key // r.n_codes, minlength=n_pos), out=indptr[1:])
@@ -135,7 +144,7 @@ class ByCluster:
             indptr, codes, _ = position_rows(r, r.sub_pos)
             ip, cs = indptr.tolist(), codes.tolist()
             for p in range(len(r.size)):
-                extra = frozenset(r.items[p].tolist())
+                extra = frozenset(r.items_of(p).tolist())
                 lo = int(r.base[p])
                 self.rows.append([frozenset(cs[ip[i]:ip[i + 1]]) | extra
                                   for i in range(lo, lo + int(r.size[p]))])

@@ -127,8 +127,8 @@ def cross_bounds(r: Release, d: Domain, o: Original, group_of_cluster: np.ndarra
     either = (items.T @ domain).tocsr()
     slack = (np.asarray(either[qa, qb]).ravel() + np.asarray(either[qb, qa]).ravel()
              if len(keys) else np.zeros(0))
-    item_keys = distinct(np.concatenate([p * c + x for p, x in enumerate(r.items)])
-                          if r.items else np.zeros(0, dtype=np.int64))
+    item_keys = distinct(np.repeat(np.arange(len(r.size)), np.diff(r.item_indptr)) * c
+                         + r.item_codes)
     return CrossBounds(keys, hi - slack.astype(np.int64), hi, only, item_keys)
 
 
@@ -214,7 +214,7 @@ def positional_test(r: Release, d: Domain, o: Original) -> PositionalTest:
         return PositionalTest(False, 0, 0, 0.0)
     group_of_pos = np.repeat(group_cluster, r.size)
     bounds = cross_bounds(r, d, o, group_cluster)
-    is_linked = np.zeros(len(r.size) + len(r.joint_members), dtype=bool)
+    is_linked = np.zeros(len(r.size) + r.n_joints, dtype=bool)
     is_linked[group_cluster[multi]] = True
     unit_group = np.where(r.unit_shared, len(r.size) + r.unit_owner,
                           group_cluster[np.minimum(r.unit_owner, len(r.size) - 1)])

@@ -16,15 +16,46 @@ from ehr_release.privacy.attacks.disassociation.arrays import counted, distinct,
 def original_records(dataset: Dataset) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Each patient's distinct codes as CSR (code ids local to the original, sorted)."""
     diag = dataset.diagnoses
-    rec = dataset.patients.index.get_indexer(diag[PATIENT_ID])
-    code, names = pd.factorize(diag[CODE].astype(str), sort=True)
+    rec = _record_of_rows(dataset.patients.index, diag[PATIENT_ID].to_numpy())
+    code, names = _sorted_codes(diag[CODE])
     keep = rec >= 0
     c = max(len(names), 1)
-    key = distinct(rec[keep].astype(np.int64) * c + code[keep])
+    key = rec[keep].astype(np.int64) * c + code[keep]
+    if len(key) > 1 and not (key[1:] > key[:-1]).all():   # else distinct and sorted already
+        key = distinct(key)
     indptr = np.zeros(dataset.n_patients + 1, dtype=np.int64)
     np.cumsum(np.bincount(key // c, minlength=dataset.n_patients), out=indptr[1:])
-    return [str(x) for x in names], indptr, key % c
+    return names, indptr, key % c
 
+
+def _record_of_rows(patients: pd.Index, ids: np.ndarray) -> np.ndarray:
+    """``patients.get_indexer(ids)``, one lookup per run of equal ids: an extract lists a
+    patient's diagnoses together, so a million patients' four million rows cost a million
+    hash probes and one comparison of neighbours."""
+    if len(ids) < 2:
+        return patients.get_indexer(ids)
+    new = np.empty(len(ids), dtype=bool)
+    new[0] = True
+    try:
+        np.not_equal(ids[1:], ids[:-1], out=new[1:])
+    except (TypeError, ValueError):   # ids without a truth value for != (pd.NA)
+        return patients.get_indexer(ids)
+    heads = np.flatnonzero(new)
+    return np.repeat(patients.get_indexer(ids[heads]), np.diff(np.r_[heads, len(ids)]))
+
+
+def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """``pd.factorize(column.astype(str), sort=True)``: when every code is text already,
+    factorized as it is and only the few distinct names sorted (no copy of millions of
+    codes as text)."""
+    code, names = pd.factorize(column)
+    if (code < 0).any() or not all(isinstance(x, str) for x in names):
+        code, names = pd.factorize(column.astype(str), sort=True)
+        return code, [str(x) for x in names]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return rank[code], [names[i] for i in order]
 
 
 @dataclass(frozen=True)
@@ -48,7 +79,9 @@ def original_tables(indptr: np.ndarray, codes: np.ndarray, c: int) -> Original:
     pk, pn = counted(codes[a] * c + codes[b], c * c)
     rec = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
     support = np.bincount(codes, minlength=c)
-    order = np.argsort(codes, kind="stable")
+    # a stable sort of small ints is a radix sort in NumPy: 16 bits when the codes fit
+    small = codes.astype(np.int16) if c <= np.iinfo(np.int16).max else codes
+    order = np.argsort(small, kind="stable")
     return Original(indptr, codes, pk, pn, rec * c + codes,
                      np.r_[0, np.cumsum(support)].astype(np.int64), rec[order], support)
 

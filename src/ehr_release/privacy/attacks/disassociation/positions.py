@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ehr_release.privacy.attacks.disassociation.arrays import ranges
 from ehr_release.privacy.attacks.disassociation.release import Release
 
 
@@ -15,10 +16,11 @@ def positions_of(r: Release, sub_pos: np.ndarray) -> np.ndarray:
     out = np.empty(len(sub_pos), dtype=np.int64)
     out[~shared] = r.base[owner[~shared]] + sub_pos[~shared]
     if shared.any():
-        maps = [np.concatenate([r.base[p] + np.arange(r.size[p]) for p in ps])
-                for ps in r.joint_members]
-        starts = np.cumsum([0] + [len(x) for x in maps])
-        flat = np.concatenate(maps)
+        # each joint cluster's positions: its members' positions, member after member
+        lengths = r.size[r.members]
+        member, offset = ranges(lengths)
+        flat = r.base[r.members][member] + offset
+        starts = np.r_[0, np.cumsum(lengths)][r.member_indptr]
         out[shared] = flat[starts[owner[shared]] + sub_pos[shared]]
     return out
 

@@ -23,7 +23,6 @@ class Unbounded(ValueError):
     """A published detail the attacker cannot interpret: assumed to single a record out."""
 
 
-
 @dataclass(frozen=True)
 class Release:
     """The release over one integer code numbering (codes sorted, so ids order like names).
@@ -37,7 +36,8 @@ class Release:
     n_codes: int
     size: np.ndarray            # per cluster
     joint_of: np.ndarray        # per cluster: joint index or -1
-    items: list[np.ndarray]     # per cluster: item-chunk code ids
+    item_indptr: np.ndarray     # per cluster: its item-chunk code ids (CSR over item_codes)
+    item_codes: np.ndarray
     unit_owner: np.ndarray      # per unit: cluster (record chunk) or joint (shared chunk)
     unit_shared: np.ndarray     # per unit: bool
     sub_unit: np.ndarray
@@ -45,7 +45,20 @@ class Release:
     sub_indptr: np.ndarray
     sub_codes: np.ndarray
     base: np.ndarray            # per cluster: first global position
-    joint_members: list[list[int]]
+    member_indptr: np.ndarray   # per joint cluster: its member clusters (CSR over members)
+    members: np.ndarray
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.member_indptr) - 1
+
+    def items_of(self, p: int) -> np.ndarray:
+        """Cluster ``p``'s item-chunk code ids."""
+        return self.item_codes[self.item_indptr[p]:self.item_indptr[p + 1]]
+
+    def members_of(self, j: int) -> np.ndarray:
+        """Joint cluster ``j``'s member clusters, ascending."""
+        return self.members[self.member_indptr[j]:self.member_indptr[j + 1]]
 
 
 def _require(cond: bool, what: str) -> None:
@@ -79,15 +92,43 @@ def _columns(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.nda
         raise Unreadable("an integer column is not integers without nulls") from None
     strs = {}
     for name in STR_COLUMNS:
-        values: dict[str, int] = {}
-        parts = []
-        for chunk in table[name].chunks:
+        chunks = table[name].chunks
+        for chunk in chunks:
             _require(hasattr(chunk, "dictionary"), f"column {name} is not text")
-            local = np.array([values.setdefault(str(x), len(values))
-                              for x in chunk.dictionary.to_pylist()] + [-1], dtype=np.int64)
-            parts.append(local[chunk.indices.fill_null(-1).to_numpy()])
-        strs[name] = (np.concatenate(parts) if parts else np.zeros(0, np.int64), list(values))
+        strs[name] = _text_ids(chunks)
     return ints, strs
+
+
+def _text_ids(chunks: list) -> tuple[np.ndarray, list[str]]:
+    """Per row, the id of its text among the column's distinct texts (numbered in order of
+    first appearance across the chunks' dictionaries; -1 for null), and those texts.
+
+    Text dictionaries are numbered by Arrow in one pass (a million-record release has
+    ~300,000 group labels); anything else (a dictionary of numbers, a null entry) is read
+    entry by entry, each entry as its ``str``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not chunks:
+        return np.zeros(0, np.int64), []
+    dictionaries = [chunk.dictionary for chunk in chunks]
+    if all(pa.types.is_string(d.type) or pa.types.is_large_string(d.type) for d in dictionaries) \
+            and not any(d.null_count for d in dictionaries):
+        entries = pa.concat_arrays([d.cast(pa.large_string()) for d in dictionaries])
+        encoded = pc.dictionary_encode(entries)
+        number = encoded.indices.to_numpy().astype(np.int64)
+        values = encoded.dictionary.to_pylist()
+    else:
+        seen: dict[str, int] = {}
+        number = np.array([seen.setdefault(str(x), len(seen)) for d in dictionaries
+                           for x in d.to_pylist()], dtype=np.int64)
+        values = list(seen)
+    parts, offset = [], 0
+    for chunk, d in zip(chunks, dictionaries, strict=True):
+        local = np.r_[number[offset:offset + len(d)], np.int64(-1)]
+        parts.append(local[chunk.indices.fill_null(-1).to_numpy()])
+        offset += len(d)
+    return np.concatenate(parts), values
 
 
 def _changes(*keys: np.ndarray) -> np.ndarray:
@@ -149,8 +190,12 @@ def read_release(data: bytes, original_codes: list[str]) -> Release:
     joint_of = np.array([number.get(x, -2) if x is not None else -1
                          for x in named[:n_clusters]], dtype=np.int64).reshape(n_clusters)
     _require(bool((joint_of >= -1).all()), "a cluster names an unknown joint cluster")
-    members = [np.flatnonzero(joint_of == j).tolist() for j in range(len(number))]
-    joint_size = np.array([int(size[ps].sum()) for ps in members], dtype=np.int64)
+    in_joint = joint_of >= 0
+    members = np.flatnonzero(in_joint)[np.argsort(joint_of[in_joint], kind="stable")]
+    per_joint = np.bincount(joint_of[in_joint], minlength=len(number))
+    member_indptr = np.r_[0, np.cumsum(per_joint)].astype(np.int64)
+    summed = np.r_[0, np.cumsum(size[members])]
+    joint_size = summed[member_indptr[1:]] - summed[member_indptr[:-1]]
     # units (record and shared chunks) and their subrecords; item chunks apart
     item = (chunk == 0) & ~shared_row
     rec = ~item
@@ -171,10 +216,10 @@ def read_release(data: bytes, original_codes: list[str]) -> Release:
     np.cumsum(lengths, out=sub_indptr[1:])
     item_rows = item & (code >= 0)
     n_items = np.bincount(group[item_rows], minlength=n_clusters)
-    item_flat = code[item_rows]
-    items = np.split(item_flat, np.cumsum(n_items)[:-1]) if n_clusters else []
+    item_indptr = np.r_[0, np.cumsum(n_items)].astype(np.int64)
     base = np.cumsum(size) - size
-    return Release(names, len(names), size, joint_of, items, unit_owner.astype(np.int64),
-                    unit_shared, sub_unit.astype(np.int64), pos[sub_rows].astype(np.int64),
-                    sub_indptr, code[held], base, members)
+    return Release(names, len(names), size, joint_of, item_indptr, code[item_rows],
+                   unit_owner.astype(np.int64), unit_shared, sub_unit.astype(np.int64),
+                   pos[sub_rows].astype(np.int64), sub_indptr, code[held], base,
+                   member_indptr, members.astype(np.int64))
 
