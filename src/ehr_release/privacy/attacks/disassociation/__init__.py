@@ -38,8 +38,13 @@ distinct set, vectorized); for m > 2 the same when there are at most
 :data:`~ehr_release.privacy.attacks.EXHAUSTIVE_LIMIT`, otherwise a seeded sample of
 :data:`~ehr_release.privacy.attacks.MIN_SAMPLED` plus every set built only from rare codes.
 Nothing in the report names a patient, a code or a cluster: counts only.
-"""
 
+The package, one job a module: :mod:`.release` reads the file (strictly), :mod:`.original`
+the extract, :mod:`.positions` lays subrecords out as a positional reading would,
+:mod:`.order_test` decides whether that reading holds, :mod:`.candidates` computes the
+candidate sets, :mod:`.knowledge` picks the knowledge sets for m > 2, :mod:`.report` words
+the result; :mod:`.arrays` holds the sorted-key helpers they share. :func:`attack` ties them.
+"""
 
 from __future__ import annotations
 
