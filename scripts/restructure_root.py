@@ -94,6 +94,7 @@ MAPPING: dict[str, str] = {
     # where work runs
     "cpus": "runtime.cpus",
     "workers": "runtime.workers",
+    "warm_up": "registry.warm_up",
     # the command line's progress display
     "progress": "cli_support.progress",
 }
