@@ -1,0 +1,2 @@
+"""Each family's evaluation: utility metrics, tables, charts and trivial baselines.
+"""
