@@ -75,7 +75,7 @@ def main() -> None:
                    EHR_RELEASE_RELEASES_ROOT=str(home / "releases"))
         from disassociation import informs_like
 
-        from ehr_release.sample import write_sample
+        from ehr_release.samples.sample import write_sample
 
         data = write_sample(informs_like(args.records), work / "informs.csv")
         rows: list[tuple[float, float, float, str]] = []

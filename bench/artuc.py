@@ -47,10 +47,10 @@ import pandas as pd
 from ehr_release.algorithms.artuc import artuc
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.configuration.constraints import parse_config, read_hierarchy_file, rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.workers import gendiag_processes, usable_cpus
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.runtime.workers import gendiag_processes, usable_cpus
 
 K, M, DELTA, EPS_SHARE = 10, 2, 0.04, 0.06
 

@@ -25,9 +25,9 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import Relaxing, artuc
 from ehr_release.algorithms.artuc.release import release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.params import parse_params
+from ehr_release.parameters.params import parse_params
 from ehr_release.registry.artuc import config_of, epsilon_of
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

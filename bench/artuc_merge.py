@@ -36,9 +36,9 @@ from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.artuc.gendiag import gendiag as gendiag_fn
 from ehr_release.algorithms.artuc.release import release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.params import parse_params
+from ehr_release.parameters.params import parse_params
 from ehr_release.registry.artuc import config_of
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Two datasets of the EHRD shape (age + gender, ICD-9 codes), same constraints (the paper's
 UC1 for EHRD: 12-year age bands × chapters, gender All):
 
-* ``realistic``: :mod:`ehr_release.synthetic` fitted to the MIMIC-III demo
+* ``realistic``: :mod:`ehr_release.samples.synthetic` fitted to the MIMIC-III demo
   (``../shared/data/mimic3-demo``) — code prevalence by age band and gender;
 * ``independent``: ``bench/artuc.py``'s EHRD-like generator — codes independent of age and
   gender.
@@ -42,13 +42,13 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import Relaxing, artuc
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 from ehr_release.ingest import read_dataset
-from ehr_release.params import parse_params
+from ehr_release.model.dataset import Dataset
+from ehr_release.parameters.params import parse_params
 from ehr_release.registry.artuc import config_of, epsilon_of
-from ehr_release.synthetic import fit, generate
-from ehr_release.workers import gendiag_processes, usable_cpus
+from ehr_release.runtime.workers import gendiag_processes, usable_cpus
+from ehr_release.samples.synthetic import fit, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT.parent / "shared" / "data" / "mimic3-demo"

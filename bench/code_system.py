@@ -14,9 +14,9 @@ import argparse
 from collections.abc import Iterable
 from functools import cache
 
-from ehr_release.dataset import CODE, Dataset
-from ehr_release.hierarchy import Hierarchy, code_hierarchy
 from ehr_release.ingest.gem import ONE_TO_MANY, UNMAPPED, map_icd9
+from ehr_release.model.dataset import CODE, Dataset
+from ehr_release.model.hierarchy import Hierarchy, code_hierarchy
 
 CHOICES = ("icd9", "icd10")
 

@@ -5,7 +5,7 @@ and Baseline for its own evaluation; the goal is ≤ 2 min with each candidate's
 as it finishes.
 
 The case: 10,000 patients from the project's own generator
-(:func:`ehr_release.sample.generate_sample`, the one ``ehr-release sample`` writes; seed
+(:func:`ehr_release.samples.sample.generate_sample`, the one ``ehr-release sample`` writes; seed
 2014), written as the wide CSV a steward would give; ArtUC with
 ``examples/artuc-mimic/config.yaml`` (its ``defaults:`` give m = 2, δ = 0.3, ε = 6 %; the
 sample has the same MIMIC-style demographics), disassociation with m = 2, both over
@@ -156,8 +156,8 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
 
     from ehr_release import service
     from ehr_release.flows.server import ensure_api, stop_local_server
-    from ehr_release.request import ComparisonRequest
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.planning.request import ComparisonRequest
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     data = write_sample(generate_sample(args.patients, seed=2014), tmp / "extract.csv")
     params = {"m": "2", "config": str(CONFIG)}

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ehr_release.configuration.policies import hierarchy_policy
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 
 
 def write_inputs(dataset: Dataset, folder: Path) -> tuple[Path, Path]:

@@ -55,9 +55,9 @@ from ehr_release.algorithms.diffgen.generalize import generalize  # noqa: E402
 from ehr_release.algorithms.diffgen.release import cut_document  # noqa: E402
 from ehr_release.configuration.taxonomies import load_config  # noqa: E402
 from ehr_release.configuration.taxonomies.adult import read_adult  # noqa: E402
-from ehr_release.dataset import Dataset  # noqa: E402
+from ehr_release.model.dataset import Dataset  # noqa: E402
+from ehr_release.release.verification import attack_release, verify_release  # noqa: E402
 from ehr_release.utility import diffgen as utility  # noqa: E402
-from ehr_release.verification import attack_release, verify_release  # noqa: E402
 
 EPSILONS = (Fraction(1, 10), Fraction(1, 4), Fraction(1, 2), Fraction(1))
 HS = (4, 6, 8, 10, 12, 14, 16)

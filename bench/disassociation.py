@@ -42,8 +42,8 @@ from ehr_release.algorithms.disassociation import (
 )
 from ehr_release.algorithms.disassociation.encoding import distinct
 from ehr_release.configuration.policies import hierarchy_policy
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.hierarchy import code_hierarchy, icd9_hierarchy
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
+from ehr_release.model.hierarchy import code_hierarchy, icd9_hierarchy
 from ehr_release.privacy.attacks.disassociation import attack
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.disassociation import check_km

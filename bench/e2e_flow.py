@@ -31,9 +31,9 @@ PARAMS = {"k": "5", "m": "2", "seed": "1"}
 DIRECT = """
 import json, resource, sys, time
 from datetime import UTC, datetime
-from ehr_release.certificate import CertificateContext, render_certificate_pdf
+from ehr_release.documents.certificate import CertificateContext, render_certificate_pdf
 from ehr_release.ingest import read_dataset
-from ehr_release.randomness import check_random_state
+from ehr_release.core.randomness import check_random_state
 from ehr_release.registry import get
 t = {}; t0 = time.perf_counter()
 ds = read_dataset(sys.argv[1]); t["read"] = time.perf_counter() - t0
@@ -64,7 +64,7 @@ from ehr_release.flows.server import configure_prefect_home, ensure_api, stop_lo
 configure_prefect_home()
 from ehr_release.flows.release import release_flow
 from ehr_release.flows.runners import make_task_runner
-from ehr_release.request import ReleaseRequest
+from ehr_release.planning.request import ReleaseRequest
 from ehr_release.service import decide_and_resume
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("--runners", default="threads,dask:2")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     with tempfile.TemporaryDirectory(prefix="ehr-e2e-") as tmp:
         work = Path(tmp)

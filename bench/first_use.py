@@ -3,7 +3,8 @@
 ArtUC's GenDiag loop is compiled by numba on its first call; issue 34 measured the first ArtUC
 run after install at 43 s (idle, 8 records) and 173.7 s (loaded, 100 patients) against 10.3 s
 warm. The goal: the first use ≤ 2× a warm run, from a fresh clone — ``make install`` runs
-``ehr-release warm-up`` (:mod:`ehr_release.warm_up`), which compiles the kernels into numba's
+``ehr-release warm-up`` (:mod:`ehr_release.registry.warm_up`), which compiles the kernels into
+numba's
 cache once.
 
 Each row is a fresh process anonymizing the shipped MIMIC-III demo (``examples/data``) with
@@ -43,7 +44,7 @@ started = time.perf_counter()
 entry.anonymize(data, params, np.random.default_rng(1))
 print(time.perf_counter() - started)
 """
-WARM_UP = "from ehr_release.warm_up import warm_up; warm_up(lambda line: None)"
+WARM_UP = "from ehr_release.registry.warm_up import warm_up; warm_up(lambda line: None)"
 
 
 def timed(code: str, cache: Path) -> float:

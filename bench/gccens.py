@@ -71,8 +71,8 @@ def end_to_end(counts: np.ndarray, rows: np.ndarray, ids: list[str]) -> None:
     from pathlib import Path
 
     from ehr_release import registry
-    from ehr_release.dataset import Dataset
-    from ehr_release.sample import write_sample
+    from ehr_release.model.dataset import Dataset
+    from ehr_release.samples.sample import write_sample
 
     records = [[c for c, n in zip(CODES, row, strict=True) for _ in range(n)] for row in counts]
     all_ids = [f"P{i}" for i in range(len(counts))]
@@ -152,7 +152,7 @@ if __name__ == "__main__":
         sys.path.insert(0, str(Path(__file__).parent))
         from code_system import to_icd10
 
-        from ehr_release.hierarchy import code_hierarchy
+        from ehr_release.model.hierarchy import code_hierarchy
 
         SYSTEM = "icd10"
         CODES = tuple(code_hierarchy("icd10").ancestor_at_level(to_icd10(c), 3)

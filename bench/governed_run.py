@@ -234,7 +234,7 @@ def main() -> None:
         os.environ.pop("EHR_RELEASE_DATABASE_URL", None)
         from disassociation import informs_like
 
-        from ehr_release.sample import write_sample
+        from ehr_release.samples.sample import write_sample
 
         dataset = informs_like(args.records)
         data = write_sample(dataset, work / "informs.csv")

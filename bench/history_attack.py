@@ -2,7 +2,7 @@
 
 The lead's goal: checking a release of a 100K-patient source against 100 earlier releases of
 the same patients costs no more than one verification of that release. The source is
-:mod:`ehr_release.synthetic` fitted to the MIMIC-III demo (``../shared/data/mimic3-demo``:
+:mod:`ehr_release.samples.synthetic` fitted to the MIMIC-III demo (``../shared/data/mimic3-demo``:
 age, gender, codes whose prevalence follows age band and gender). Per algorithm:
 
 * the current release C is the source minus one patient; the earlier releases are the
@@ -50,15 +50,15 @@ import numpy as np
 import yaml
 
 from ehr_release import registry
-from ehr_release.dataset import PATIENT_ID, Dataset
 from ehr_release.ingest import read_dataset
+from ehr_release.model.dataset import PATIENT_ID, Dataset
 from ehr_release.privacy.attacks.history import (
     HeldRelease,
     Overlap,
     attack_history,
     published_terms,
 )
-from ehr_release.synthetic import fit, generate
+from ehr_release.samples.synthetic import fit, generate
 
 #: ``$EHR_RELEASE_SHARED_DATA``, else ``../shared/data`` beside the checkout, else the
 #: workplace's copy (a worktree has no neighbour), as tests/conftest.py looks for it.

@@ -31,16 +31,16 @@ os.environ.setdefault("EHR_RELEASE_HOME", tempfile.mkdtemp(prefix="ehr-bench-his
 os.environ.setdefault("EHR_RELEASE_TEST_MODE", "1")
 
 from ehr_release import registry  # noqa: E402
-from ehr_release.bundle import candidate_dir  # noqa: E402
-from ehr_release.dataset import Dataset  # noqa: E402
-from ehr_release.files import sha256_bytes  # noqa: E402
+from ehr_release.core.files import sha256_bytes  # noqa: E402
 from ehr_release.history.checks import check_history  # noqa: E402
 from ehr_release.history.linkage import link_patients  # noqa: E402
-from ehr_release.sample import generate_sample  # noqa: E402
+from ehr_release.model.dataset import Dataset  # noqa: E402
+from ehr_release.release.bundle import candidate_dir  # noqa: E402
+from ehr_release.release.verification import verify_release  # noqa: E402
+from ehr_release.samples.sample import generate_sample  # noqa: E402
 from ehr_release.storage import links, runs  # noqa: E402
 from ehr_release.storage.models import DatasetRecord  # noqa: E402
 from ehr_release.storage.runs import Status  # noqa: E402
-from ehr_release.verification import verify_release  # noqa: E402
 
 PARAMS = {"k": "5", "m": "2", "seed": "1"}
 PARKED = [Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFIED,

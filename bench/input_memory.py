@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[50_000, 200_000])
     parser.add_argument("--dir", type=Path, default=Path("/tmp"))
     args = parser.parse_args()
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     for n in args.rows:
         dataset = generate_sample(n, seed=1)

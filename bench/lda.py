@@ -95,12 +95,12 @@ import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import release_files
-from ehr_release.hierarchy import code_system as named_system
+from ehr_release.model.hierarchy import code_system as named_system
 from ehr_release.privacy.attacks.lda import attack_trajectories
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.lda import SCHEMA
 from ehr_release.privacy.lda import LdaSettings, check_trajectories
-from ehr_release.sample import sample_vocabulary
+from ehr_release.samples.sample import sample_vocabulary
 from ehr_release.utility.lda import avg_relative_error
 
 N_CODES = 50

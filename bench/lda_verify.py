@@ -38,7 +38,7 @@ from lda import make_trajectories  # noqa: E402
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model  # noqa: E402
 from ehr_release.algorithms.lda.release import release_files  # noqa: E402
-from ehr_release.hierarchy import icd9_hierarchy  # noqa: E402
+from ehr_release.model.hierarchy import icd9_hierarchy  # noqa: E402
 from ehr_release.privacy.attacks.lda import attack_trajectories  # noqa: E402
 from ehr_release.privacy.closed_world import violations  # noqa: E402
 from ehr_release.privacy.formats.lda import SCHEMA  # noqa: E402

@@ -13,7 +13,7 @@ import sys
 
 CHILD = """
 import json, resource, sys, time
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 n, longitudinal = int(sys.argv[1]), sys.argv[2] == "1"
 t = time.perf_counter()
 ds = generate_sample(n, seed=1, longitudinal=longitudinal)

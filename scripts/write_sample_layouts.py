@@ -1,12 +1,12 @@
 """Write the same generated patients as a wide CSV, an OMOP CDM folder, a FHIR bulk export
-and a MIMIC-IV ``hosp`` folder (see :mod:`ehr_release.sample_layouts`), for trying the
+and a MIMIC-IV ``hosp`` folder (see :mod:`ehr_release.samples.sample_layouts`), for trying the
 readers from a fresh clone::
 
     python scripts/write_sample_layouts.py /tmp/layouts --patients 300 --code-system icd10
     ehr-release run --input /tmp/layouts/omop --algorithm disassociation \\
         --param k=5 --requester steward.sam
 
-Nothing here is derived from real patients (:func:`ehr_release.sample.generate_sample`).
+Nothing here is derived from real patients (:func:`ehr_release.samples.sample.generate_sample`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ehr_release.sample import generate_sample
-from ehr_release.sample_layouts import LAYOUTS, WRITERS, numbered
+from ehr_release.samples.sample import generate_sample
+from ehr_release.samples.sample_layouts import LAYOUTS, WRITERS, numbered
 
 
 def main() -> int:

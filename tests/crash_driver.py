@@ -74,7 +74,7 @@ def install(point: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     request = ReleaseRequest.model_validate_json(Path(argv[1]).read_text())
     point = argv[2]

@@ -12,10 +12,10 @@ import json
 from collections import Counter
 from typing import Any
 
-from ehr_release.params import Interval, Param
+from ehr_release.model.reports import AttackReport, Requirement, UtilityReport, VerificationReport
+from ehr_release.parameters.params import Interval, Param
 from ehr_release.privacy.closed_world import FileSchema, ListOf, MapOf, Obj, ReleaseSchema
 from ehr_release.registry import AlgorithmEntry
-from ehr_release.reports import AttackReport, Requirement, UtilityReport, VerificationReport
 
 PARAMS = (Param("k", int, "minimum count", check=Interval(int, 1)),
           Param("seed", int, "unused", default=None),

@@ -19,7 +19,7 @@ CSV = ("patient_id,age,gender,codes\n"
 
 
 def request_for(data: Path, out: Path, algorithm="code-counts", timeout=300, **extra):
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(data), algorithm=algorithm,
                           params={"k": "3"}, requester="steward", out_dir=str(out),

@@ -83,7 +83,7 @@ def test_a_decision_shows_its_steps_on_stderr(ehr_home: Path) -> None:
 
 
 def test_steps_show_in_order_and_a_failed_one_is_marked(capsys) -> None:
-    from ehr_release.progress import StepProgress
+    from ehr_release.cli_support.progress import StepProgress
     from ehr_release.tasks.steps import step
 
     step("nobody listens")  # no display: nothing happens

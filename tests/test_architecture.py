@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"__init__"},
     {"version", "core"},
     {"model", "parameters"},
-    {"configuration", "ingest", "samples"},
+    {"configuration", "ingest", "samples", "reading"},
     {"algorithms", "privacy"},
     {"utility", "runtime"},
     {"registry"},

@@ -16,9 +16,9 @@ from ehr_release.configuration.constraints import (
     rt_data,
     with_weights,
 )
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, InputError, ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ConfigError, InputError, ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import icd9_hierarchy
 
 ATTRS = {"age": {"type": "numerical", "domain": [0, 100]},
          "sex": {"type": "categorical", "hierarchy": {"All": ["F", "M"]}}}
@@ -145,7 +145,7 @@ def test_a_configuration_carries_the_parameters_it_was_written_for(tmp_path) -> 
     """The MIMIC example's config publishes with its own defaults; --param still wins."""
     from pathlib import Path
 
-    from ehr_release.errors import ConfigError
+    from ehr_release.core.errors import ConfigError
     from ehr_release.registry import get
 
     config = Path(__file__).resolve().parents[1] / "examples/artuc-mimic/config.yaml"

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_artuc_mimic_example_is_published(harness, ehr_home, tmp_path, monkeypatch) -> None:
-    from ehr_release import workers
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
+    from ehr_release.runtime import workers
 
     spawned = []
     real = workers.gendiag_threads

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from ehr_release import registry
 from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.params import parse_params
+from ehr_release.parameters.params import parse_params
 from ehr_release.registry.artuc import config_of
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 _SPACE: list[DemographicSpace] = []

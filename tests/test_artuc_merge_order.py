@@ -26,8 +26,8 @@ import yaml
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.kkm import check_kkm
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture
 
@@ -113,8 +113,8 @@ def test_through_the_registry_suppression_first_meets_epsilon_and_passes_verify_
 
 
 def test_the_certificate_names_the_deviation(config_file: Path) -> None:
-    from ehr_release.certificate import CertificateContext, render_certificate_html
-    from ehr_release.reports import Requirement, VerificationReport
+    from ehr_release.documents.certificate import CertificateContext, render_certificate_html
+    from ehr_release.model.reports import Requirement, VerificationReport
     from ehr_release.tasks.certify import parameter_help
 
     entry, ds = registry.get("artuc"), constructed()

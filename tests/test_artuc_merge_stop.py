@@ -20,7 +20,7 @@ import pytest
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.kkm import check_kkm
 from tests.test_artuc_registry import PARAMS, mimic  # noqa: F401 - fixture
 from tests.test_artuc_worked_example import ROWS, SEED, worked_example
@@ -70,7 +70,7 @@ def test_an_unknown_rule_is_refused() -> None:
     with pytest.raises(ValueError, match="stop must be one of"):
         artuc(rt_data(ds, cfg), cfg, k=2, m=2, delta=0.6, epsilon=2,
               rng=np.random.default_rng(SEED), stop="never")
-    from ehr_release.errors import ParameterError
+    from ehr_release.core.errors import ParameterError
 
     with pytest.raises(ParameterError, match="'merge_stop' must be one of exhaust, paper"):
         registry.get("artuc").parse({**PARAMS, "merge_stop": "never"})

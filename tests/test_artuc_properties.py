@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.utility.artuc import Release, record_ul
 

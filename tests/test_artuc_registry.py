@@ -9,7 +9,7 @@ import pytest
 
 from ehr_release import registry
 from ehr_release.configuration.epsilon import resolve_epsilon
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 from tests.kkm_release import read_records, to_files
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "artuc-mimic"

@@ -22,8 +22,8 @@ from ehr_release import registry
 from ehr_release.algorithms.artuc import Relaxing, artuc, release_files
 from ehr_release.configuration.constraints import parse_config, rt_data
 from ehr_release.configuration.relaxation import Ceilings
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.kkm import SCHEMA
 from ehr_release.privacy.kkm import check_kkm

@@ -21,8 +21,8 @@ from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.algorithms.artuc.artuc import _setup
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from ehr_release.configuration.constraints import parse_config, rt_data, with_code_weights
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ConfigError, ParameterError
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.kkm import suppressed_occurrences
 from ehr_release.utility.artuc import Release, record_ul
 from tests.test_artuc_properties import ATTRS, _dataset, records

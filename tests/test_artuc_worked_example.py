@@ -18,7 +18,7 @@ from ehr_release.algorithms.artuc.formation import form_clusters
 from ehr_release.algorithms.artuc.gendiag import gendiag
 from ehr_release.algorithms.artuc.merging import merge_identical
 from ehr_release.configuration.constraints import RTConfig, assign_parts, parse_config, rt_data
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.kkm import check_kkm
 from tests.kkm_release import read_records, to_files
 
@@ -141,7 +141,7 @@ def test_a_tighter_delta_stops_the_merge_and_too_small_epsilon_fails(example) ->
     data = rt_data(ds, cfg)
     kept = artuc(data, cfg, k=2, m=2, delta=0.5, epsilon=2, rng=np.random.default_rng(SEED))
     assert len(kept.clusters) == 4 and kept.ncp == pytest.approx(0.3229, abs=1e-4)
-    from ehr_release.errors import ParameterError
+    from ehr_release.core.errors import ParameterError
 
     with pytest.raises(ParameterError, match="epsilon"):
         artuc(data, cfg, k=2, m=2, delta=0.6, epsilon=0, rng=np.random.default_rng(SEED))

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ehr_release.certificate import CertificateContext, render_certificate_pdf
-from ehr_release.plan import make_plan
+from ehr_release.documents.certificate import CertificateContext, render_certificate_pdf
+from ehr_release.model.reports import Requirement, UtilityReport, VerificationReport
+from ehr_release.planning.plan import make_plan
 from ehr_release.registry import get as get_algorithm
-from ehr_release.reports import Requirement, UtilityReport, VerificationReport
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.tasks import aside
@@ -250,7 +250,7 @@ def _fake_proc(root: Path, states: dict[int, str]) -> Path:
 def test_the_worker_starts_only_on_a_free_cpu(
         states: dict[int, str], free: bool, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from ehr_release import cpus
+    from ehr_release.runtime import cpus
 
     monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
     # this process and its parent are running, as the CLI and the flow process are
@@ -262,7 +262,7 @@ def test_the_worker_starts_only_on_a_free_cpu(
 
 
 def test_an_unreadable_proc_counts_as_free(tmp_path: Path, monkeypatch) -> None:
-    from ehr_release import cpus
+    from ehr_release.runtime import cpus
 
     monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
     monkeypatch.setattr(aside, "_PROC", tmp_path / "no-proc")

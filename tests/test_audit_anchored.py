@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from ehr_release.canonical import canonical_json
-from ehr_release.errors import ConfigError
-from ehr_release.files import sha256_bytes
-from ehr_release.integrity import check_integrity
+from ehr_release.core.canonical import canonical_json
+from ehr_release.core.errors import ConfigError
+from ehr_release.core.files import sha256_bytes
+from ehr_release.governance.integrity import check_integrity
 from ehr_release.storage import runs
 from ehr_release.storage.anchors import HEADS_FILE, read_anchors
 from ehr_release.storage.audit import (

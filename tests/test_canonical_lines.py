@@ -161,7 +161,7 @@ def _meta() -> bytes:
 def test_the_verifier_reports_the_same_from_canonical_and_spaced_lines() -> None:
     """The verifier reads canonical lines by cutting them and others by parsing them: on the
     same content (spacing aside, which only the closed world judges) the reports agree."""
-    from ehr_release.hierarchy import icd9_hierarchy
+    from ehr_release.model.hierarchy import icd9_hierarchy
 
     h = icd9_hierarchy()
     originals = [

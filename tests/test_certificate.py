@@ -11,15 +11,15 @@ from datetime import UTC, datetime
 import matplotlib
 import pytest
 
-from ehr_release.certificate import (
+from ehr_release.documents.certificate import (
     ApprovalBlock,
     CertificateContext,
     render_certificate_html,
     render_certificate_pdf,
 )
-from ehr_release.plain import format_number
-from ehr_release.reports import Chart, Requirement, UtilityReport, VerificationReport
-from ehr_release.request import DataUse
+from ehr_release.documents.plain import format_number
+from ehr_release.model.reports import Chart, Requirement, UtilityReport, VerificationReport
+from ehr_release.planning.request import DataUse
 
 matplotlib.use("Agg")
 

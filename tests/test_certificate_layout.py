@@ -20,15 +20,15 @@ import numpy as np
 import pytest
 
 from ehr_release import registry
-from ehr_release.certificate import (
+from ehr_release.documents.certificate import (
     CertificateContext,
     render_certificate_html,
     source_columns,
 )
-from ehr_release.datasheet import DatasheetContext, describe_files, render_datasheet_html
+from ehr_release.documents.datasheet import DatasheetContext, describe_files, render_datasheet_html
 from ehr_release.ingest import read_dataset
-from ehr_release.reports import ReleaseOutcome, VerificationReport
-from ehr_release.request import DataUse
+from ehr_release.model.reports import ReleaseOutcome, VerificationReport
+from ehr_release.planning.request import DataUse
 from ehr_release.tasks.certify import effective_parameters, parameter_help, released_columns
 from tests.conftest import SHARED_DATA
 
@@ -282,8 +282,8 @@ def test_an_artuc_release_says_its_codes_are_released() -> None:
 
 def test_the_comparison_report_fits_the_page() -> None:
     """The comparison shares the stylesheet: its candidate table must fit as well."""
-    from ehr_release.compare import Candidate, Outcome
-    from ehr_release.comparison_report import ComparisonContext, render_comparison_html
+    from ehr_release.comparison.compare import Candidate, Outcome
+    from ehr_release.comparison.comparison_report import ComparisonContext, render_comparison_html
 
     params = {"config": "/srv/ehr_release/examples/artuc-mimic/config-with-a-long-name.yaml",
               "delta": "0.04", "epsilon": "6%", "compare": "true"}
@@ -305,7 +305,7 @@ def test_utility_reads_in_words_on_page_one_and_in_full_in_the_appendix(name: st
     Appendix A, after the record."""
     import html as html_lib
 
-    from ehr_release.measures import key_measures, measure, shown_value
+    from ehr_release.documents.measures import key_measures, measure, shown_value
 
     cert, _ = _release(name)
     html = render_certificate_html(cert)

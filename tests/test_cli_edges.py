@@ -82,7 +82,7 @@ def test_comparison_rows_are_numbered_from_one_everywhere() -> None:
     the second row. The plan numbers rows from 1; the report, task names and progress
     show that number."""
     from ehr_release import registry
-    from ehr_release.compare import plan
+    from ehr_release.comparison.compare import plan
     from ehr_release.tasks.naming import candidate_run_name
 
     candidates = plan([registry.get("disassociation")], {"m": "2"}, {"k": ["5", "10"]})

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ehr_release.cli import app
-from ehr_release.compare import Candidate, Outcome
+from ehr_release.comparison.compare import Candidate, Outcome
 from ehr_release.storage.runs import Status
 
 runner = CliRunner()
@@ -136,7 +136,7 @@ def test_a_refused_comparison_input_is_audited(ehr_home: Path, tmp_path: Path) -
 # ------------------------------------------------------------------------- one home
 def test_default_home_is_per_user_not_per_folder(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from ehr_release.destinations import releases_root
+    from ehr_release.storage.destinations import releases_root
     from ehr_release.storage.engine import database_url, home
 
     monkeypatch.delenv("EHR_RELEASE_HOME", raising=False)
@@ -175,7 +175,7 @@ def test_home_command_says_where_everything_is(tmp_path: Path,
 # ------------------------------------------------------------------------ algorithms
 def test_algorithms_shows_required_defaults_and_allowed_values() -> None:
     from ehr_release import registry
-    from ehr_release.params import REQUIRED
+    from ehr_release.parameters.params import REQUIRED
 
     result = runner.invoke(app, ["algorithms"])
     assert result.exit_code == 0
@@ -205,7 +205,7 @@ class FakeClock:
 
 
 def test_stage_progress_prints_each_stage_with_its_time(capsys) -> None:
-    from ehr_release.progress import StageProgress
+    from ehr_release.cli_support.progress import StageProgress
 
     clock = FakeClock()
     shown = StageProgress("rel-1", records=10_000, live=False, clock=clock)
@@ -236,7 +236,7 @@ def test_stage_progress_prints_each_stage_with_its_time(capsys) -> None:
 
 def test_resumed_run_lists_earlier_stages_as_done_before(capsys) -> None:
     """``resume`` shows what finished before it started, then times only what it runs."""
-    from ehr_release.progress import StageProgress
+    from ehr_release.cli_support.progress import StageProgress
 
     clock = FakeClock()
     shown = StageProgress("rel-2", live=False, clock=clock)
@@ -268,7 +268,7 @@ def test_wait_for_status_reports_every_status_once(monkeypatch) -> None:
 
 
 def test_compare_progress_prints_each_row_as_it_finishes(capsys) -> None:
-    from ehr_release.progress import CompareProgress
+    from ehr_release.cli_support.progress import CompareProgress
 
     clock = FakeClock()
     shown = CompareProgress(2, live=False, clock=clock)
@@ -289,7 +289,7 @@ def test_compare_progress_prints_each_row_as_it_finishes(capsys) -> None:
 
 def test_live_progress_goes_to_stderr_only(monkeypatch) -> None:
     """On a terminal the Rich display is used; it still never writes to stdout."""
-    from ehr_release import progress
+    from ehr_release.cli_support import progress
 
     err, out = io.StringIO(), io.StringIO()
     monkeypatch.setattr(progress, "_stderr_console",

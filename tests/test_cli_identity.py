@@ -12,7 +12,7 @@ import json
 from typer.testing import CliRunner
 
 from ehr_release.cli import app
-from ehr_release.governance import same_person
+from ehr_release.governance.identity import same_person
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events
 from ehr_release.storage.engine import get_engine
@@ -66,7 +66,7 @@ def test_with_users_a_decision_needs_the_reviewers_credential(any_db, monkeypatc
     assert trail.count('"action":"auth.refused"') >= 3
     assert rita not in trail and sam not in trail  # credentials never reach the trail
 
-    monkeypatch.setattr("ehr_release.governance.has_terminal", lambda: True)
+    monkeypatch.setattr("ehr_release.governance.identity.has_terminal", lambda: True)
     typed = _reject(run_id, "rita", stdin=f"{rita}\n")  # the prompt, hidden input
     assert typed.exit_code == 0, typed.output
     assert runs.get_run(run_id).status == Status.REJECTED

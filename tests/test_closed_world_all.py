@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ehr_release import registry
-from ehr_release.formats_doc import field_rows, formats_page
+from ehr_release.documents.formats_doc import field_rows, formats_page
 from ehr_release.privacy.closed_world import closed_world_requirement, violations
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ehr_release"
@@ -82,7 +82,7 @@ def test_a_release_without_a_schema_fails_closed() -> None:
 def test_format_documentation_is_current() -> None:
     assert DOC.read_text(encoding="utf-8") == formats_page(), (
         "docs/release-formats.md is stale: run "
-        "`.venv/bin/python -m ehr_release.formats_doc > docs/release-formats.md`")
+        "`.venv/bin/python -m ehr_release.documents.formats_doc > docs/release-formats.md`")
 
 
 def test_every_row_of_the_format_docs_names_its_check() -> None:

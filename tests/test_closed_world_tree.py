@@ -21,11 +21,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
+from ehr_release.governance.pseudonyms import KEY_ENV
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.closed_world import closed_world_requirement
-from ehr_release.pseudonyms import KEY_ENV
-from ehr_release.release_files import read_release_files
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.privacy.release_files import read_release_files
+from ehr_release.samples.sample import generate_sample, write_sample
 
 SECRET = b"patient_id,code\nMRN-10006,296.01\nMRN-10006,401.9\n"
 
@@ -218,7 +218,7 @@ def test_verify_cli_fails_and_names_the_entry_to_its_operator(releases, tmp_path
 def test_audit_verify_walks_the_published_folder_whole(ehr_home, tmp_path) -> None:
     """``audit verify`` names every entry of a published folder's tree that is not recorded
     (it listed only the top level: ``extra`` but never ``extra/ids.csv``)."""
-    from ehr_release.integrity import check_integrity
+    from ehr_release.governance.integrity import check_integrity
     from ehr_release.storage.engine import get_engine
     from tests.test_audit_anchored import _published
 
@@ -238,7 +238,7 @@ def test_audit_verify_walks_the_published_folder_whole(ehr_home, tmp_path) -> No
 def test_audit_verify_refuses_a_recorded_file_that_became_a_link(ehr_home, tmp_path) -> None:
     """A recorded file replaced by a link to a copy of its own bytes hashes the same; it is
     still not the file that was published (the link can be re-pointed at any time)."""
-    from ehr_release.integrity import check_integrity
+    from ehr_release.governance.integrity import check_integrity
     from ehr_release.storage.engine import get_engine
     from tests.test_audit_anchored import _published
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from ehr_release import registry
-from ehr_release.comparators import ComparatorReleases, release_key
-from ehr_release.compare import Candidate
+from ehr_release.comparison.compare import Candidate
+from ehr_release.parameters.comparators import ComparatorReleases, release_key
 from tests.test_artuc_registry import EXAMPLE
 
 
@@ -78,7 +78,7 @@ def test_candidates_share_comparators_with_the_metrics_of_a_fresh_computation() 
     artuc-baseline), not six; every metric (the comparison table's rows included) equal to
     a comparison without the store."""
     from ehr_release.flows.compare import candidate_task
-    from ehr_release.sample import generate_sample
+    from ehr_release.samples.sample import generate_sample
 
     dataset = generate_sample(120, seed=4)
     params = {"k": "5", "delta": "0.4", "seed": "3", "compare": "true",

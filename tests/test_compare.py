@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ehr_release.cli import app
-from ehr_release.compare import (
+from ehr_release.comparison.compare import (
     Candidate,
     Outcome,
     parse_grid,
@@ -16,9 +16,9 @@ from ehr_release.compare import (
     plan,
     recommend,
 )
-from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.core.errors import EhrReleaseError, ParameterError
+from ehr_release.planning.request import ComparisonRequest
 from ehr_release.registry import get as get_algorithm
-from ehr_release.request import ComparisonRequest
 from ehr_release.storage.audit import export_events, verify_chain
 
 
@@ -65,7 +65,7 @@ def test_recommendation_is_least_loss_among_verified_candidates_meeting_requirem
 def test_a_dp_row_is_shown_but_never_recommended_nor_released_from(tmp_path) -> None:
     """Choosing ε or h by utility measured on the true data spends budget the ledger does
     not count (spec 04): DiffGen's rows stay in the report, out of the choice."""
-    from ehr_release.comparison_file import load_comparison_row
+    from ehr_release.comparison.comparison_file import load_comparison_row
 
     cands = plan([get_algorithm("diffgen"), get_algorithm("disassociation")],
                  {"m": "2", "k": "5", "epsilon": "1", "h": "4", "taxonomies": "adult"}, {})

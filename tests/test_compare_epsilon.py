@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import pytest
 
-from ehr_release.request import ComparisonRequest
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.planning.request import ComparisonRequest
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.models import DatasetRecord

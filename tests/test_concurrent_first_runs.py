@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 from tests.flow_helpers import server_pids
 
 pytestmark = pytest.mark.slow

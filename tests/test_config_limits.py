@@ -15,8 +15,8 @@ from ehr_release.configuration.constraints import load_config as load_artuc_conf
 from ehr_release.configuration.constraints import read_hierarchy_file
 from ehr_release.configuration.limits import MAX_DEPTH, load_config_yaml
 from ehr_release.configuration.policies import resolve_policy
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.core.errors import ConfigError, EhrReleaseError
+from ehr_release.model.dataset import Dataset
 from ehr_release.registry.rmr import code_hierarchy_of
 
 #: 2,000 bytes: a list in a list … 1,000 levels deep.
@@ -98,7 +98,7 @@ def test_the_cli_refuses_a_deep_artuc_configuration_with_one_line(ehr_home, tmp_
 
 
 def test_a_deep_comparison_file_is_one_line(tmp_path):
-    from ehr_release.comparison_file import load_comparison_row
+    from ehr_release.comparison.comparison_file import load_comparison_row
 
     (tmp_path / "comparison.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(EhrReleaseError, match="nested too deeply"):

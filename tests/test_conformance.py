@@ -34,11 +34,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
-from ehr_release.datasheet import describe_files
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
+from ehr_release.documents.datasheet import describe_files
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.closed_world import violations
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 
 from .conftest import SHARED_DATA
 
@@ -237,7 +237,7 @@ def _hidden_bit(source_id: str) -> int:
 
 
 def _site_release(name: str, tmp: Path) -> tuple[Any, dict[str, bytes], dict[str, Any], Dataset]:
-    from ehr_release.verification import anonymize_as_released
+    from ehr_release.release.verification import anonymize_as_released
 
     case, entry = CASES[name], registry.get(name)
     dataset = case.dataset(tmp)
@@ -248,7 +248,7 @@ def _site_release(name: str, tmp: Path) -> tuple[Any, dict[str, bytes], dict[str
 
 def _refused_by(entry: Any, files: dict[str, bytes], dataset: Dataset,
                 params: dict[str, Any]) -> list[str]:
-    from ehr_release.verification import verify_release
+    from ehr_release.release.verification import verify_release
 
     return [r.name for r in verify_release(entry, files, dataset, params, RID).failures]
 
@@ -267,7 +267,7 @@ def _gccens_bytes(files: dict[str, bytes], lines: list[dict[str, Any]]) -> dict[
 
 
 def _source_of(dataset: Dataset) -> dict[str, str]:
-    from ehr_release.pseudonyms import pseudonymizer
+    from ehr_release.governance.pseudonyms import pseudonymizer
 
     pseudonym = pseudonymizer(RID)
     return {pseudonym(pid): pid for pid in dataset.patient_ids}
@@ -642,7 +642,7 @@ def test_icd10_verifier_catches_a_planted_violation(icd10_name: str, tmp_path: P
 def test_a_configuration_for_the_other_code_system_is_refused(name: str,
                                                               tmp_path: Path) -> None:
     """An ICD-9 configuration on an ICD-10 extract names the cause, not every code."""
-    from ehr_release.errors import ConfigError
+    from ehr_release.core.errors import ConfigError
 
     case, entry = CASES[name], registry.get(name)
     dataset = ICD10_CASES[name].dataset(tmp_path)

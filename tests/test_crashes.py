@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.integrity import check_integrity
+from ehr_release.governance.integrity import check_integrity
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status

@@ -488,7 +488,7 @@ def test_a_closed_approval_window_shows_the_run_rejected_without_a_form(world) -
 def test_the_guarantee_reads_as_on_the_certificate(ehr_home) -> None:
     """One wording for the guarantee: the certificate's sentence, with the run's own k and m."""
     from ehr_release.dashboard.summary import plain_summary
-    from ehr_release.plain import guarantee_sentence
+    from ehr_release.documents.plain import guarantee_sentence
     from ehr_release.registry import get
     from ehr_release.storage.models import DatasetRecord
 

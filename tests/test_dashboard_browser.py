@@ -124,7 +124,7 @@ def test_reviewer_approves_in_the_browser_and_steward_is_refused(
         env, dashboard_url, chromium_path, tmp_path, monkeypatch) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
     from ehr_release.storage.engine import get_engine
     from tests.test_storage import make_run, to_awaiting
 

@@ -20,9 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 
+from ehr_release.core.errors import ConfigError
 from ehr_release.dashboard.app import create_app
 from ehr_release.dashboard.security import client_address, trusted_proxies_from_env
-from ehr_release.errors import ConfigError
 
 LIMITS = {"EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_USER": "50",
           "EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_CLIENT": "3",

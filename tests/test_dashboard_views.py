@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ehr_release.dashboard.app import create_app
-from ehr_release.reports import AttackReport, candidate_set_distribution
+from ehr_release.model.reports import AttackReport, candidate_set_distribution
 from ehr_release.storage import pending, runs
 from ehr_release.storage.audit import export_events, record_event
 from ehr_release.storage.engine import get_engine
@@ -61,8 +61,8 @@ def test_the_disassociation_attack_records_its_distribution(m) -> None:
     import numpy as np
 
     from ehr_release import registry
-    from ehr_release.sample import generate_sample
-    from ehr_release.verification import attack_release
+    from ehr_release.release.verification import attack_release
+    from ehr_release.samples.sample import generate_sample
 
     entry = registry.get("disassociation")
     dataset = generate_sample(200, seed=7)
@@ -229,7 +229,7 @@ def test_the_prefect_ui_is_linked_where_ehr_release_home_finds_it(world, local_p
 # --------------------------------------------------------------------------- comparisons
 def _comparison(root: Path, fingerprint: str, *, recommended: int = 2) -> Path:
     """A comparison report as the comparison flow writes it (its rows are Outcome.to_dict)."""
-    from ehr_release.compare import Candidate, Outcome
+    from ehr_release.comparison.compare import Candidate, Outcome
 
     outcomes = [Outcome(Candidate(1, "disassociation", {"k": "2", "m": "2"}), True, "ARE",
                         0.1, metrics={"ARE": 0.1}),
@@ -263,9 +263,9 @@ def own_releases_root(tmp_path, monkeypatch) -> Path:
 def compared(own_releases_root, test_site, tmp_path, monkeypatch):
     """A steward, a reviewer, an extract and a comparison of it under the releases root;
     the app's launcher records the requests it is given instead of starting a flow."""
-    from ehr_release.destinations import releases_root
-    from ehr_release.plan import make_plan
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.plan import make_plan
+    from ehr_release.planning.request import ReleaseRequest
+    from ehr_release.storage.destinations import releases_root
     from ehr_release.storage.users import add_user
     from tests.flow_helpers import CSV
 

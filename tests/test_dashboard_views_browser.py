@@ -88,8 +88,8 @@ def test_comparison_to_published_with_risk_rows_prefect_and_audit_filters(
     from playwright.sync_api import expect, sync_playwright
 
     from ehr_release.dashboard.app import create_app
-    from ehr_release.plan import make_plan
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.plan import make_plan
+    from ehr_release.planning.request import ReleaseRequest
 
     monkeypatch.delenv("PREFECT_UI_URL", raising=False)
     data, _ = env

@@ -14,8 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from ehr_release import version
-from ehr_release.errors import EhrReleaseError
-from ehr_release.request import (
+from ehr_release.core.errors import EhrReleaseError
+from ehr_release.planning.request import (
     REQUIRE_DATA_USE_ENV,
     DataUse,
     ReleaseRequest,

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from ehr_release import registry
-from ehr_release.integrity import check_integrity
+from ehr_release.governance.integrity import check_integrity
 from ehr_release.storage import runs
 from ehr_release.storage.engine import reset_engines
 from ehr_release.storage.runs import Status

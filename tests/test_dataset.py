@@ -2,7 +2,7 @@ from collections import Counter
 
 import pandas as pd
 
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 
 
 def test_views_and_fingerprint():

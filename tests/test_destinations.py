@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ehr_release.destinations import (
+from ehr_release.storage.destinations import (
     DestinationError,
     check_still_there,
     resolve_destination,
@@ -77,7 +77,7 @@ def test_a_destination_that_is_a_file_is_refused_at_request(root) -> None:
 
 
 def test_a_destination_turned_into_a_file_is_refused_at_publish_in_one_line(root) -> None:
-    from ehr_release.destinations import releases_folder
+    from ehr_release.storage.destinations import releases_folder
 
     inside = root / "study"
     inside.mkdir()

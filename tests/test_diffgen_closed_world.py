@@ -15,7 +15,7 @@ import pytest
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats import diffgen as formats
 from ehr_release.registry.diffgen import ENTRY, count_records
-from ehr_release.verification import verify_release
+from ehr_release.release.verification import verify_release
 from tests.test_diffgen_counts_check import PREDICTORS, make_release, true_counts
 
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from ehr_release.algorithms.diffgen import encode_dataset
 from ehr_release.algorithms.diffgen.generalize import generalize
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy import diffgen as verifier
 from ehr_release.registry.diffgen import ENTRY
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.diffgen import config_for
 
 PREDICTORS = "age,gender,ethnicity,marital_status,insurance"

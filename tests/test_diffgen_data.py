@@ -18,7 +18,7 @@ from ehr_release.algorithms.diffgen import DiffGenParams, encode_dataset
 from ehr_release.configuration.taxonomies import load_config
 from ehr_release.configuration.taxonomies.adult import read_adult
 from ehr_release.ingest import read_dataset
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.diffgen import paper_protocol
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.storage.site_policy import set_epsilon_total
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_path) -> None:
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
     from ehr_release.storage.audit import export_events
 
     data = write_sample(generate_sample(400, seed=2), tmp_path / "patients.csv")
@@ -48,7 +48,7 @@ def test_diffgen_release_is_published_with_its_ledger(harness, ehr_home, tmp_pat
 
 def _run_to_failure(tmp_path):
     """A DiffGen request at ε = 1 on 60 generated patients, run until it fails."""
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     data = write_sample(generate_sample(60, seed=2), tmp_path / "patients.csv")
     req = ReleaseRequest(

@@ -11,7 +11,7 @@ import yaml
 
 from ehr_release import registry
 from ehr_release.configuration.taxonomies import config_path, load_config, shipped_names
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.ingest import read_dataset
 
 DEMO10 = Path(__file__).resolve().parents[1] / "examples" / "data" / "mimic3-demo-icd10"

@@ -22,7 +22,7 @@ import pytest
 
 from ehr_release.privacy import diffgen as verifier
 from ehr_release.registry.diffgen import ENTRY
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from tests.test_diffgen_counts_check import make_release
 
 

@@ -24,7 +24,7 @@ from ehr_release.algorithms.diffgen.noise import (
 )
 from ehr_release.algorithms.diffgen.splits import choose_split, split_candidates
 from ehr_release.configuration.taxonomies import NumericalDomain
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 SOURCES = [pytest.param(lambda: OpenDPNoise(), id="opendp"),
            pytest.param(lambda: SeededNoise(np.random.default_rng(20130101)), id="seeded")]

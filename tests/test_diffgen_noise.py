@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from ehr_release import registry
-from ehr_release.reports import WITHHELD_FAILED
+from ehr_release.model.reports import WITHHELD_FAILED
 from tests.test_diffgen_counts_check import true_counts
 
 SCALE_ADULT = 52 / 31  # the final counts' scale of an Adult ε = 1, h = 10 release

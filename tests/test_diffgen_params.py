@@ -10,7 +10,7 @@ import pytest
 from ehr_release import registry
 from ehr_release.algorithms.diffgen import encode_dataset
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.errors import ConfigError, InputError, ParameterError
+from ehr_release.core.errors import ConfigError, InputError, ParameterError
 from tests.test_diffgen_table1 import TABLE1, TABLE1_YAML, table1_config_path, table1_dataset
 
 

@@ -21,9 +21,9 @@ from ehr_release.algorithms.diffgen import (
 )
 from ehr_release.algorithms.diffgen.release import release_files
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.datasheet import DatasheetContext
-from ehr_release.plain import guarantee_sentence
-from ehr_release.request import DataUse
+from ehr_release.documents.datasheet import DatasheetContext
+from ehr_release.documents.plain import guarantee_sentence
+from ehr_release.planning.request import DataUse
 from tests.test_diffgen_table1 import table1_config_path, table1_dataset
 
 PARAMS = DiffGenParams(Fraction(1), 2)

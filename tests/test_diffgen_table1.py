@@ -28,7 +28,7 @@ from ehr_release.algorithms.diffgen.scores import score_tables
 from ehr_release.algorithms.diffgen.splits import split_candidates
 from ehr_release.algorithms.diffgen.state import SearchState
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.diffgen import verify
 
 TABLE1 = [  # ID, Sex, Age, Codes, Class

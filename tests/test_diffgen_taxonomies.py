@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ehr_release.configuration.taxonomies import load_config, shipped_names
 from ehr_release.configuration.taxonomies.model import parse_tree, regroup, truncate
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.model.hierarchy import icd9_hierarchy
 
 
 def test_adult_and_mimic_configurations_are_shipped() -> None:

@@ -16,9 +16,9 @@ import pytest
 from ehr_release import registry
 from ehr_release.algorithms.diffgen import DiffGenParams, encode_dataset
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 from ehr_release.registry import diffgen as registry_diffgen
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility import diffgen as utility
 
 PREDICTORS = "age,gender,ethnicity,marital_status,insurance,codes"

@@ -25,7 +25,7 @@ from ehr_release.algorithms.diffgen import (
 )
 from ehr_release.algorithms.diffgen.release import release_files
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy import diffgen as verifier
 from tests.test_diffgen_table1 import TABLE1, table1_config_path, table1_dataset
 

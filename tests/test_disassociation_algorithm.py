@@ -26,9 +26,9 @@ from ehr_release.algorithms.disassociation import (
 from ehr_release.algorithms.disassociation import horpart as horpart_module
 from ehr_release.algorithms.disassociation.verpart import single_chunk_clusters, verpart
 from ehr_release.configuration.policies import UtilityPolicy, hierarchy_policy
-from ehr_release.errors import InputError, ParameterError
+from ehr_release.core.errors import InputError, ParameterError
 from ehr_release.ingest import read_dataset
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 
 CODES = [f"{c:03d}.{d}" for c in range(100, 104) for d in range(4)]
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,7 +201,7 @@ def test_encode_dataset_rejects_unknown_patients():
     ds = generate_sample(10, seed=1)
     broken = ds.diagnoses.copy()
     broken.loc[0, "patient_id"] = "NOBODY"
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
     with pytest.raises(InputError, match="not in the patients table"):
         encode_dataset(Dataset(ds.patients, broken))

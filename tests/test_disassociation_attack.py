@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.attacks import disassociation as attack_module
 from ehr_release.privacy.attacks.disassociation import attack
-from ehr_release.sample import generate_sample
+from ehr_release.release.verification import attack_release
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.disassociation import below_nothing
-from ehr_release.verification import attack_release
 from tests.disassociation_layout import (
     RELEASE_FILE,
     doc_rows,

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.attacks.disassociation import candidates, original, positions, release
 from ehr_release.privacy.attacks.disassociation.arrays import ranges, tiled
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 
 
 @settings(max_examples=50, deadline=None)

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from ehr_release import registry
-from ehr_release.formats_doc import how_to_load
+from ehr_release.documents.formats_doc import how_to_load
 from ehr_release.privacy.closed_world import violations
 from ehr_release.privacy.formats.disassociation import RELEASE_FILE, SCHEMA, count_records
-from ehr_release.sample import generate_sample
-from ehr_release.verification import verify_release
+from ehr_release.release.verification import verify_release
+from ehr_release.samples.sample import generate_sample
 from tests.disassociation_layout import write_table
 
 

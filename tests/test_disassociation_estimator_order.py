@@ -17,7 +17,7 @@ SCRIPT = """
 import numpy as np
 from ehr_release.algorithms.disassociation import disassociate_dataset
 from ehr_release.configuration.policies import hierarchy_policy
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.disassociation import ReleaseEstimator, W1_MIN_SUPPORT, w1_workload
 ds = generate_sample(4000, seed=2014)
 policy = hierarchy_policy(ds.distinct_codes(), "3digit")

@@ -13,7 +13,7 @@ import pytest
 from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
 from ehr_release.algorithms.disassociation.verpart import verpart
 from ehr_release.configuration.policies import UtilityPolicy
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.disassociation import (
     build_tables,
     caps_general,

@@ -16,9 +16,9 @@ from ehr_release.algorithms.disassociation import (
     encode_code_sets,
 )
 from ehr_release.configuration.policies import hierarchy_policy
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ParameterError
-from ehr_release.sample import generate_sample
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.disassociation import are, evaluate_release, w2_workload
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
 from ehr_release.utility.reidentification import CandidateCounter, risk_table

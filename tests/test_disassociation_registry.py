@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from ehr_release import registry
 from ehr_release.algorithms.disassociation.core import verpart_batch
 from ehr_release.cli import app
-from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.core.errors import ConfigError, ParameterError
 from ehr_release.ingest import read_dataset
 from ehr_release.registry import disassociation as entry_module
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 from tests.disassociation_layout import files_of, read_doc
 
 runner = CliRunner()

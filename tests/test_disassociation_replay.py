@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.disassociation import build_tables, parse_release, replay_horpart
 from ehr_release.privacy.disassociation.replay import (
     Choices,

@@ -18,8 +18,8 @@ from ehr_release.algorithms.disassociation import (
     reconstruct,
 )
 from ehr_release.configuration.policies import UtilityPolicy, hierarchy_policy
-from ehr_release.dataset import Dataset
-from ehr_release.sample import generate_sample
+from ehr_release.model.dataset import Dataset
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.bitsets import code_bitsets
 from ehr_release.utility.disassociation import (
     BitsetCounter,
@@ -167,7 +167,7 @@ def test_evaluate_release_report():
 def test_largest_mre_names_no_constraint_below_k():
     """Named, 296.01's MRE and the release give its true count (2, hidden as 1..k − 1)."""
     from ehr_release import registry
-    from ehr_release.verification import anonymize_as_released, as_released
+    from ehr_release.release.verification import anonymize_as_released, as_released
 
     codes = [["401.9", "250.00"] + (["296.01"] if i in (7, 8) else []) for i in range(30)]
     dataset = Dataset.from_records(codes, pd.DataFrame({"age": range(30, 60)}))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ehr_release.algorithms.disassociation import disassociate, encode_code_sets
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.disassociation import (
     analyse,
     build_tables,

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.disassociation import RELEASE_FILE, parse_release
 from ehr_release.privacy.disassociation.arrays import (
     counted,
@@ -36,7 +36,7 @@ from ehr_release.privacy.disassociation.tables import (
     _original_rows,
     _record_of_rows,
 )
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from tests.disassociation_layout import write_table
 
 

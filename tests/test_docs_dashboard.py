@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 from tests.test_dashboard_browser import CHROMIUM, LAPTOP, _sign_in
 from tests.test_docs_run import readme_blocks
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from ehr_release.certificate import fit_table, render_certificate_html
-from ehr_release.datasheet import render_datasheet_html
-from ehr_release.reports import UtilityReport
+from ehr_release.documents.certificate import fit_table, render_certificate_html
+from ehr_release.documents.datasheet import render_datasheet_html
+from ehr_release.model.reports import UtilityReport
 from tests.test_certificate_layout import MIMIC, _release
 
 pytestmark = pytest.mark.skipif(not MIMIC.exists(), reason="MIMIC-III demo not available")
@@ -154,7 +154,7 @@ def test_in_the_pdf_every_page_with_a_tables_rows_shows_its_header(name: str,
                                                                    tmp_path: Path) -> None:
     """On the PDF itself: every page from a utility table's title to its last row's label
     also shows every word of that table's (column group's) header."""
-    from ehr_release.certificate import render_certificate_pdf
+    from ehr_release.documents.certificate import render_certificate_pdf
 
     cert, _ = _release(name)
     pages = _pdf_pages_text(render_certificate_pdf(cert), tmp_path)
@@ -200,8 +200,8 @@ def test_the_check_finds_a_turned_table_and_a_broken_header_word() -> None:
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler not installed")
 def test_the_comparison_report_headers_are_whole_words(tmp_path: Path) -> None:
-    from ehr_release.compare import Candidate, Outcome
-    from ehr_release.comparison_report import (
+    from ehr_release.comparison.compare import Candidate, Outcome
+    from ehr_release.comparison.comparison_report import (
         ComparisonContext,
         render_comparison_html,
         render_comparison_pdf,

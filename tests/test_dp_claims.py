@@ -15,17 +15,17 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ehr_release.certificate import CertificateContext, summary
 from ehr_release.dashboard.summary import plain_summary
-from ehr_release.datasheet import DatasheetContext, render_datasheet_html
-from ehr_release.reports import (
+from ehr_release.documents.certificate import CertificateContext, summary
+from ehr_release.documents.datasheet import DatasheetContext, render_datasheet_html
+from ehr_release.model.reports import (
     AttackReport,
     ReleaseOutcome,
     Requirement,
     UtilityReport,
     VerificationReport,
 )
-from ehr_release.request import DataUse
+from ehr_release.planning.request import DataUse
 from ehr_release.storage import runs
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord

@@ -12,8 +12,7 @@ import subprocess
 import sys
 import time
 
-from ehr_release import bundle
-from ehr_release.reports import (
+from ehr_release.model.reports import (
     AttackReport,
     Chart,
     ReleaseOutcome,
@@ -21,7 +20,8 @@ from ehr_release.reports import (
     UtilityReport,
     VerificationReport,
 )
-from ehr_release.request import DataUse
+from ehr_release.planning.request import DataUse
+from ehr_release.release import bundle
 from ehr_release.service import expire_overdue, run_state
 from ehr_release.storage import pending, runs
 from ehr_release.storage.audit import export_events

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import pytest
 
-from ehr_release.errors import ApprovalError, ConfigError, IllegalTransition
+from ehr_release.core.errors import ApprovalError, ConfigError, IllegalTransition
 from ehr_release.storage import budget, runs, site_policy
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord

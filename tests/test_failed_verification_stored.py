@@ -11,12 +11,12 @@ from pathlib import Path
 import yaml
 
 from ehr_release import registry
-from ehr_release.compare import Candidate
-from ehr_release.errors import stored_error
+from ehr_release.comparison.compare import Candidate
+from ehr_release.core.errors import stored_error
 from ehr_release.flows import compare
 from ehr_release.flows.release import VerificationFailed, _require
+from ehr_release.release.verification import verify_release
 from ehr_release.tasks.redaction import redact
-from ehr_release.verification import verify_release
 from tests.kkm_release import to_files
 from tests.test_artuc_worked_example import CONFIG, ROWS, worked_example
 

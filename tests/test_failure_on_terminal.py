@@ -16,7 +16,7 @@ import sys
 import time
 
 from ehr_release import service
-from ehr_release.errors import ConfigError
+from ehr_release.core.errors import ConfigError
 from ehr_release.flows.launch import tell_terminal
 from ehr_release.tasks.redaction import redact, terminal_text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.errors import ApprovalError, InputError
+from ehr_release.core.errors import ApprovalError, InputError
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status
@@ -108,7 +108,7 @@ def test_reject_path_publishes_nothing(env):
     assert runs.get_approval(req.run_id).decision == "reject"
     # Trying to publish it anyway is refused, and the try is on the trail.
     from ehr_release import service
-    from ehr_release.errors import EhrReleaseError
+    from ehr_release.core.errors import EhrReleaseError
 
     with pytest.raises(EhrReleaseError, match="only an approved run is published"):
         service.publish(req.run_id)
@@ -132,7 +132,7 @@ def test_failed_verification_never_reaches_approval(env):
     from typer.testing import CliRunner
 
     from ehr_release.cli import app
-    from ehr_release.errors import EhrReleaseError
+    from ehr_release.core.errors import EhrReleaseError
     from ehr_release.tasks.publish import publish_release
 
     with pytest.raises(EhrReleaseError):
@@ -142,7 +142,7 @@ def test_failed_verification_never_reaches_approval(env):
                                "approve", "--reason", "override"])
     assert approve.exit_code == 1 and "not awaiting approval" in approve.output
     assert cli.invoke(app, ["resume", req.run_id]).exit_code == 1
-    from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+    from ehr_release.model.reports import Requirement, UtilityReport, VerificationReport
 
     forged = VerificationReport("leaky-code-counts", [Requirement("x", "x", "x", True)])
     with pytest.raises(EhrReleaseError, match="only an approved run"):
@@ -173,7 +173,7 @@ def test_no_decision_before_timeout_means_rejected(env):
     """The window is data, not a waiting process: once it closes, the next look rejects."""
     import time
 
-    from ehr_release.errors import ApprovalError
+    from ehr_release.core.errors import ApprovalError
     from ehr_release.service import decide as record
 
     data, out = env
@@ -391,7 +391,7 @@ def test_a_releases_folder_swapped_for_a_symlink_is_refused_at_publish(env, monk
         decide(req.run_id, "approve")
     assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
     # Swapped between the decision and publishing: the publisher's own check refuses it.
-    monkeypatch.setattr("ehr_release.destinations.destination_problem", lambda _: None)
+    monkeypatch.setattr("ehr_release.storage.destinations.destination_problem", lambda _: None)
     decide(req.run_id, "approve")
     thread.join(120)
     assert list(outside.iterdir()) == []
@@ -415,7 +415,7 @@ def test_a_destination_blocked_after_the_request_fails_publishing_in_one_line(en
     with pytest.raises(ApprovalError, match="its releases entry is not a folder"):
         decide(req.run_id, "approve")
     assert runs.get_run(req.run_id).status == Status.AWAITING_APPROVAL
-    monkeypatch.setattr("ehr_release.destinations.destination_problem", lambda _: None)
+    monkeypatch.setattr("ehr_release.storage.destinations.destination_problem", lambda _: None)
     capfd.readouterr()
     decide(req.run_id, "approve")
     thread.join(120)

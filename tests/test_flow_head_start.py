@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.cpus import usable_cpus
 from ehr_release.flows.head_start import head_start, load_stage_modules
-from ehr_release.plan import make_plan
+from ehr_release.planning.plan import make_plan
 from ehr_release.registry import get as get_algorithm
+from ehr_release.runtime.cpus import usable_cpus
 from ehr_release.tasks import aside, ingest
 from tests.flow_helpers import request_for
 

@@ -40,7 +40,7 @@ def test_only_go_lets_the_flow_process_read_its_request(tmp_path: Path) -> None:
 
 def test_a_called_off_flow_process_with_a_request_writes_nothing(tmp_path: Path) -> None:
     """The head start reads the request's input while it waits; refused, nothing is left."""
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     data = tmp_path / "patients.csv"
     data.write_text("patient_id,age,gender,codes\n"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError, stored_message
+from ehr_release.core.errors import InputError, stored_message
 from ehr_release.ingest.readers import read_dataset
-from ehr_release.sample import generate_sample
-from ehr_release.sample_layouts import WRITERS, numbered
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
+from ehr_release.samples.sample import generate_sample
+from ehr_release.samples.sample_layouts import WRITERS, numbered
 
 
 @pytest.fixture(scope="module", params=["icd10", "icd9"])

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.hierarchy import CODE_SYSTEMS
-from ehr_release.sample import generate_sample
-from ehr_release.sample_layouts import WRITERS, numbered
+from ehr_release.model.hierarchy import CODE_SYSTEMS
+from ehr_release.samples.sample import generate_sample
+from ehr_release.samples.sample_layouts import WRITERS, numbered
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.flow_helpers import decide, request_for, start, wait_status

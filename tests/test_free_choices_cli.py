@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from ehr_release import registry
 from ehr_release.cli import app
-from ehr_release.dataset import Dataset
-from ehr_release.sample import generate_sample, write_sample
-from ehr_release.verification import anonymize_as_released
+from ehr_release.model.dataset import Dataset
+from ehr_release.release.verification import anonymize_as_released
+from ehr_release.samples.sample import generate_sample, write_sample
 
 runner = CliRunner()
 RID = "free-choices-cli"

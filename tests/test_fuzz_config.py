@@ -21,8 +21,8 @@ from ehr_release import registry
 from ehr_release.configuration.constraints import hierarchy_from_pairs, parse_config
 from ehr_release.configuration.policies import build_policy, parse_policy_spec, parse_policy_yaml
 from ehr_release.configuration.taxonomies import load_config
-from ehr_release.errors import ConfigError, EhrReleaseError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ConfigError, EhrReleaseError
+from ehr_release.model.hierarchy import icd9_hierarchy
 
 FUZZ = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -22,8 +22,8 @@ from ehr_release.configuration import taxonomies
 from ehr_release.configuration.constraints import load_config as load_artuc_config
 from ehr_release.configuration.constraints import read_hierarchy_file
 from ehr_release.configuration.policies import resolve_policy
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.core.errors import ConfigError, EhrReleaseError
+from ehr_release.model.dataset import Dataset
 
 FUZZ = settings(max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

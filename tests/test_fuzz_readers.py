@@ -14,7 +14,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest import read_dataset
 
 HEADERS = ["patient_id,age,codes", "patient_id,codes", "subject_id,gender,icd9_code",

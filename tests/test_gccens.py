@@ -10,7 +10,7 @@ import pytest
 
 from ehr_release.algorithms.gccens import PopulationIndex, gccens, resolve_caps
 from ehr_release.algorithms.gccens import index as index_module
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 from ehr_release.utility.gccens import cul_values, describe
 
 # Spec §1 example (thesis Figure 1): k = 2, caps 250:2, 272:2, 401:0, 724:1.

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.dataset import Dataset
-from ehr_release.pseudonyms import pseudonymize_records, pseudonymizer
+from ehr_release.governance.pseudonyms import pseudonymize_records, pseudonymizer
+from ehr_release.model.dataset import Dataset
 from ehr_release.registry.gccens import ENTRY
-from ehr_release.sample import write_sample
-from ehr_release.verification import attack_release, verify_release
+from ehr_release.release.verification import attack_release, verify_release
+from ehr_release.samples.sample import write_sample
 
 # Code 100 is held by p1 only; 250 by p1 and p2; 272 by p3 and p4. Sample {p1, p3}, k = 2:
 # p1's {100, 250} has dis 1, GCCens censors 100 (tie with 250, lowest code first) → {250}.

@@ -9,9 +9,9 @@ import pytest
 
 from ehr_release import registry
 from ehr_release.configuration.caps import parse_caps
-from ehr_release.dataset import Dataset
-from ehr_release.errors import InputError, ParameterError
-from ehr_release.sample import write_sample
+from ehr_release.core.errors import InputError, ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.samples.sample import write_sample
 
 from .conftest import SHARED_DATA
 

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from ehr_release.dataset import CODE_MAPPING
-from ehr_release.errors import InputError
-from ehr_release.hierarchy import code_hierarchy
+from ehr_release.core.errors import InputError
+from ehr_release.documents.plain import code_mapping_words
 from ehr_release.ingest.gem import (
     GEM_WORDS,
     ONE_TO_MANY,
@@ -23,10 +22,11 @@ from ehr_release.ingest.gem import (
 )
 from ehr_release.ingest.preflight import preflight
 from ehr_release.ingest.readers import read_dataset
-from ehr_release.plain import code_mapping_words
-from ehr_release.request import ReleaseRequest
-from ehr_release.sample import generate_sample
-from ehr_release.sample_layouts import numbered, write_mimic4
+from ehr_release.model.dataset import CODE_MAPPING
+from ehr_release.model.hierarchy import code_hierarchy
+from ehr_release.planning.request import ReleaseRequest
+from ehr_release.samples.sample import generate_sample
+from ehr_release.samples.sample_layouts import numbered, write_mimic4
 
 
 def test_packaged_table_covers_every_icd9_leaf_with_icd10_nodes() -> None:
@@ -162,12 +162,12 @@ def test_the_certificate_shows_the_losses_and_lists_no_extra_column() -> None:
     import dataclasses
     from datetime import UTC, datetime
 
-    from ehr_release.certificate import (
+    from ehr_release.documents.certificate import (
         CertificateContext,
         render_certificate_html,
         source_columns,
     )
-    from ehr_release.reports import UtilityReport, VerificationReport
+    from ehr_release.model.reports import UtilityReport, VerificationReport
 
     losses = MappingLosses(mapped_codes=4, mapped_diagnoses=9, one_to_many_codes=2,
                            one_to_many_diagnoses=3, unmapped_codes=1, unmapped_diagnoses=2)
@@ -212,7 +212,7 @@ def test_the_readme_runs_one_release_per_input_shape() -> None:
 
 def test_a_fhir_export_refuses_the_mapping_in_words(tmp_path: Path) -> None:
     """FHIR codings name their system per resource: the option is not offered there yet."""
-    from ehr_release.sample_layouts import write_fhir
+    from ehr_release.samples.sample_layouts import write_fhir
 
     folder = write_fhir(numbered(generate_sample(20, seed=2, longitudinal=True)),
                         tmp_path / "fhir")

@@ -24,9 +24,9 @@ from argon2 import PasswordHasher
 from sqlalchemy import text
 from sqlmodel import Session
 
-from ehr_release.errors import ApprovalError
-from ehr_release.governance import cli_identity
-from ehr_release.integrity import check_integrity
+from ehr_release.core.errors import ApprovalError
+from ehr_release.governance.identity import cli_identity
+from ehr_release.governance.integrity import check_integrity
 from ehr_release.storage import runs, users
 from ehr_release.storage.anchors import (
     ANCHOR_DIR_ENV,
@@ -274,8 +274,8 @@ def test_head_lines_can_go_to_syslog(db_url, monkeypatch):
 
 def test_a_status_and_approvals_row_set_by_hand_publish_nothing(any_db, tmp_path):
     """Publishing is a decision too: it asks the chain whether the run was approved."""
-    from ehr_release.errors import IllegalTransition
-    from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+    from ehr_release.core.errors import IllegalTransition
+    from ehr_release.model.reports import Requirement, UtilityReport, VerificationReport
     from ehr_release.tasks.publish import publish_release
 
     engine = get_engine()

@@ -1,6 +1,6 @@
 import pytest
 
-from ehr_release.hierarchy import icd9_hierarchy, normalize_icd9
+from ehr_release.model.hierarchy import icd9_hierarchy, normalize_icd9
 
 
 @pytest.mark.parametrize("raw, dotted", [("29601", "296.01"), ("V4581", "V45.81"),

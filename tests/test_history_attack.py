@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.dataset import PATIENT_ID, Dataset
+from ehr_release.model.dataset import PATIENT_ID, Dataset
 from ehr_release.privacy.attacks.history import (
     FAMILIES,
     HeldRelease,
@@ -34,7 +34,7 @@ from ehr_release.privacy.attacks.history import (
     attack_history,
     published_terms,
 )
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 
 from .conftest import SHARED_DATA
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from ehr_release import registry
-from ehr_release.bundle import candidate_dir
-from ehr_release.dataset import Dataset
-from ehr_release.files import sha256_bytes
+from ehr_release.core.files import sha256_bytes
 from ehr_release.history.checks import check_history
 from ehr_release.history.linkage import link_patients
-from ehr_release.sample import generate_sample
+from ehr_release.model.dataset import Dataset
+from ehr_release.release.bundle import candidate_dir
+from ehr_release.samples.sample import generate_sample
 from ehr_release.storage import links, runs, site_policy
 from ehr_release.storage.models import DatasetRecord
 from ehr_release.storage.runs import Status
@@ -141,7 +141,7 @@ def test_an_approval_is_refused_when_a_differencing_release_was_parked_meanwhile
     """Two flows at once: neither saw the other when it was judged; the approval re-judges
     against what is held now, refuses in one line and audits it."""
     from ehr_release import service
-    from ehr_release.errors import ApprovalError
+    from ehr_release.core.errors import ApprovalError
     from ehr_release.storage.audit import export_events
     from ehr_release.storage.pending import PendingRelease, save_pending
 

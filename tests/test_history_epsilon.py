@@ -12,9 +12,9 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 
-from ehr_release.dataset import Dataset
 from ehr_release.history.linkage import link_patients, overlap
-from ehr_release.sample import generate_sample
+from ehr_release.model.dataset import Dataset
+from ehr_release.samples.sample import generate_sample
 from ehr_release.storage import budget, links, runs, site_policy
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import DatasetRecord

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.flow_helpers import request_for, run_approved, start, wait_status
@@ -30,7 +30,7 @@ def test_differencing_and_weaker_releases_fail_and_a_rerun_is_shown(harness, tes
     whole, minus_one = tmp_path / "e.csv", tmp_path / "e-1.csv"
     write_sample(extract, whole)
     keep = extract.patient_ids[1:]
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
     write_sample(Dataset(extract.patients.loc[keep], extract.diagnoses[
         extract.diagnoses["patient_id"].isin(keep)].reset_index(drop=True)), minus_one)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
-from ehr_release.hierarchy import code_hierarchy
 from ehr_release.history import checks
 from ehr_release.history.linkage import link_patients
-from ehr_release.sample import generate_sample
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import code_hierarchy
+from ehr_release.samples.sample import generate_sample
 from ehr_release.storage import runs
 from ehr_release.storage.models import DatasetRecord
 from tests.test_history_checks import KEY, _minus, _park

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from ehr_release.cli import app
 from ehr_release.dashboard.app import create_app
 from ehr_release.history.view import source_history
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from ehr_release.storage import site_policy
 from ehr_release.storage.users import add_user
 from tests.test_dashboard import signed_in

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.dataset import Dataset
-from ehr_release.errors import InputError, stored_message
-from ehr_release.hierarchy import (
+from ehr_release.core.errors import InputError, stored_message
+from ehr_release.documents.plain import code_edition
+from ehr_release.ingest.preflight import preflight
+from ehr_release.ingest.readers import read_dataset
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import (
     CODE_SYSTEMS,
     code_hierarchy,
     icd10_hierarchy,
     normalize_icd10,
 )
-from ehr_release.ingest.preflight import preflight
-from ehr_release.ingest.readers import read_dataset
-from ehr_release.plain import code_edition
 
 
 def test_icd10_hierarchy_has_the_icd9_levels() -> None:
@@ -170,7 +170,7 @@ def test_gccens_population_in_the_other_code_system_is_refused(tmp_path: Path) -
     import numpy as np
 
     from ehr_release import registry
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     write_sample(generate_sample(50, seed=3), tmp_path / "population.csv")  # ICD-9
     sample = generate_sample(20, seed=3, code_system="icd10")

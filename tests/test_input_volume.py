@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.preflight import preflight
 from ehr_release.ingest.readers import read_dataset
 from ehr_release.service import end_process_group
@@ -167,7 +167,7 @@ def test_calling_off_a_busy_flow_process_ends_it_and_its_children(tmp_path):
     proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
     from ehr_release.service import call_off
 
     request = ReleaseRequest.model_construct(run_id="rel-called-off")

@@ -23,8 +23,8 @@ from ehr_release import registry
 from ehr_release.algorithms import rmr as poulis
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.configuration.constraints import NumericalAttribute, parse_config, rt_data
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks import kkm as attack_module
 from ehr_release.privacy.attacks.kkm import attack_kkm, knowledge_sets
 from ehr_release.privacy.kkm import check_kkm

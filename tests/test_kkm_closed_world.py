@@ -23,9 +23,9 @@ import yaml
 from ehr_release import registry
 from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.configuration.constraints import rt_data
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.formats.kkm import RENDERING
-from ehr_release.verification import verify_release
+from ehr_release.release.verification import verify_release
 from tests.kkm_release import read_records, to_files
 from tests.test_artuc_worked_example import CONFIG, SEED, worked_example
 
@@ -238,7 +238,7 @@ def _failure(entry, files, ds, params) -> str:
 
 def test_one_pandas_call_loads_each_file_as_documented(example, params, tmp_path,
                                                        monkeypatch) -> None:
-    from ehr_release.formats_doc import how_to_load
+    from ehr_release.documents.formats_doc import how_to_load
     from ehr_release.privacy.formats.kkm import SCHEMA
 
     _, _, files = _honest(example, params)
@@ -339,7 +339,7 @@ def test_an_id_outside_the_code_table_fails_verification_and_the_attack(
         records.column_names.index("generalized_codes"), "generalized_codes",
         pa.array(ids, pa.list_(pa.int32()))))}
     assert "is not in generalized_codes.parquet" in _failure(entry, bad, ds, params)
-    from ehr_release.verification import attack_release
+    from ehr_release.release.verification import attack_release
 
     assert not attack_release(entry, bad, ds, params, None).passed
 

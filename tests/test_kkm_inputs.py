@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ehr_release.configuration.constraints import parse_config, rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, InputError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ConfigError, InputError
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy import kkm as verifier_module
 from ehr_release.privacy import kkm_inputs
 from ehr_release.privacy.attacks import kkm as attack_module

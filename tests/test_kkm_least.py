@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ehr_release.configuration.constraints import parse_config
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy import kkm_least
 from ehr_release.privacy.kkm import check_kkm
 from ehr_release.privacy.kkm_least import cost, least_suppressing

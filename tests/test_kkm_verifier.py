@@ -147,7 +147,7 @@ def test_suppression_is_judged_on_the_least_suppressing_truthful_assignment(shar
     suppression and refused 8 of these 60 honest ArtUC releases of the MIMIC demo."""
     from ehr_release.ingest import read_dataset
     from ehr_release.registry import get
-    from ehr_release.verification import verify_release
+    from ehr_release.release.verification import verify_release
 
     dataset = read_dataset(shared_data / "mimic3-demo")
     entry = get("artuc")

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from ehr_release import registry
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import release_files
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.governance.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks import lda as attack_module
 from ehr_release.privacy.attacks.lda import _candidate_counts, _read, attack_trajectories
-from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
-from ehr_release.sample import generate_sample
-from ehr_release.verification import attack_release
+from ehr_release.release.verification import attack_release
+from ehr_release.samples.sample import generate_sample
 
 H = icd9_hierarchy()
 CODES = ["401.0", "401.1", "401.9", "250.00", "250.01", "272.0", "272.4", "428.0"]

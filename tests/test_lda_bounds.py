@@ -20,8 +20,8 @@ from ehr_release.algorithms.lda.align import ags_align
 from ehr_release.algorithms.lda.anonymize import encode
 from ehr_release.algorithms.lda.cluster import _Pool, _Search
 from ehr_release.algorithms.lda.model import LossModel
-from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.sample import sample_vocabulary
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.samples.sample import sample_vocabulary
 
 CODES = [str(c) for c in sample_vocabulary().codes[:12]]
 SLACK = 1e-9  # the search's own tolerance for sums taken in a different order

@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
+from ehr_release.governance.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.closed_world import to_json_schema, violations
 from ehr_release.privacy.formats.lda import SCHEMA, count_records
-from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
-from ehr_release.sample import generate_sample
+from ehr_release.release.verification import as_released, verify_release
+from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.lda import MIN_GAIN_OVER_NOTHING, below_baseline
-from ehr_release.verification import as_released, verify_release
 
 NAMES = ["lda", "lda-baseline"]
 RID = "lda-closed-world"

@@ -8,8 +8,8 @@ import pytest
 from ehr_release.algorithms.lda import AgeTree, anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.align import ags_align, baseline_align
 from ehr_release.algorithms.lda.anonymize import decode, encode
-from ehr_release.errors import EhrReleaseError, InputError, ParameterError
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.core.errors import EhrReleaseError, InputError, ParameterError
+from ehr_release.model.hierarchy import Hierarchy, icd9_hierarchy
 
 # Toy trees of the example: ICD 401 → {401.0, 401.1, 401.9}; ages 33–40 as a binary tree.
 TOY = Hierarchy(parent={"401.0": "401", "401.1": "401", "401.9": "401"},

@@ -12,7 +12,7 @@ from ehr_release.algorithms.lda import AgeTree, anonymize_trajectories, make_mod
 from ehr_release.algorithms.lda.align import ags_align
 from ehr_release.algorithms.lda.anonymize import encode
 from ehr_release.algorithms.lda.loss import dataset_loss
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.model.hierarchy import Hierarchy, icd9_hierarchy
 from ehr_release.utility.lda import (
     ags_loss,
     evaluate_trajectories,

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
-from ehr_release.sample import generate_sample
-from ehr_release.verification import anonymize_as_released, as_released, verify_and_attack
+from ehr_release.model.dataset import Dataset
+from ehr_release.release.verification import anonymize_as_released, as_released, verify_and_attack
+from ehr_release.samples.sample import generate_sample
 
 META = "lda.json"
 RELEASE_ID = "rel-loss"

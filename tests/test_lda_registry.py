@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from ehr_release import registry
-from ehr_release.dataset import Dataset
-from ehr_release.errors import InputError, ParameterError
-from ehr_release.sample import generate_sample
+from ehr_release.core.errors import InputError, ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.samples.sample import generate_sample
 
 from .conftest import SHARED_DATA
 
@@ -152,8 +152,8 @@ def test_cli_verify_reads_a_written_release(sample, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from ehr_release.cli import app
-    from ehr_release.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
-    from ehr_release.sample import write_sample
+    from ehr_release.governance.pseudonyms import KEY_ENV, pseudonymize_records, pseudonymizer
+    from ehr_release.samples.sample import write_sample
 
     monkeypatch.setenv(KEY_ENV, "ab" * 32)
     entry = registry.get("lda")

@@ -15,8 +15,8 @@ from ehr_release.algorithms.lda import make_model
 from ehr_release.algorithms.lda.align import Batch, ags_align, ags_costs, scan_costs
 from ehr_release.algorithms.lda.anonymize import encode
 from ehr_release.algorithms.lda.cluster import _Pool, _Search
-from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.sample import sample_vocabulary
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.samples.sample import sample_vocabulary
 
 CODES = [str(c) for c in sample_vocabulary().codes[:12]]
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ehr_release.algorithms.lda import AgeTree, anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import META_FILE, RECORDS_FILE, release_files
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.model.hierarchy import Hierarchy, icd9_hierarchy
 from ehr_release.privacy.lda import LdaSettings, check_trajectories
 
 CODES = ["401.0", "401.1", "401.9", "250.00", "250.01", "272.0", "272.4", "428.0", "427.31",

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 import pytest
 
-from ehr_release.errors import ParameterError
-from ehr_release.params import (
+from ehr_release.core.errors import ParameterError
+from ehr_release.parameters.params import (
     REQUIRED,
     Interval,
     OneOf,

@@ -28,7 +28,7 @@ from ehr_release.privacy.closed_world import (
     closed_world_requirement,
     violations,
 )
-from ehr_release.sample import generate_sample
+from ehr_release.samples.sample import generate_sample
 from tests.test_artuc_worked_example import SEED, worked_example
 from tests.test_diffgen_counts_check import make_release
 

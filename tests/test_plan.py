@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
-from ehr_release.plan import make_plan
-from ehr_release.prepared import PREPARED
-from ehr_release.request import ReleaseRequest
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.model.dataset import Dataset
+from ehr_release.parameters.prepared import PREPARED
+from ehr_release.planning.plan import make_plan
+from ehr_release.planning.request import ReleaseRequest
+from ehr_release.samples.sample import generate_sample, write_sample
 
 
 def test_the_population_is_read_once_for_all_stages(tmp_path: Path, monkeypatch) -> None:

@@ -14,8 +14,8 @@ from ehr_release.configuration.policies import (
     parse_policy_yaml,
     similarity_policy,
 )
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ConfigError, ParameterError
+from ehr_release.model.hierarchy import icd9_hierarchy
 
 CODES = ["296.00", "296.01", "295.04", "401.9", "401.1", "250.00"]
 

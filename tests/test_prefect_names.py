@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ehr_release.reports import Requirement, VerificationReport
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.tasks.artifacts import MAX_COLUMNS, md_table
 from ehr_release.tasks.naming import candidate_run_name, run_tags, stage_run_name
 

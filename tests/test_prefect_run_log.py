@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.sample import generate_sample, write_sample
+from ehr_release.samples.sample import generate_sample, write_sample
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.steps import listening
@@ -103,7 +103,7 @@ def test_the_flow_log_tells_the_work_in_figures_and_no_input_value(harness, test
     ours = [lg.message for lg in logs if lg.name.startswith("prefect.") and ": " in lg.message
             and lg.message.split(": ", 1)[0] in STAGES]
     assert {m.split(": ", 1)[0] for m in ours} == set(STAGES), ours
-    from ehr_release.cpus import usable_cpus
+    from ehr_release.runtime.cpus import usable_cpus
 
     if usable_cpus() >= 2:  # rendered beside the flow's start (issue 37 goal 3)
         assert any("final certificate" in m and "rendered in the second process" in m

@@ -9,7 +9,7 @@ import yaml
 from prefect.states import Failed
 from sqlalchemy.exc import OperationalError
 
-from ehr_release.errors import InputError, ParameterError
+from ehr_release.core.errors import InputError, ParameterError
 from ehr_release.tasks.retry import is_transient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_prefect_does_not_walk_a_datasets_cached_views():
     """Every task that takes the dataset would otherwise walk a million cached code sets."""
     from prefect.utilities.collections import visit_collection
 
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
     ds = Dataset.from_records([["250.00", "401.9"], ["272.0"]], patient_ids=["a", "b"])
     assert ds.code_sets()  # fills the cache

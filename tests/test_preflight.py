@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest import read_dataset
 from ehr_release.ingest.preflight import preflight
 
@@ -164,7 +164,7 @@ def test_every_algorithms_parameters_are_checked_without_pandas() -> None:
     or pandas, so a bad parameter is refused as fast as a bad file (issue 16)."""
     probe = ("import sys\n"
              "from ehr_release import registry\n"
-             "from ehr_release.errors import EhrReleaseError\n"
+             "from ehr_release.core.errors import EhrReleaseError\n"
              "for name in registry.names():\n"
              "    try:\n"
              "        registry.get(name).parse({'k': '1', 'epsilon': '-1'})\n"

@@ -8,10 +8,8 @@ import stat
 
 import pytest
 
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError
-from ehr_release.privacy.identifiers import source_ids_requirement
-from ehr_release.pseudonyms import (
+from ehr_release.core.errors import ConfigError
+from ehr_release.governance.pseudonyms import (
     KEY_ENV,
     KEY_FILE,
     pseudonymize_dataset,
@@ -19,6 +17,8 @@ from ehr_release.pseudonyms import (
     pseudonymizer,
     site_key,
 )
+from ehr_release.model.dataset import Dataset
+from ehr_release.privacy.identifiers import source_ids_requirement
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.flow_helpers import CSV, request_for, run_approved, start

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ehr_release import registry
-from ehr_release.datasheet import public_parameters
+from ehr_release.documents.datasheet import public_parameters
 
 
 def test_site_paths_keep_their_file_name_and_the_seed_goes() -> None:
@@ -34,7 +34,7 @@ def test_a_diffgen_configuration_file_is_published_by_its_file_name(tmp_path) ->
     import numpy as np
 
     import ehr_release.configuration.taxonomies as taxonomies
-    from ehr_release.sample import generate_sample
+    from ehr_release.samples.sample import generate_sample
 
     folder = tmp_path / "home" / "steward" / "oncology-cohort-2026"
     folder.mkdir(parents=True)

@@ -17,10 +17,11 @@ import os
 
 import pytest
 
-from ehr_release import bundle, registry, service
+from ehr_release import registry, service
+from ehr_release.core.files import sha256_file
 from ehr_release.dashboard.app import create_app
-from ehr_release.files import sha256_file
-from ehr_release.integrity import check_integrity
+from ehr_release.governance.integrity import check_integrity
+from ehr_release.release import bundle
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.engine import get_engine

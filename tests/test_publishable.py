@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_release.reports import AttackReport
+from ehr_release.model.reports import AttackReport
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events
 from ehr_release.storage.runs import Status

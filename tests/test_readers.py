@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest import read_dataset
 
 

@@ -22,15 +22,15 @@ import pandas as pd
 import pytest
 
 from ehr_release import registry
-from ehr_release.datasheet import (
+from ehr_release.documents.datasheet import (
     DatasheetContext,
     describe_files,
     field_groups,
     render_datasheet_html,
     researcher_help,
 )
+from ehr_release.planning.request import DataUse
 from ehr_release.reading import load_release, snippet
-from ehr_release.request import DataUse
 from ehr_release.tasks.certify import parameter_help
 from tests.test_certificate_layout import MIMIC, PARAMS, _config, _dataset
 

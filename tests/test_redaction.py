@@ -10,7 +10,7 @@ import pkgutil
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from ehr_release.tasks.redaction import MARK, RedactedError, redact, redacted

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ehr_release.certificate import CertificateContext, render_certificate_pdf
-from ehr_release.reports import Requirement, UtilityReport, VerificationReport
+from ehr_release.documents.certificate import CertificateContext, render_certificate_pdf
+from ehr_release.model.reports import Requirement, UtilityReport, VerificationReport
 from ehr_release.tasks import render_aside
 
 RUN = "rel-" + "1" * 32
@@ -34,7 +34,7 @@ def _ctx() -> CertificateContext:
 
 
 def test_the_certificate_rendered_aside_has_the_same_bytes(monkeypatch, cpu_free) -> None:
-    monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 2)
+    monkeypatch.setattr("ehr_release.runtime.cpus.usable_cpus", lambda: 2)
     ctx = _ctx()
     assert render_aside.start_renderer()
     assert render_aside.take(RUN) is None  # nothing handed over yet: render in place
@@ -49,11 +49,11 @@ def test_no_renderer_on_one_cpu_or_a_busy_one_and_a_lost_one_leaves_the_work_in_
         monkeypatch) -> None:
     from ehr_release.tasks import aside
 
-    monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 1)
+    monkeypatch.setattr("ehr_release.runtime.cpus.usable_cpus", lambda: 1)
     monkeypatch.setattr(aside, "_cpu_free", lambda: True)
     assert not render_aside.start_renderer()
     assert not render_aside.begin(RUN, _ctx())
-    monkeypatch.setattr("ehr_release.cpus.usable_cpus", lambda: 2)
+    monkeypatch.setattr("ehr_release.runtime.cpus.usable_cpus", lambda: 2)
     monkeypatch.setattr(aside, "_cpu_free", lambda: False)  # another program on the CPU
     assert not render_aside.start_renderer()
     monkeypatch.setattr(aside, "_cpu_free", lambda: True)

@@ -18,8 +18,8 @@ from ehr_release.algorithms.artuc import artuc, release_files
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.algorithms.rmr import CodeAncestry, hierarchy_kkm, rmr
 from ehr_release.configuration.constraints import parse_config, rt_data
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.hierarchy import icd9_hierarchy
 from ehr_release.privacy.attacks.kkm import attack_kkm
 from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
 from ehr_release.registry.artuc import config_of

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 from ehr_release.flows.runners import make_task_runner
-from ehr_release.request import check_runner_spec
+from ehr_release.planning.request import check_runner_spec
 from ehr_release.storage import runs
 from ehr_release.storage.runs import Status
 from tests.flow_helpers import decide, wait_status
@@ -47,8 +47,8 @@ def _release(env, spec: str, monkeypatch) -> tuple[bytes, int]:
 
     from ehr_release.algorithms.disassociation import core
     from ehr_release.flows.release import release_flow
-    from ehr_release.request import ReleaseRequest
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.planning.request import ReleaseRequest
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     data, out = env
     sample = data.with_name("sample.csv")

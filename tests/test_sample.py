@@ -7,10 +7,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
 from ehr_release.ingest.readers import read_dataset
-from ehr_release.sample import CLASS_COLUMN, generate_sample, write_sample
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.samples.sample import CLASS_COLUMN, generate_sample, write_sample
 
 
 def test_same_seed_same_data_other_seed_other_data() -> None:

@@ -9,10 +9,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from ehr_release.cli import app
-from ehr_release.errors import EhrReleaseError
-from ehr_release.files import check_safe_name
-from ehr_release.release_files import check_release_names
-from ehr_release.request import ReleaseRequest
+from ehr_release.core.errors import EhrReleaseError
+from ehr_release.core.files import check_safe_name
+from ehr_release.planning.request import ReleaseRequest
+from ehr_release.privacy.release_files import check_release_names
 from ehr_release.storage.runs import new_run_id
 
 TRAVERSALS = ["../x", "..", "a/b", "a\\b", "/etc/passwd", ".staging-x", "", "a\x00b",

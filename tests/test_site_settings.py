@@ -14,12 +14,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ehr_release.destinations import check_still_there, releases_root, resolve_destination
-from ehr_release.errors import ApprovalError, ConfigError
-from ehr_release.request import require_data_use
+from ehr_release.core.errors import ApprovalError, ConfigError
+from ehr_release.planning.request import require_data_use
 from ehr_release.storage import runs
 from ehr_release.storage.actions import Decision
 from ehr_release.storage.audit import export_events
+from ehr_release.storage.destinations import check_still_there, releases_root, resolve_destination
 from ehr_release.storage.runs import Status
 from ehr_release.storage.site_settings import SettingConflict, change
 from tests.test_storage import PATH_TO_AWAITING
@@ -135,7 +135,7 @@ def test_a_request_without_a_window_gets_the_sites_when_parked(ehr_home) -> None
     --approval-timeout, a deployment) is parked with the site's window, read then."""
     from datetime import datetime
 
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
     from ehr_release.storage import pending
     from ehr_release.storage.engine import get_engine
     from tests.test_durable_approval import _park

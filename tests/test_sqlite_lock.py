@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from ehr_release import registry
-from ehr_release.integrity import check_integrity
+from ehr_release.governance.integrity import check_integrity
 from ehr_release.storage import runs
 from ehr_release.storage.engine import BUSY_TIMEOUT_ENV, database_url, reset_engines
 from ehr_release.storage.runs import Status
@@ -69,7 +69,7 @@ def test_sqlite_locked_mid_run(env, monkeypatch) -> None:
 
 
 def test_busy_timeout_setting_is_checked(monkeypatch) -> None:
-    from ehr_release.errors import ConfigError
+    from ehr_release.core.errors import ConfigError
     from ehr_release.storage.engine import _busy_timeout_s
 
     monkeypatch.setenv(BUSY_TIMEOUT_ENV, "soon")

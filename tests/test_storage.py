@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from ehr_release.errors import ApprovalError, IllegalTransition
+from ehr_release.core.errors import ApprovalError, IllegalTransition
 from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, record_event, verify_chain
 from ehr_release.storage.engine import get_engine

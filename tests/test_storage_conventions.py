@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlmodel import Session, select
 
-from ehr_release.canonical import canonical_json
+from ehr_release.core.canonical import canonical_json
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction, Decision, download_action, status_action
 from ehr_release.storage.audit import append_event, iter_events, record_event, verify_chain

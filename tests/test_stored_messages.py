@@ -2,7 +2,7 @@
 refused in seconds with one short line.
 
 The steward's terminal may show the offending value (``str(error)``); the audit trail, the
-run record and the flow log get :func:`~ehr_release.errors.stored_message`, which never
+run record and the flow log get :func:`~ehr_release.core.errors.stored_message`, which never
 does. Each case here put a cell value or a data row into the trail before.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.errors import InputError, stored_message
+from ehr_release.core.errors import InputError, stored_message
 from ehr_release.ingest import read_dataset
 from ehr_release.storage.audit import export_events, record_event
 from ehr_release.storage.runs import new_run_id
@@ -27,7 +27,7 @@ from ehr_release.storage.runs import new_run_id
 def _precheck_events(tmp_path: Path, text: str | bytes) -> tuple[str, str]:
     """(terminal message, every stored audit event) for a request on this file."""
     from ehr_release import service
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     data = tmp_path / "extract.csv"
     data.write_bytes(text if isinstance(text, bytes) else text.encode())

@@ -17,11 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ehr_release import bundle
-from ehr_release.privacy.attacks import diffgen as diffgen_attack
-from ehr_release.privacy.disassociation import check_km
-from ehr_release.privacy.lda import check_trajectories
-from ehr_release.reports import (
+from ehr_release.model.reports import (
     WITHHELD_FAILED,
     WITHHELD_ORIGINAL,
     AttackReport,
@@ -30,12 +26,16 @@ from ehr_release.reports import (
     UtilityReport,
     VerificationReport,
 )
-from ehr_release.request import DataUse
+from ehr_release.planning.request import DataUse
+from ehr_release.privacy.attacks import diffgen as diffgen_attack
+from ehr_release.privacy.disassociation import check_km
+from ehr_release.privacy.lda import check_trajectories
+from ehr_release.release import bundle
+from ehr_release.release.verification import verify_release
 from ehr_release.storage import pending, runs
 from ehr_release.storage.models import DatasetRecord
 from ehr_release.tasks import algorithm_stages
 from ehr_release.tasks.algorithm_stages import attack_markdown, verification_markdown
-from ehr_release.verification import verify_release
 from tests.test_diffgen_verifier import release  # noqa: F401 - a fixture
 from tests.test_disassociation_verifier import (
     _files,

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.dataset import CODE, PATIENT_ID
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import icd9_hierarchy
+from ehr_release.core.errors import ParameterError
 from ehr_release.ingest import read_dataset
-from ehr_release.synthetic import (
+from ehr_release.model.dataset import CODE, PATIENT_ID
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.samples.synthetic import (
     MIN_CELL,
     CodeModel,
     expected_prevalence,

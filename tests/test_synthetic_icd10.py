@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ehr_release.dataset import CODE, PATIENT_ID
-from ehr_release.hierarchy import code_hierarchy
 from ehr_release.ingest import read_dataset
-from ehr_release.synthetic import CATEGORY_LEVEL, expected_prevalence, fit, generate
+from ehr_release.model.dataset import CODE, PATIENT_ID
+from ehr_release.model.hierarchy import code_hierarchy
+from ehr_release.samples.synthetic import CATEGORY_LEVEL, expected_prevalence, fit, generate
 
 DEMO10 = Path(__file__).resolve().parents[1] / "examples" / "data" / "mimic3-demo-icd10"
 

@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from ehr_release.cli import app
-from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.core.errors import EhrReleaseError, ParameterError
 from ehr_release.storage.audit import export_events, record_event, verify_chain
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import AuditEvent
@@ -54,7 +54,7 @@ def test_a_normal_site_refuses_a_seed_even_in_test_mode(ehr_home, tmp_path, monk
 
 def test_the_flow_refuses_a_seed_on_a_normal_site_too(ehr_home, tmp_path, monkeypatch):
     """The ingest stage makes the plan again and trusts no caller."""
-    from ehr_release.plan import make_plan
+    from ehr_release.planning.plan import make_plan
 
     monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "1")
     with pytest.raises(ParameterError, match="test site"):
@@ -75,7 +75,7 @@ def test_the_cli_refuses_a_seed_on_a_normal_site_with_one_line(ehr_home, tmp_pat
 
 
 def test_a_test_site_accepts_the_seed(test_site, tmp_path, monkeypatch):
-    from ehr_release.plan import make_plan
+    from ehr_release.planning.plan import make_plan
 
     monkeypatch.setenv("EHR_RELEASE_TEST_MODE", "1")
     assert make_plan(_seeded(tmp_path)).params["seed"] == 7

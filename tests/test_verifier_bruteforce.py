@@ -37,7 +37,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 from ehr_release.privacy.disassociation import check_km
 from ehr_release.privacy.gccens import check_kmap
 from ehr_release.privacy.kkm import check_kkm

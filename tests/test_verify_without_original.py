@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ehr_release.cli import app
 from ehr_release.configuration.policies import resolve_policy
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 
 from .disassociation_layout import files_of, in_documented_order, read_doc
 from .test_disassociation_replay import EXAMPLE, _algorithm_release

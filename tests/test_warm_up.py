@@ -33,7 +33,7 @@ def in_fresh_process(code: str, cache: Path | None = None) -> subprocess.Complet
 def test_a_run_that_would_compile_says_so_and_others_import_no_numba(tmp_path):
     done = in_fresh_process(
         "import json, sys\n"
-        "from ehr_release.warm_up import announce_compile\n"
+        "from ehr_release.registry.warm_up import announce_compile\n"
         "other = announce_compile('disassociation')\n"
         "print(json.dumps({'other': other, 'numba': 'numba' in sys.modules,\n"
         "                  'artuc': announce_compile('artuc'),"
@@ -48,7 +48,7 @@ def test_a_run_that_would_compile_says_so_and_others_import_no_numba(tmp_path):
 
 @pytest.mark.slow
 def test_after_the_warm_up_a_release_loads_every_kernel_and_compiles_none():
-    in_fresh_process("from ehr_release.warm_up import warm_up; warm_up()")
+    in_fresh_process("from ehr_release.registry.warm_up import warm_up; warm_up()")
     # Another process, other data, as ArtUC's and LDA's releases call the kernels.
     done = in_fresh_process(
         "import json\n"
@@ -56,8 +56,8 @@ def test_after_the_warm_up_a_release_loads_every_kernel_and_compiles_none():
         "from ehr_release import registry\n"
         "from ehr_release.algorithms.artuc import gendiag_kernel\n"
         "from ehr_release.algorithms.lda import kernels\n"
-        "from ehr_release.sample import generate_sample\n"
-        "from ehr_release.warm_up import announce_compile, missing_kernels, _artuc_calls\n"
+        "from ehr_release.samples.sample import generate_sample\n"
+        "from ehr_release.registry.warm_up import announce_compile, missing_kernels, _artuc_calls\n"
         "before = {f: missing_kernels(f) for f in ('artuc', 'lda')}\n"
         "said = [announce_compile(a) for a in ('artuc', 'lda')]\n"
         "data = generate_sample(70, seed=9, longitudinal=True)\n"

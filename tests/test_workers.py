@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ehr_release import workers
 from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
 from ehr_release.algorithms.artuc.artuc import in_process
 from ehr_release.algorithms.artuc.codes import CodeTable
 from ehr_release.configuration.constraints import parse_config, rt_data
-from ehr_release.dataset import Dataset
-from ehr_release.hierarchy import icd9_hierarchy
-from ehr_release.workers import (
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import icd9_hierarchy
+from ehr_release.runtime import workers
+from ehr_release.runtime.workers import (
     MIN_RECORDS,
     gendiag_parallel,
     gendiag_processes,

@@ -22,28 +22,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ehr_release.destinations import resolve_destination
-from ehr_release.errors import (
+from ehr_release.core.errors import (
     ApprovalError,
     EhrReleaseError,
     IllegalTransition,
     NotFound,
     stored_message,
 )
-from ehr_release.files import write_durably
-from ehr_release.governance import same_person
-from ehr_release.request import ReleaseRequest, check_runner_spec
+from ehr_release.core.files import write_durably
+from ehr_release.governance.identity import same_person
+from ehr_release.planning.request import ReleaseRequest, check_runner_spec
 from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
+from ehr_release.storage.destinations import resolve_destination
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.runs import TERMINAL, Status
 from ehr_release.tasks.steps import step
 
 if TYPE_CHECKING:
-    from ehr_release.compare import Outcome
-    from ehr_release.request import ComparisonRequest
+    from ehr_release.comparison.compare import Outcome
+    from ehr_release.planning.request import ComparisonRequest
 
 SETTLED = TERMINAL | {Status.AWAITING_APPROVAL}
 
@@ -66,7 +66,7 @@ def precheck(request: ReleaseRequest, *, register: bool = False,
     its time again (≈ 1 s of CPU for 58,302 records), since the full read decides anyway.
     """
     from ehr_release.ingest.preflight import preflight
-    from ehr_release.plan import make_plan, parse_request_params
+    from ehr_release.planning.plan import make_plan, parse_request_params
 
     try:
         # Parameters, then the file, without pandas (its import alone is ~0.4 s): a bad
@@ -80,7 +80,7 @@ def precheck(request: ReleaseRequest, *, register: bool = False,
                       code_mapping=request.code_mapping)
         plan = make_plan(request, parsed=parsed)
         if register:
-            from ehr_release.intake import register_run  # no Prefect
+            from ehr_release.planning.intake import register_run  # no Prefect
 
             register_run(request, plan.dataset, plan.fingerprint)
     except EhrReleaseError as exc:
@@ -154,7 +154,7 @@ def start_comparison(request: ComparisonRequest,
 
     ``on_candidate(outcome, done, total)`` sees each candidate as it finishes.
     """
-    from ehr_release.intake import load_comparison_dataset
+    from ehr_release.planning.intake import load_comparison_dataset
 
     load_comparison_dataset(request)  # before Prefect: bad input is refused fast
     with prefect_api():
@@ -169,7 +169,7 @@ def start_comparison(request: ComparisonRequest,
 def comparison_candidates(request: ComparisonRequest) -> list[Any]:
     """The candidates a comparison request expands to; refuses bad requirements, unknown
     algorithms and bad parameters before anything runs."""
-    from ehr_release.compare import parse_requirement, plan
+    from ehr_release.comparison.compare import parse_requirement, plan
     from ehr_release.registry import get as get_algorithm
 
     for spec in request.requirements:
@@ -389,7 +389,7 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     runs.decide(run_id, reviewer=reviewer, decision=decision, reason=reason, channel=channel,
                 role=role)
     if decision != Decision.APPROVE:
-        from ehr_release import bundle
+        from ehr_release.release import bundle
 
         bundle.discard(run_id)
         return Status.REJECTED
@@ -509,7 +509,7 @@ def expire_overdue(run_id: str | None = None) -> list[str]:
                             payload={"reason": f"no decision by {row.expires_at}"})
         except (IllegalTransition, NotFound):
             continue  # decided, failed or gone meanwhile
-        from ehr_release import bundle
+        from ehr_release.release import bundle
 
         bundle.discard(row.run_id)
         expired.append(row.run_id)
@@ -563,7 +563,7 @@ def run_state(run_id: str) -> RunState:
 
 def saved_request(run_id: str) -> ReleaseRequest:
     """The request a run was started with (kept beside its work files for resuming)."""
-    from ehr_release.files import check_safe_name
+    from ehr_release.core.files import check_safe_name
 
     path = home() / "runs" / check_safe_name(run_id) / "request.json"
     if not path.exists():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ehr_release.errors import EhrReleaseError, InputError
+from ehr_release.core.errors import EhrReleaseError, InputError
 
 if TYPE_CHECKING:
     from ehr_release.registry import AlgorithmEntry

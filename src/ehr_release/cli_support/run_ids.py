@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.storage.engine import engine_or_default
 from ehr_release.storage.models import ReleaseRun
 

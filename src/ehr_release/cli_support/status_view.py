@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 
 def effective_parameters(algorithm: str, given: dict[str, Any]) -> dict[str, Any] | None:

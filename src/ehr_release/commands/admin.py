@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ehr_release.commands.common import fail, full_run_id
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 MARKUP = None  # plain help: Typer's rich formatting costs ~0.25 s of CPU to import
 
@@ -27,7 +27,7 @@ site_app = typer.Typer(help="This site: made once, as a normal site or a test si
 @audit_app.command("verify")
 def audit_verify() -> None:
     """Exit 0 only if the chain is intact and every published file matches its hash."""
-    from ehr_release.integrity import check_integrity
+    from ehr_release.governance.integrity import check_integrity
 
     problems, summary = check_integrity()
     typer.echo(summary)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Algorithm parameter NAME=VALUE (repeatable), e.g. --param k=5.")]
@@ -47,7 +47,7 @@ def _hidden_prompt(text: str) -> str:
 
 def identity(name: str, role: str, credential_env: str | None = None):
     """``name`` authenticated for ``role`` when the site has users (see governance)."""
-    from ehr_release.governance import CREDENTIAL_ENV, cli_identity
+    from ehr_release.governance.identity import CREDENTIAL_ENV, cli_identity
 
     return cli_identity(name, role, credential_env=credential_env or CREDENTIAL_ENV,
                         prompt=_hidden_prompt)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ehr_release.commands.common import fail, full_run_id, identity
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 
 def approve(
@@ -25,7 +25,7 @@ def approve(
     the reviewer's credential is needed (EHR_RELEASE_CREDENTIAL, else a prompt).
     """
     from ehr_release import service
-    from ehr_release.progress import StepProgress
+    from ehr_release.cli_support.progress import StepProgress
     from ehr_release.storage import runs
     from ehr_release.storage.actions import Decision
     from ehr_release.storage.runs import Status

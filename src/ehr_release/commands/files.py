@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ehr_release.commands.common import fail
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 
 def verify(
@@ -36,9 +36,9 @@ def verify(
     audit); JSON report on stdout, a one-line verdict on stderr, exit 1 if it does not hold."""
     from ehr_release.cli_support.release_params import release_parameters, verdict_line
     from ehr_release.ingest import read_dataset
-    from ehr_release.params import parse_assignments
-    from ehr_release.release_files import read_release_files, release_id_of
-    from ehr_release.verification import verify_and_attack
+    from ehr_release.parameters.params import parse_assignments
+    from ehr_release.privacy.release_files import read_release_files, release_id_of
+    from ehr_release.release.verification import verify_and_attack
 
     try:
         entry, params, declared = release_parameters(release, algorithm,
@@ -112,10 +112,10 @@ def reconstruct(
     """
     from ehr_release.algorithms.disassociation.model import RELEASE_FILE, DisassociatedRelease
     from ehr_release.algorithms.disassociation.reconstruct import reconstruct_dataset
-    from ehr_release.errors import InputError
-    from ehr_release.randomness import check_random_state
-    from ehr_release.release_files import read_release_files
-    from ehr_release.sample import write_sample
+    from ehr_release.core.errors import InputError
+    from ehr_release.core.randomness import check_random_state
+    from ehr_release.privacy.release_files import read_release_files
+    from ehr_release.samples.sample import write_sample
 
     try:
         files = read_release_files(release)
@@ -140,8 +140,8 @@ def generate_sample_cmd(
     longitudinal: Annotated[bool, typer.Option(help="Give every code an age.")] = False,
 ) -> None:
     """Write a synthetic EHR extract (demo, benchmarks)."""
-    from ehr_release.errors import ParameterError
-    from ehr_release.sample import generate_sample, write_sample
+    from ehr_release.core.errors import ParameterError
+    from ehr_release.samples.sample import generate_sample, write_sample
 
     # Checked here, under the options' own names, before any patient is generated.
     if out.suffix.lower() not in {".csv", ".parquet"}:
@@ -159,6 +159,6 @@ def generate_sample_cmd(
 def warm_up_cmd() -> None:
     """Compile ArtUC's and LDA's kernels now (`make install` runs it): their first release
     then loads them instead of compiling for about a minute."""
-    from ehr_release.warm_up import warm_up
+    from ehr_release.registry.warm_up import warm_up
 
     warm_up(typer.echo)

@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from ehr_release.commands.common import ParamOpt, RunnerOpt, fail, full_run_id, identity
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S
 
 
@@ -74,7 +74,7 @@ def run(
     (EHR_RELEASE_CREDENTIAL, else a prompt); --approve-as needs a reviewer's
     (EHR_RELEASE_REVIEWER_CREDENTIAL, else a prompt).
     """
-    from ehr_release.params import parse_assignments
+    from ehr_release.parameters.params import parse_assignments
 
     try:
         if approve_as is not None and not (reason or "").strip():
@@ -87,11 +87,11 @@ def run(
                       code_system, code_mapping)
 
     from ehr_release import service
-    from ehr_release.destinations import DestinationError
-    from ehr_release.governance import REVIEWER_CREDENTIAL_ENV
-    from ehr_release.request import check_data_use_policy
+    from ehr_release.governance.identity import REVIEWER_CREDENTIAL_ENV
+    from ehr_release.planning.request import check_data_use_policy
     from ehr_release.storage import runs
     from ehr_release.storage.actions import Decision
+    from ehr_release.storage.destinations import DestinationError
     from ehr_release.storage.runs import Status
 
     try:
@@ -118,14 +118,14 @@ def run(
         # The flow process imports Prefect (seconds) while this one reads the input in full.
         flow = service.launch_background(request)
         try:
-            from ehr_release.warm_up import announce_compile
+            from ehr_release.registry.warm_up import announce_compile
 
             announce_compile(algorithm, lambda text: typer.echo(f"note: {text}", err=True))
             service.precheck(request, register=True, preflighted=True)
         except BaseException:
             service.call_off(flow, request)
             raise
-        from ehr_release.progress import StageProgress
+        from ehr_release.cli_support.progress import StageProgress
 
         with StageProgress(request.run_id, records=_records_of(request.run_id),
                            started=started) as shown:
@@ -217,7 +217,7 @@ def _chosen_algorithm(algorithm: str | None, params: dict[str, str],
                               "do not also give --algorithm or --param")
     if row is None:
         raise EhrReleaseError("--from-comparison needs --row N")
-    from ehr_release.comparison_file import load_comparison_row  # no Prefect import
+    from ehr_release.comparison.comparison_file import load_comparison_row  # no Prefect import
 
     return load_comparison_row(str(comparison), row)
 
@@ -265,10 +265,10 @@ def compare(
     from pydantic import ValidationError
 
     from ehr_release import service
-    from ehr_release.compare import parse_grid
-    from ehr_release.destinations import resolve_destination
-    from ehr_release.params import parse_assignments
-    from ehr_release.request import ComparisonRequest, check_runner_spec
+    from ehr_release.comparison.compare import parse_grid
+    from ehr_release.parameters.params import parse_assignments
+    from ehr_release.planning.request import ComparisonRequest, check_runner_spec
+    from ehr_release.storage.destinations import resolve_destination
 
     comparison_id = "cmp-" + secrets.token_hex(16)
     try:
@@ -287,7 +287,7 @@ def compare(
         except EhrReleaseError as refused:  # audited like a refused run request
             service.record_refusal(requester, comparison_id, str(input), refused)
             raise
-        from ehr_release.progress import CompareProgress
+        from ehr_release.cli_support.progress import CompareProgress
 
         with CompareProgress(len(candidates)) as shown:
             report = service.start_comparison(request, on_candidate=shown)
@@ -311,7 +311,7 @@ def resume(
 ) -> None:
     """Restart a run whose flow died (crash, reboot); finished stages come from the cache."""
     from ehr_release import service
-    from ehr_release.progress import StageProgress
+    from ehr_release.cli_support.progress import StageProgress
     from ehr_release.storage import runs
     from ehr_release.storage.runs import Status
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from ehr_release.commands.common import fail, full_run_id
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 
 def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start of it).",
@@ -55,7 +55,7 @@ def algorithms() -> None:
     Give parameters as --param NAME=VALUE; a parameter with a default may be left out.
     """
     from ehr_release import registry
-    from ehr_release.params import REQUIRED, allowed_values
+    from ehr_release.parameters.params import REQUIRED, allowed_values
 
     for i, name in enumerate(registry.names()):
         entry = registry.get(name)
@@ -91,8 +91,8 @@ def home_cmd(as_json: Annotated[bool, typer.Option("--json", help="JSON output."
 
     from sqlalchemy.engine import make_url
 
-    from ehr_release.destinations import shown_releases_root
     from ehr_release.flows.server import running_server, ui_url
+    from ehr_release.storage.destinations import shown_releases_root
     from ehr_release.storage.engine import HOME_ENV, database_url, home
 
     api = running_server()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import normalize_icd9
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.hierarchy import normalize_icd9
 
 _CAP_ITEM = re.compile(r"^\s*([^:\s]+)\s*:\s*(-?\d+)\s*$")
 CAPS_RULE = ("must be 'max', one integer cap ≥ 0 for every code, or CODE:CAP pairs "

@@ -23,7 +23,7 @@ A constraint template expands into the product of its multi-valued elements (ban
 ``{level: n}``, code families), as in the paper's UC1–UC9. The constraint set must be
 *consistent* (per attribute, elements are equal or disjoint) and, for a dataset, *covering*
 (every record's demographics lie in one constraint, every code in one code set); otherwise
-:class:`~ehr_release.errors.ConfigError` names the offending constraints and values.
+:class:`~ehr_release.core.errors.ConfigError` names the offending constraints and values.
 
 The value types live in :mod:`.rt_model` and the parsing and consistency checks in
 :mod:`.rt_parse` (both re-exported here, where every caller imports them); this module
@@ -66,9 +66,9 @@ from ehr_release.configuration.rt_parse import (  # noqa: F401
     parse_config,
     parse_constraints,
 )
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, InputError, ParameterError
-from ehr_release.hierarchy import (
+from ehr_release.core.errors import ConfigError, InputError, ParameterError
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.hierarchy import (
     CODE_SYSTEMS,
     Hierarchy,
     code_hierarchy,

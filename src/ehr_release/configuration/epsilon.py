@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 EPSILON_RULE = "must be a number of codes (e.g. 12) or a share of the distinct codes (e.g. 6%)"
 EPSILON_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")

@@ -9,7 +9,7 @@ nothing bounded the size either. Here the size is checked before parsing
 (:data:`MAX_DEPTH`; the event parser does not recurse), and the loaded value once more
 without recursion, since aliases can nest a small file's nodes far deeper than its text
 shows (and can make a structure contain itself). Every refusal is one
-:class:`~ehr_release.errors.ConfigError` line naming the file.
+:class:`~ehr_release.core.errors.ConfigError` line naming the file.
 
 No real configuration comes near the limits: the shipped ones are a few KB and six levels
 deep; a hierarchy written as a YAML tree adds one level per hierarchy level.
@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ehr_release.errors import ConfigError
+from ehr_release.core.errors import ConfigError
 
 #: Largest configuration file read, in bytes.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024

@@ -28,11 +28,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ehr_release.errors import ConfigError, ParameterError
-from ehr_release.hierarchy import Hierarchy, code_hierarchy, icd9_hierarchy
+from ehr_release.core.errors import ConfigError, ParameterError
+from ehr_release.model.hierarchy import Hierarchy, code_hierarchy, icd9_hierarchy
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 POLICY_SYNTAX = ("hierarchy:3digit|section|chapter, similar:N (N ≥ 1), frequent:S "
                  "(S = minimum support in percent, 0 < S ≤ 100) or a path to a .yaml/.yml file")

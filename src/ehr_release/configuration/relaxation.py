@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ehr_release.configuration.epsilon import resolve_epsilon
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 
 @dataclass(frozen=True)

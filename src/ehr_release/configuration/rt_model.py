@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ehr_release.errors import ConfigError
-from ehr_release.hierarchy import (
+from ehr_release.core.errors import ConfigError
+from ehr_release.model.hierarchy import (
     Hierarchy,
     hierarchy_from_frame,
 )

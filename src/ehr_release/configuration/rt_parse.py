@@ -29,8 +29,8 @@ from ehr_release.configuration.rt_model import (
     _label,
     hierarchy_from_tree,
 )
-from ehr_release.errors import ConfigError
-from ehr_release.hierarchy import (
+from ehr_release.core.errors import ConfigError
+from ehr_release.model.hierarchy import (
     CODE_SYSTEMS,
     Hierarchy,
 )

@@ -2,7 +2,7 @@
 
 Why: the certificate carries charts, and a reviewer deciding in the dashboard should see the
 same pictures without opening the PDF. A parked run's charts are in its publication bundle
-(``pending_releases.utility_json``, PNGs as base64, see :mod:`ehr_release.bundle`); they are
+(``pending_releases.utility_json``, PNGs as base64, see :mod:`ehr_release.release.bundle`); they are
 embedded as ``data:`` URIs (the CSP allows ``img-src data:``), so no extra route has to check
 who may fetch them. An algorithm that draws no chart gets the certificate's fallback bar
 chart of its figures, drawn once per run and figures.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ehr_release.canonical import canonical_json
+from ehr_release.core.canonical import canonical_json
 from ehr_release.storage.pending import PendingRelease
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,8 +64,8 @@ def _view(name: str, caption: str, png_b64: str) -> ChartView | None:
 @lru_cache(maxsize=32)
 def _figures_chart(algorithm: str, metrics_json: str) -> ChartView | None:
     """The certificate's fallback chart (matplotlib, so drawn once per distinct figures)."""
-    from ehr_release.certificate import metrics_chart
-    from ehr_release.reports import UtilityReport
+    from ehr_release.documents.certificate import metrics_chart
+    from ehr_release.model.reports import UtilityReport
 
     chart = metrics_chart(UtilityReport(algorithm, json.loads(metrics_json)))
     if chart is None:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ehr_release.compare import Candidate, Outcome
+from ehr_release.comparison.compare import Candidate, Outcome
 
 ID = re.compile(r"^cmp-[0-9a-f]{32}$")
 #: How deep under the releases root a destination's ``comparisons`` folder may lie.
@@ -61,7 +61,7 @@ class ComparisonView:
 
 def comparison_folders() -> list[Path]:
     """Every comparison report folder under the releases root, newest first."""
-    from ehr_release.destinations import releases_root
+    from ehr_release.storage.destinations import releases_root
 
     root = releases_root()
     found: list[Path] = []
@@ -116,9 +116,10 @@ def _axis(rows: list[Row]) -> str | None:
 
 @lru_cache(maxsize=16)
 def _chart(folder: str, written_at: float, axis: str | None) -> str | None:
-    """The report's own frontier chart (:func:`ehr_release.comparison_report.frontier_chart`),
-    drawn once per written report, from the rows whose losses the page shows."""
-    from ehr_release.comparison_report import frontier_chart
+    """The report's own frontier chart
+    (:func:`ehr_release.comparison.comparison_report.frontier_chart`), drawn once per
+    written report, from the rows whose losses the page shows."""
+    from ehr_release.comparison.comparison_report import frontier_chart
 
     report = json.loads((Path(folder) / "comparison.json").read_text(encoding="utf-8"))
     outcomes = []

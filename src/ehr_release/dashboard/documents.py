@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ehr_release.datasheet import DATASHEET
+from ehr_release.documents.datasheet import DATASHEET
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.models import ReleaseRun

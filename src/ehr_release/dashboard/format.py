@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ehr_release.plain import format_number
+from ehr_release.documents.plain import format_number
 
 #: The one number formatter, shared with the certificate and the datasheet.
 number = format_number

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ehr_release.request import ReleaseRequest
+from ehr_release.planning.request import ReleaseRequest
 
 #: Starts the release flow of a checked, registered request without waiting for it.
 Launcher = Callable[[ReleaseRequest], None]

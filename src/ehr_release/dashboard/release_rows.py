@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ehr_release.files import check_safe_name, sha256_bytes
-from ehr_release.release_files import ENVELOPE
+from ehr_release.core.files import check_safe_name, sha256_bytes
+from ehr_release.privacy.release_files import ENVELOPE
 from ehr_release.storage import pending, runs
 from ehr_release.storage.models import ReleaseRun
 from ehr_release.storage.runs import Status

@@ -4,8 +4,8 @@ Why: ARX users read a re-identification risk distribution before they export; he
 independent attack audit already measured every candidate set on the published bytes. Its
 stored copy (``pending_releases.outcome_json``, written when the run was parked and kept
 after publication) holds the distribution as size bands with the number of knowledge sets
-in each (:func:`ehr_release.reports.candidate_set_distribution`) — counts only, and none
-for a failed audit (:meth:`~ehr_release.reports.AttackReport.stored`). The chart is plain
+in each (:func:`ehr_release.model.reports.candidate_set_distribution`) — counts only, and none
+for a failed audit (:meth:`~ehr_release.model.reports.AttackReport.stored`). The chart is plain
 HTML (one bar per band), so it needs no plotting library and reads in any browser.
 """
 

@@ -3,7 +3,8 @@
 Why: the stored status alone misleads. A run whose flow died keeps its last status forever,
 so every status shown here goes through :func:`ehr_release.service.run_state` (``stalled``
 plus the command that continues it); a reviewer's own requests are marked before she opens
-them (:func:`ehr_release.governance.same_person`, the one four-eyes rule); and a run whose flow
+them (:func:`ehr_release.governance.identity.same_person`, the one four-eyes rule); and a run whose
+flow
 is still working refreshes itself until it settles, so the page follows it to ``published``.
 """
 
@@ -19,7 +20,7 @@ from ehr_release.dashboard.charts import run_charts
 from ehr_release.dashboard.documents import certificate_file, datasheet_file, prefect_links
 from ehr_release.dashboard.risk import risk_view
 from ehr_release.dashboard.summary import plain_summary
-from ehr_release.governance import same_person
+from ehr_release.governance.identity import same_person
 from ehr_release.service import SETTLED, RunState, run_state
 from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.audit import iter_events
@@ -95,8 +96,8 @@ def run_view(run: ReleaseRun, who: SignedIn) -> dict[str, Any]:
 
 def _destination_problem(run: ReleaseRun) -> str | None:
     """Why approving would not publish (shown before the reviewer decides), or None."""
-    from ehr_release.destinations import destination_problem
-    from ehr_release.errors import EhrReleaseError
+    from ehr_release.core.errors import EhrReleaseError
+    from ehr_release.storage.destinations import destination_problem
 
     try:
         return destination_problem(run.out_dir)
@@ -128,8 +129,8 @@ def chained_requesters(run_ids: list[str]) -> dict[str, str]:
 
 def utility_rows(utility: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """Each utility figure as the documents print it: name, value (shares as %), and what
-    it means with its scale, from the measures registry (:mod:`ehr_release.measures`)."""
-    from ehr_release.measures import explain, shown_value
+    it means with its scale, from the measures registry (:mod:`ehr_release.documents.measures`)."""
+    from ehr_release.documents.measures import explain, shown_value
 
     if not utility:
         return []

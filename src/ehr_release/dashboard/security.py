@@ -23,9 +23,9 @@ from typing import Annotated
 
 from fastapi import Depends, Form, HTTPException, Request
 
+from ehr_release.core.errors import ConfigError
 from ehr_release.dashboard.errors import route_of
-from ehr_release.errors import ConfigError
-from ehr_release.params import BOOL_WORDS
+from ehr_release.parameters.params import BOOL_WORDS
 from ehr_release.storage import users
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event

@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.dashboard.format import number, size
-from ehr_release.errors import EhrReleaseError
-from ehr_release.plain import guarantee_sentence, verification_limits
+from ehr_release.documents.plain import guarantee_sentence, verification_limits
 from ehr_release.registry import get as get_algorithm
 from ehr_release.storage import budget, runs
 from ehr_release.storage.models import ReleaseRun

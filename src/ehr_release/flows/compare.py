@@ -26,25 +26,32 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.futures import as_completed
 
-from ehr_release.canonical import canonical_json
-from ehr_release.comparators import STORE, ComparatorReleases, release_key
-from ehr_release.compare import Candidate, Outcome, loss_of, parse_requirement, plan, recommend
-from ehr_release.comparison_file import load_comparison_row
-from ehr_release.comparison_report import (
+from ehr_release.comparison.compare import (
+    Candidate,
+    Outcome,
+    loss_of,
+    parse_requirement,
+    plan,
+    recommend,
+)
+from ehr_release.comparison.comparison_file import load_comparison_row
+from ehr_release.comparison.comparison_report import (
     ComparisonContext,
     render_comparison_html,
     render_comparison_pdf,
 )
-from ehr_release.dataset import Dataset
-from ehr_release.destinations import releases_folder
-from ehr_release.errors import EhrReleaseError, stored_error, stored_message
-from ehr_release.files import fsync_dir, write_durably
+from ehr_release.core.canonical import canonical_json
+from ehr_release.core.errors import EhrReleaseError, stored_error, stored_message
+from ehr_release.core.files import fsync_dir, write_durably
+from ehr_release.core.randomness import check_random_state
 from ehr_release.history.linkage import link_patients
-from ehr_release.intake import load_comparison_dataset
-from ehr_release.prepared import PREPARED
-from ehr_release.randomness import check_random_state
+from ehr_release.model.dataset import Dataset
+from ehr_release.parameters.comparators import STORE, ComparatorReleases, release_key
+from ehr_release.parameters.prepared import PREPARED
+from ehr_release.planning.intake import load_comparison_dataset
+from ehr_release.planning.request import ComparisonRequest
 from ehr_release.registry import get as get_algorithm
-from ehr_release.request import ComparisonRequest
+from ehr_release.release.verification import anonymize_as_released, as_released, verify_and_attack
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.budget import (
@@ -53,9 +60,9 @@ from ehr_release.storage.budget import (
     record_comparison_draw,
     refuse_comparison_beyond_total,
 )
+from ehr_release.storage.destinations import releases_folder
 from ehr_release.tasks.naming import candidate_run_name
 from ehr_release.tasks.redaction import redacted
-from ehr_release.verification import anonymize_as_released, as_released, verify_and_attack
 
 __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_comparison_row"]
 
@@ -109,7 +116,7 @@ def _announce(outcome: Outcome, done: int, total: int) -> None:
 #: so they are off unless the request sets them (measured: the ArtUC candidates of a
 #: 10,000-patient comparison spent most of their time re-running RmR and Baseline). When a
 #: request sets them, each comparator release is made once for the whole comparison and
-#: candidates' own releases serve as comparators (:mod:`ehr_release.comparators`).
+#: candidates' own releases serve as comparators (:mod:`ehr_release.parameters.comparators`).
 SELF_COMPARISON_OFF = {"compare": "false"}
 
 
@@ -130,13 +137,13 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
                    ) -> Outcome:
     """Anonymize, verify and (if verified) evaluate one candidate; errors become outcomes.
 
-    The candidate goes through the release's own path (:mod:`ehr_release.verification`):
+    The candidate goes through the release's own path (:mod:`ehr_release.release.verification`):
     pseudonymized as it would be published, then closed world, the model's verifier, the
     source-id check and the attack audit — a candidate a release would fail is not
     recommended. An ε-DP candidate's draw is counted on its extract's ε account as soon as
     it exists (:func:`~ehr_release.storage.budget.record_comparison_draw`). ``comparators``
     is the comparison's store of releases an evaluation compares with
-    (:mod:`ehr_release.comparators`): this candidate's release is made through it (once,
+    (:mod:`ehr_release.parameters.comparators`): this candidate's release is made through it (once,
     whoever asks first), and its evaluation takes the others from it.
     """
     entry = get_algorithm(candidate.algorithm)

@@ -15,7 +15,7 @@ from prefect import flow
 
 from ehr_release.flows.release import release_flow
 from ehr_release.flows.runners import make_task_runner
-from ehr_release.request import ReleaseRequest
+from ehr_release.planning.request import ReleaseRequest
 from ehr_release.tasks.redaction import redacted
 
 

@@ -2,15 +2,15 @@
 
 A failed run is terminal (it cannot be resumed), so two things go together: the run is
 recorded ``failed`` with the error's stored text (never a patient value:
-:func:`ehr_release.errors.stored_error`), and every candidate copy it left — the parked
-bundle, the cached anonymization — is removed (:func:`ehr_release.bundle.discard`). One
+:func:`ehr_release.core.errors.stored_error`), and every candidate copy it left — the parked
+bundle, the cached anonymization — is removed (:func:`ehr_release.release.bundle.discard`). One
 function, so no flow can do one and forget the other.
 """
 
 from __future__ import annotations
 
-from ehr_release import bundle
-from ehr_release.errors import stored_error
+from ehr_release.core.errors import stored_error
+from ehr_release.release import bundle
 from ehr_release.storage import runs
 
 

@@ -6,7 +6,7 @@ loaded and its API found, the process would only wait while the CLI reads the in
 (seconds for 58,302 records); on a machine with a second CPU that wait can do work the flow
 needs anyway, so it does not wait for it after ``go`` (issue 18 goal 1):
 
-* it makes the run's plan (:func:`ehr_release.plan.make_plan`, as the ingest stage does)
+* it makes the run's plan (:func:`ehr_release.planning.plan.make_plan`, as the ingest stage does)
   while the CLI reads the input too. On a machine with a second CPU the input itself was
   read and checked by the flow's second process (:mod:`ehr_release.tasks.aside`), which
   the launcher spawns before it loads Prefect, so the read overlaps that import; this
@@ -36,13 +36,13 @@ import importlib
 from contextlib import suppress
 from pathlib import Path
 
-from ehr_release.request import ReleaseRequest
+from ehr_release.planning.request import ReleaseRequest
 
 #: Modules every release loads in its stages, not at the flow's import: the Prefect engines
 #: the first flow and task call load.
 STAGE_MODULES = ("prefect.flow_engine", "prefect.task_engine")
 #: The certificate's renderer and chart library.
-CERTIFICATE_MODULES = ("ehr_release.plotting", "weasyprint", "ehr_release.tasks.certify")
+CERTIFICATE_MODULES = ("ehr_release.utility.plotting", "weasyprint", "ehr_release.tasks.certify")
 
 
 def head_start(request_path: Path) -> None:
@@ -53,7 +53,7 @@ def head_start(request_path: Path) -> None:
         request = ReleaseRequest.model_validate_json(request_path.read_text())
     aside = False
     if request is not None:
-        from ehr_release.plan import make_plan
+        from ehr_release.planning.plan import make_plan
         from ehr_release.tasks.aside import take_input
         from ehr_release.tasks.ingest import offer_plan
 

@@ -29,7 +29,7 @@ import sys
 from contextlib import suppress
 from pathlib import Path
 
-from ehr_release.errors import cap, stored_message
+from ehr_release.core.errors import cap, stored_message
 
 #: The longest explanation sent to the CLI's terminal (within one pipe buffer: never blocks).
 TERMINAL_MAX = 4000
@@ -101,7 +101,7 @@ def _run(argv: list[str], api_url: str, terminal: int) -> int:
 
     from ehr_release.flows.release import release_flow
     from ehr_release.flows.runners import make_task_runner
-    from ehr_release.request import ReleaseRequest
+    from ehr_release.planning.request import ReleaseRequest
 
     if sys.stdin.readline().strip() != GO:
         return 0  # the request was refused after this process started: nothing to run

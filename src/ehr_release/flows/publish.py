@@ -2,7 +2,7 @@
 
 Started by whoever records the decision — ``ehr-release approve``, the dashboard, or a run of
 the ``publish-release`` deployment — never by a process that waited for it. It reads the
-run's persisted bundle (:mod:`ehr_release.bundle`), and :func:`publish_release` refuses
+run's persisted bundle (:mod:`ehr_release.release.bundle`), and :func:`publish_release` refuses
 anything but an approved run whose files are byte-for-byte the pinned candidate. A publish
 that dies midway leaves the run ``approved`` and its lease lapsed (``stalled``); one that
 fails (disk full, a broken destination) leaves it ``approved`` with the reason recorded
@@ -17,10 +17,10 @@ import time
 
 from prefect import flow
 
-from ehr_release import bundle
-from ehr_release.errors import stored_error
+from ehr_release.core.errors import stored_error
 from ehr_release.flows.ending import fail_run
 from ehr_release.flows.tagging import tagged
+from ehr_release.release import bundle
 from ehr_release.storage import runs
 from ehr_release.storage.links import source_of
 from ehr_release.storage.pending import hold_lease

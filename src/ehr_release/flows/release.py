@@ -6,7 +6,7 @@ on a second CPU (:mod:`ehr_release.tasks.aside`); the report is taken, and recor
 this order all the same, and a run that fails before does not wait for it.
 
 The flow ends when the run awaits a reviewer: its publication bundle is persisted
-(:mod:`ehr_release.bundle`) and no process waits for the decision. The recorded decision
+(:mod:`ehr_release.release.bundle`) and no process waits for the decision. The recorded decision
 starts :func:`~ehr_release.flows.publish.publish_flow`. The body only sequences tasks and
 branches. It fails closed: a verification or attack that does not hold, or a release not worth
 publishing, ends the run without reaching a reviewer, and any exception marks the run failed
@@ -22,13 +22,17 @@ import time
 from prefect import flow
 from prefect.runtime import flow_run
 
-from ehr_release.errors import EhrReleaseError, stored_error
+from ehr_release.core.errors import EhrReleaseError, stored_error
 from ehr_release.flows.ending import fail_run
 from ehr_release.flows.head_start import load_certificate_modules
 from ehr_release.flows.tagging import tagged
-from ehr_release.publishable import count_records, empty_release_waivers, low_utility_waivers
-from ehr_release.reports import ReleaseOutcome, Requirement, VerificationReport
-from ehr_release.request import ReleaseRequest
+from ehr_release.governance.publishable import (
+    count_records,
+    empty_release_waivers,
+    low_utility_waivers,
+)
+from ehr_release.model.reports import ReleaseOutcome, Requirement, VerificationReport
+from ehr_release.planning.request import ReleaseRequest
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event

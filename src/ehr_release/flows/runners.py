@@ -1,6 +1,6 @@
 """Which Prefect task runner a flow uses: threads (default) or Dask.
 
-The runner spec is part of the request (its grammar is :func:`ehr_release.request.
+The runner spec is part of the request (its grammar is :func:`ehr_release.planning.request.
 check_runner_spec`); this module turns a checked spec into a Prefect task runner.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ehr_release.request import check_runner_spec
+from ehr_release.planning.request import check_runner_spec
 
 
 def make_task_runner(spec: str) -> Any:

@@ -34,11 +34,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import EhrReleaseError, NotFound
-from ehr_release.files import sha256_bytes
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.core.errors import EhrReleaseError, NotFound
+from ehr_release.core.files import sha256_bytes
 from ehr_release.history.linkage import LinkIndex, Overlap, PatientLinks
-from ehr_release.reports import Requirement
+from ehr_release.model.hierarchy import Hierarchy
+from ehr_release.model.reports import Requirement
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.links import load_links
 from ehr_release.storage.models import ArtifactRecord, ExtractLinks, ReleaseRun
@@ -213,7 +213,7 @@ def _code_hierarchy(run_id: str, engine: Engine | None) -> Hierarchy:
     """The hierarchy of the code system of ``run_id``'s extract (ICD-9-CM or ICD-10-CM), by
     which every release of the pair is read: earlier releases of these patients from an
     extract in the other system share no term with this one (no mapping is made)."""
-    from ehr_release.hierarchy import ICD9, code_hierarchy, schema_code_system
+    from ehr_release.model.hierarchy import ICD9, code_hierarchy, schema_code_system
     from ehr_release.storage import runs
 
     try:
@@ -284,7 +284,7 @@ def _release_bytes(s: Session, run: ReleaseRun) -> dict[str, bytes] | None:
 
 def _places(s: Session, run: ReleaseRun) -> list[Path]:
     """Where an earlier release's bytes may be: its published folder, its parked candidate."""
-    from ehr_release.bundle import candidate_dir
+    from ehr_release.release.bundle import candidate_dir
 
     published = {Path(a.path).parent for a in s.exec(select(ArtifactRecord).where(
         ArtifactRecord.run_id == run.id, ArtifactRecord.kind == "published")).all()}

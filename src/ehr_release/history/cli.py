@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 source_app = typer.Typer(help="Sources: the populations the site releases from.",
                          no_args_is_help=True, rich_markup_mode=None)  # plain help: quick

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ehr_release.site_keys import load_key
 from ehr_release.storage.patient_links import (  # noqa: F401  (re-exported)
     DEFAULT_SOURCE,
     HASH_BYTES,
@@ -39,9 +38,10 @@ from ehr_release.storage.patient_links import (  # noqa: F401  (re-exported)
     PatientLinks,
     overlap,
 )
+from ehr_release.storage.site_keys import load_key
 
 if TYPE_CHECKING:  # pandas only when an extract is hashed: the CLI's refusals stay light
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 KEY_ENV = "EHR_RELEASE_LINKAGE_KEY"
 KEY_FILE = "linkage.key"
@@ -72,7 +72,7 @@ def _records(dataset: Dataset) -> list[str]:
     """Each patient's canonical record text: ids and column order play no part."""
     import pandas as pd
 
-    from ehr_release.dataset import CODE, PATIENT_ID
+    from ehr_release.model.dataset import CODE, PATIENT_ID
 
     patients = dataset.patients
     text = pd.Series("", index=patients.index, dtype=object)

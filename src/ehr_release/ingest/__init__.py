@@ -1,4 +1,4 @@
-"""Reading EHR extracts from files into the one :class:`~ehr_release.dataset.Dataset` model.
+"""Reading EHR extracts from files into the one :class:`~ehr_release.model.dataset.Dataset` model.
 
 ``read_dataset`` is imported on first use: the CLI's preflight
 (:mod:`ehr_release.ingest.preflight`) lives in this package and must not load pandas.

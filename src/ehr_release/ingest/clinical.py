@@ -3,7 +3,7 @@
 These sources record events by date, not by age, and a patient's birth date more or less
 exactly (OMOP: a year, often a month and day; FHIR: ``YYYY``, ``YYYY-MM`` or a full date;
 MIMIC-IV: an anchor age in an anchor year). Every reader turns them into the one
-:class:`~ehr_release.dataset.Dataset` of the CSV readers:
+:class:`~ehr_release.model.dataset.Dataset` of the CSV readers:
 
 * ``patients``: ``age`` — the age at the patient's first visit (as the MIMIC-III reader
   does), or at the first diagnosis without visits — and ``gender`` (``M``, ``F``, or ``""``
@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.rules import MAX_AGE
 from ehr_release.ingest.validate import read_codes
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 
 def whole_years(birth_year: np.ndarray, birth_md: np.ndarray, event: pd.Series) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 
 TOP_CODED_AGE = 90
 _FORMATS_2DIGIT = ("%m/%d/%y %H:%M", "%m/%d/%y %H:%M:%S", "%m/%d/%y")

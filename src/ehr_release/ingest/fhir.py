@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.clinical import assemble, check_ages, unknown_patient, whole_years
 from ehr_release.ingest.limits import InputLimits
 from ehr_release.ingest.rules import code_error, code_verdict
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 SYSTEMS = {"http://hl7.org/fhir/sid/icd-10-cm": "icd10",
            "http://hl7.org/fhir/sid/icd-9-cm": "icd9"}

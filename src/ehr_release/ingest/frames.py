@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.dates import ages_at, parse_dates
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import parse_ages, read_codes
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID
 
 #: Columns that identify or date a patient directly; never treated as demographics.
 NON_DEMOGRAPHIC = {"row_id", "birth_date", "dod", "dod_hosp", "dod_ssn", "expire_flag",

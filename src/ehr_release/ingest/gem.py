@@ -106,7 +106,7 @@ def gem_targets() -> dict[str, tuple[str, ...]]:
 
 def _present(code: str) -> str:
     """``code``, or its nearest ancestor the packaged ICD-10-CM edition holds."""
-    from ehr_release.hierarchy import code_hierarchy
+    from ehr_release.model.hierarchy import code_hierarchy
 
     h = code_hierarchy("icd10")
     while code not in h:
@@ -119,7 +119,7 @@ def _present(code: str) -> str:
 def map_icd9(code: str) -> tuple[str | None, str]:
     """The ICD-10-CM node the dotted ICD-9-CM ``code`` maps to, with the outcome
     (:data:`ONE_TO_ONE`, :data:`ONE_TO_MANY` or :data:`UNMAPPED`; see the module rules)."""
-    from ehr_release.hierarchy import code_hierarchy
+    from ehr_release.model.hierarchy import code_hierarchy
 
     table = gem_targets()
     sources = [code] if code in table else code_hierarchy("icd9").leaves_under(code)
@@ -137,7 +137,7 @@ def map_icd9(code: str) -> tuple[str | None, str]:
 def common_ancestor(codes: Sequence[str]) -> str | None:
     """The deepest ICD-10-CM node that is an ancestor-or-self of every code; None when it is
     above the categories (a block, a chapter, the root: the codes share no category)."""
-    from ehr_release.hierarchy import code_hierarchy
+    from ehr_release.model.hierarchy import code_hierarchy
 
     h = code_hierarchy("icd10")
     common = h.common_ancestor(codes)

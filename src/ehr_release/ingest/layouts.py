@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ehr_release.dataset import Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
+from ehr_release.model.dataset import Dataset
 
 TABLE_SUFFIXES = {".csv", ".parquet", ".pq"}
 

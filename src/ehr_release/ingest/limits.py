@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 
 #: Bytes read per step while scanning a file for over-long lines.
 _CHUNK = 1 << 20

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.dates import parse_dates
 from ehr_release.ingest.frames import admission_ages, check_known_patients, diagnosis_frame
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import check_unique_ids
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
 
 MIMIC_TABLES = ("patients", "admissions", "diagnoses_icd")
 MIMIC_DEMOGRAPHICS = ["insurance", "religion", "marital_status", "ethnicity",

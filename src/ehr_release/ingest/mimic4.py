@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.clinical import assemble, unknown_patient
 from ehr_release.ingest.dates import parse_dates
 from ehr_release.ingest.rules import mixed_error
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import check_unique_ids
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 TABLES = ("patients", "admissions", "diagnoses_icd")
 DEMOGRAPHICS = ("insurance", "marital_status", "race", "admission_type", "admission_location")

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.clinical import assemble, check_ages, unknown_patient, whole_years
 from ehr_release.ingest.dates import parse_dates
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import check_unique_ids
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 TABLES = ("person", "condition_occurrence")
 OPTIONAL = ("visit_occurrence", "death", "observation_period")

@@ -1,7 +1,7 @@
 """The population a GCCens sample is k-mapped against: a second dataset, read like the input.
 
 Below the registry, the verifier and the evaluation, so each can read it (or take it from
-the release's plan, :mod:`ehr_release.prepared`) without importing the others.
+the release's plan, :mod:`ehr_release.parameters.prepared`) without importing the others.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ehr_release.errors import InputError
-from ehr_release.prepared import prepared
+from ehr_release.core.errors import InputError
+from ehr_release.parameters.prepared import prepared
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.limits import InputLimits, check_parquet_file, check_text_file
 from ehr_release.ingest.rules import (
     CSV_SUFFIXES,
@@ -85,7 +85,7 @@ def preflight(input_path: str | Path, diagnoses_path: str | Path | None = None, 
                 check_volume(Path(table))
             return
         if code_system is not None:
-            from ehr_release.hierarchy import code_system as known
+            from ehr_release.model.hierarchy import code_system as known
 
             try:
                 known(code_system)

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
 from ehr_release.ingest.frames import demographic_frame, diagnosis_ages, diagnosis_frame, mapped
 from ehr_release.ingest.rules import CODE_SEPARATOR
 from ehr_release.ingest.tables import read_table, require_columns, require_rows
 from ehr_release.ingest.validate import check_unique_ids, parse_ages, read_codes
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 CODES = "codes"
 

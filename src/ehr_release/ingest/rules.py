@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 
 MAX_AGE = 130
 CSV_SUFFIXES = {".csv", ".txt"}
@@ -155,7 +155,7 @@ def age_error(verdict: str, text: str, path: Path, row: int, column: str) -> Inp
 def code_verdict(text: str, system: str = "icd9") -> str | None:
     """The dotted code ``text`` names, or None when it is not a node of the code system's
     hierarchy (``icd9`` or ``icd10``; the root is not a code)."""
-    from ehr_release.hierarchy import code_system
+    from ehr_release.model.hierarchy import code_system
 
     cs = code_system(system)
     hierarchy = cs.hierarchy()
@@ -166,7 +166,7 @@ def code_verdict(text: str, system: str = "icd9") -> str | None:
 def code_error(text: str, path: Path, row: int, column: str,
                system: str = "icd9") -> InputError:
     """The one message for a code that is not a node of the code system's hierarchy."""
-    from ehr_release.hierarchy import code_system
+    from ehr_release.model.hierarchy import code_system
 
     cs = code_system(system)
     problem = (f"malformed {cs.short} code: not a node of the {cs.label} hierarchy"
@@ -186,7 +186,7 @@ def detect_code_system(texts: Collection[str], declared: str | None = None
     caller refuses the extract with :func:`mixed_error`.
     """
     if declared is not None:
-        from ehr_release.hierarchy import code_system
+        from ehr_release.model.hierarchy import code_system
 
         code_system(declared)  # refuse an unknown name before reading on
         return declared

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest.limits import (
     InputLimits,
     check_field_lengths,

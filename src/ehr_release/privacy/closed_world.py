@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, Literal
 
+from ehr_release.model.reports import Requirement
 from ehr_release.privacy.canonical_bytes import Rendering, document_problem, lines_problem
 from ehr_release.privacy.canonical_parquet import ParquetRendering, parquet_problem
 from ehr_release.privacy.release_tree import Stray
@@ -38,7 +39,6 @@ from ehr_release.privacy.specs import (  # noqa: F401  (re-exported: declaration
     Spec,
     TupleOf,
 )
-from ehr_release.reports import Requirement
 
 #: What a refusal says instead of an undeclared name (see :func:`undeclared`).
 WITHHELD = "(name withheld: an undeclared name may carry a value)"
@@ -396,7 +396,7 @@ def _check_parquet(schema: FileSchema, data: bytes) -> None:
 
 def describe(spec: Spec) -> str:
     """A declared type in words, for the refusal messages and for the format documentation
-    (:mod:`ehr_release.formats_doc`): one wording, so what a message says is what the
+    (:mod:`ehr_release.documents.formats_doc`): one wording, so what a message says is what the
     datasheet promised."""
     if isinstance(spec, str):
         return TYPE_WORDS[spec]
@@ -533,7 +533,7 @@ def violations(files: Mapping[str, bytes], schema: ReleaseSchema) -> Iterator[st
     tree, not the files a reader picked).
     """
     declared = {f.name: f for f in schema.files}
-    from ehr_release.release_files import ENVELOPE
+    from ehr_release.privacy.release_files import ENVELOPE
 
     yield from stray_violations(getattr(files, "strays", ()), {*declared, *ENVELOPE})
     if any(name not in declared for name in files):

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.configuration.taxonomies import DiffGenConfig, load_config
-from ehr_release.dataset import CODE, Dataset
+from ehr_release.model.dataset import CODE, Dataset
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.diffgen_counts import (
     FALSE_ALARM,
     missing_groups,
@@ -60,7 +61,6 @@ from ehr_release.privacy.diffgen_ledger import (
     replay,
 )
 from ehr_release.privacy.diffgen_noise import SHARES, noise_tests
-from ehr_release.reports import Requirement, VerificationReport
 
 
 # --------------------------------------------------------------------------- checks

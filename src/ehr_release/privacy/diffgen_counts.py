@@ -57,8 +57,8 @@ import pandas as pd
 from scipy import signal, stats
 
 from ehr_release.configuration.taxonomies import DiffGenConfig
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.hierarchy import Hierarchy
 
 #: Probability that an honest release fails the residual test.
 FALSE_ALARM = 1e-6

@@ -15,8 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from ehr_release.configuration.taxonomies import DiffGenConfig
-from ehr_release.errors import EhrReleaseError
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.core.errors import EhrReleaseError
+from ehr_release.model.hierarchy import Hierarchy
 
 NAME = "diffgen"
 

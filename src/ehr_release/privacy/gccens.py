@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.closed_world import MapOf, Obj
 from ehr_release.privacy.json_columns import all_conform, forget, loads_lines
 from ehr_release.privacy.json_lines import (
@@ -30,10 +31,9 @@ from ehr_release.privacy.json_lines import (
     release_lines,
     release_meta,
 )
-from ehr_release.reports import Requirement, VerificationReport
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 NAME = "gccens"
 RECORDS_FILE = "censored.jsonl"

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ehr_release.reports import Requirement
+from ehr_release.model.reports import Requirement
 
 ID_FIELD = "patient_id"
 

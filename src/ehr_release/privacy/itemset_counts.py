@@ -16,7 +16,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ehr_release.mapping import MapFn, serial_map
+from ehr_release.model.mapping import MapFn, serial_map
 
 Itemset = tuple[int, ...]
 #: Rows per partition: large enough that shipping a partition costs less than counting it.

@@ -46,7 +46,7 @@ def loads_lines(data: bytes) -> list[Any] | None:
     is left to the per-line reader.
 
     The closed-world check and the model verifier read the same bytes object one after the
-    other (:func:`ehr_release.verification.verify_release`): the last parse is kept, keyed
+    other (:func:`ehr_release.release.verification.verify_release`): the last parse is kept, keyed
     by that object's identity (held, so the identity cannot be reused), and the second
     reader takes it instead of parsing again. The values are shared, so readers must not
     modify them.

@@ -12,7 +12,7 @@ import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from ehr_release.reports import Requirement
+from ehr_release.model.reports import Requirement
 
 
 class MalformedRelease(ValueError):

@@ -37,7 +37,8 @@ from ehr_release.configuration.constraints import (
     NumericalAttribute,
     RTConfig,
 )
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.kkm_inputs import OriginalView, read_original
 from ehr_release.privacy.kkm_parse import (
     _TOL,
@@ -57,7 +58,6 @@ from ehr_release.privacy.kkm_truth import (
     _Matching,
     _truthfulness,
 )
-from ehr_release.reports import Requirement, VerificationReport
 
 
 # --------------------------------------------------------------------------- anonymity
@@ -342,7 +342,7 @@ def verify(files: dict[str, bytes], original: Dataset, params: Mapping[str, Any]
     from ehr_release.configuration.constraints import config_from_params
     from ehr_release.configuration.epsilon import resolve_epsilon
     from ehr_release.configuration.relaxation import relax_ceilings
-    from ehr_release.prepared import prepared
+    from ehr_release.parameters.prepared import prepared
 
     config = prepared(params, "config", lambda: config_from_params(params))
     distinct = len(original.distinct_codes())

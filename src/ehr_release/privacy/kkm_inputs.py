@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.configuration.constraints import Attribute, NumericalAttribute, RTConfig
-from ehr_release.dataset import Dataset
-from ehr_release.errors import ConfigError, InputError
+from ehr_release.core.errors import ConfigError, InputError
+from ehr_release.model.dataset import Dataset
 
 
 class OriginalView(Protocol):

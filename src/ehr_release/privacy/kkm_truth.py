@@ -16,6 +16,7 @@ from ehr_release.configuration.constraints import (
     NumericalAttribute,
     RTConfig,
 )
+from ehr_release.model.reports import Requirement
 from ehr_release.privacy.kkm_inputs import OriginalView
 from ehr_release.privacy.kkm_least import Least, least_suppressing
 from ehr_release.privacy.kkm_parse import (
@@ -24,7 +25,6 @@ from ehr_release.privacy.kkm_parse import (
     Malformed,
     Released,
 )
-from ehr_release.reports import Requirement
 
 
 # --------------------------------------------------------------------------- truthfulness

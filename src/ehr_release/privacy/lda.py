@@ -2,7 +2,7 @@
 
 Nothing here comes from ``ehr_release.algorithms``: the JSON Lines are parsed strictly, the
 age hierarchy is rebuilt from its domain (blocks of 2^l years aligned to their size), ICD
-ancestry is walked on the shared :class:`~ehr_release.hierarchy.Hierarchy` with plain
+ancestry is walked on the shared :class:`~ehr_release.model.hierarchy.Hierarchy` with plain
 parent links (no ancestor tables, no LCAs), and the loss of each record is recomputed with
 exact integer arithmetic instead of the algorithm's floats — so a bug in the anonymizer's
 alignment, clustering or loss code cannot vouch for itself here.
@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.model.hierarchy import Hierarchy
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.canonical_lines import forget as forget_match
 from ehr_release.privacy.canonical_lines import lines_match
 from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
@@ -38,10 +39,9 @@ from ehr_release.privacy.json_lines import (
     release_lines,
     release_meta,
 )
-from ehr_release.reports import Requirement, VerificationReport
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 NAME = "lda"
 RECORDS_FILE = "trajectories.jsonl"
@@ -440,7 +440,7 @@ def verify(files: Mapping[str, bytes], original: Dataset, params: Mapping[str, A
     :class:`LdaSettings`' defaults) and the shipped hierarchy of the extract's code system.
     ``algorithm`` names the registered variant (``lda``, ``lda-baseline``) the report is
     for."""
-    from ehr_release.hierarchy import code_hierarchy
+    from ehr_release.model.hierarchy import code_hierarchy
 
     settings = LdaSettings(int(params["k"]), float(params["w_icd"]), float(params["w_age"]),
                            int(params["leaf_count"]))

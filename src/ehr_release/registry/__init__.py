@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ehr_release.errors import ParameterError
-from ehr_release.params import Param, did_you_mean, parse_params
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.parameters.params import Param, did_you_mean, parse_params
 from ehr_release.privacy.closed_world import ReleaseSchema
-from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
 
 if TYPE_CHECKING:  # annotations only: the CLI checks parameters before pandas loads
     import numpy as np
 
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 ReleaseFiles = dict[str, bytes]
 
@@ -59,7 +59,8 @@ class AlgorithmEntry:
     ``privacy_model`` is a one-line statement of the guarantee for the certificate.
     ``headline_loss`` names the utility metric (lower is better) a comparison ranks by.
     ``id_file`` names the JSON Lines release file whose records carry a ``patient_id``; the
-    flow replaces those ids by release-specific pseudonyms (:mod:`ehr_release.pseudonyms`).
+    flow replaces those ids by release-specific pseudonyms
+    (:mod:`ehr_release.governance.pseudonyms`).
     ``schema`` is the verifier's closed-world declaration of the release format (every file,
     field and value type; :mod:`ehr_release.privacy.closed_world`): a release departing from
     it fails verification before the model is checked.

@@ -26,7 +26,7 @@ from ehr_release.registry.artuc import (
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
 
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 
 

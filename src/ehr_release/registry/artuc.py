@@ -21,13 +21,13 @@ import yaml
 from ehr_release.configuration.epsilon import EPSILON_PATTERN, EPSILON_RULE, resolve_epsilon
 from ehr_release.configuration.limits import load_config_yaml, read_config_text
 from ehr_release.configuration.relaxation import relax_ceilings
-from ehr_release.errors import ConfigError
-from ehr_release.params import BOOL_WORDS, Interval, Param, Satisfies
-from ehr_release.prepared import prepared
+from ehr_release.core.errors import ConfigError
+from ehr_release.core.randomness import check_random_state
+from ehr_release.model.reports import UtilityReport, VerificationReport
+from ehr_release.parameters.params import BOOL_WORDS, Interval, Param, Satisfies
+from ehr_release.parameters.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
-from ehr_release.randomness import check_random_state
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
-from ehr_release.reports import UtilityReport, VerificationReport
 
 # The anonymizer, configuration reader, verifier, attack and evaluation load pandas; they
 # are imported where used, so a request's parameters are checked before any of them loads.
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from ehr_release.algorithms.artuc import Relaxing
     from ehr_release.configuration.constraints import RTConfig
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 #: The merge stop rules and orders of ``algorithms/artuc/merging.py``, spelled here so
 #: parsing parameters does not load the anonymizer (a test keeps them equal).
@@ -223,7 +223,7 @@ def run(name: str, dataset: Dataset, params: dict[str, Any],
         return get_entry("rmr").anonymize(dataset, params, rng)
     from ehr_release.algorithms.artuc import artuc, artuc_unconstrained, baseline, release_files
     from ehr_release.configuration.constraints import rt_data
-    from ehr_release.workers import gendiag_runner
+    from ehr_release.runtime.workers import gendiag_runner
 
     config = config_of(params)
     data = rt_data(dataset, config)
@@ -247,8 +247,8 @@ COMPARED = ("artuc", "rmr", "artuc-baseline")
 def comparator_release(name: str, original: Dataset, params: dict[str, Any]) -> ReleaseFiles:
     """``name``'s release of ``original`` at these parameters, for comparison: from the
     comparison's store when the evaluation runs inside one (made once for all its
-    candidates, :mod:`ehr_release.comparators`), else made now."""
-    from ehr_release.comparators import release_key, store_of
+    candidates, :mod:`ehr_release.parameters.comparators`), else made now."""
+    from ehr_release.parameters.comparators import release_key, store_of
     from ehr_release.registry import get as get_entry
 
     def make() -> ReleaseFiles:
@@ -286,7 +286,7 @@ def _anonymize(dataset: Dataset, params: dict[str, Any],
                rng: np.random.Generator) -> ReleaseFiles:
     from ehr_release.algorithms.artuc import artuc, release_files
     from ehr_release.configuration.constraints import rt_data
-    from ehr_release.workers import gendiag_runner
+    from ehr_release.runtime.workers import gendiag_runner
 
     config = config_of(params)
     anon = artuc(rt_data(dataset, config), config, k=params["k"], m=params["m"],

@@ -12,15 +12,15 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from ehr_release.configuration.taxonomies import load_config, shipped_names
-from ehr_release.params import Interval, Param, Satisfies
+from ehr_release.core.randomness import test_mode
+from ehr_release.parameters.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.diffgen import SCHEMA
-from ehr_release.randomness import test_mode
 from ehr_release.registry import AlgorithmEntry, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
 
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 #: Choices of the utility's accuracy protocol, spelled here so parsing parameters does not
 #: import scikit-learn (``utility/diffgen.py`` holds the same tuples; a test keeps them equal).

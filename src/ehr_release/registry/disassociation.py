@@ -20,15 +20,15 @@ from ehr_release.configuration.policies import (
     parse_policy_spec,
     resolve_policy,
 )
-from ehr_release.errors import ParameterError
-from ehr_release.params import Interval, Param, Satisfies
+from ehr_release.core.errors import ParameterError
+from ehr_release.parameters.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.disassociation import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
 
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 #: Below this many VerPart batches the task runner's overhead is not worth it.
 MIN_PARALLEL_BATCHES = 2

@@ -19,14 +19,14 @@ from ehr_release.algorithms.gccens import PopulationIndex, gccens, resolve_caps
 from ehr_release.algorithms.gccens.inputs import check_sample_in_population
 from ehr_release.algorithms.gccens.release import RECORDS_FILE, release_files
 from ehr_release.configuration.caps import CAPS_RULE, caps_ok, parse_caps
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 from ehr_release.ingest import population as population_input
-from ehr_release.params import Interval, Param, Satisfies
+from ehr_release.parameters.params import Interval, Param, Satisfies
 from ehr_release.privacy.formats.gccens import SCHEMA
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 PARAMS = (
     Param("k", int, "every released record is contained in ≥ k population records",

@@ -17,14 +17,14 @@ import numpy as np
 
 from ehr_release.algorithms.lda import anonymize_trajectories, make_model
 from ehr_release.algorithms.lda.release import RECORDS_FILE, release_files
-from ehr_release.errors import InputError, ParameterError
-from ehr_release.hierarchy import code_hierarchy, code_system
-from ehr_release.params import Interval, OneOf, Param
+from ehr_release.core.errors import InputError, ParameterError
+from ehr_release.model.hierarchy import code_hierarchy, code_system
+from ehr_release.parameters.params import Interval, OneOf, Param
 from ehr_release.privacy.formats.lda import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 NAME = "lda"
 AGE_FIRST, AGE_DEPTH = 1, 7  # the thesis' age hierarchy: 1–128 as a full binary tree
@@ -68,7 +68,7 @@ def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
         If a diagnosis has no age (naming how many and the first patient) or an age lies
         outside 1–128.
     """
-    from ehr_release.dataset import AGE, CODE, PATIENT_ID
+    from ehr_release.model.dataset import AGE, CODE, PATIENT_ID
 
     diag = dataset.diagnoses
     source = dataset.source or None

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ehr_release.configuration.limits import load_config_yaml, read_config_text
-from ehr_release.errors import ConfigError
-from ehr_release.params import OneOf, Param
-from ehr_release.prepared import prepared
+from ehr_release.core.errors import ConfigError
+from ehr_release.parameters.params import OneOf, Param
+from ehr_release.parameters.prepared import prepared
 from ehr_release.privacy.formats.kkm import SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry.artuc import (
@@ -38,8 +38,8 @@ from ehr_release.registry.artuc import (
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
     import numpy as np
 
-    from ehr_release.dataset import Dataset
-    from ehr_release.hierarchy import Hierarchy
+    from ehr_release.model.dataset import Dataset
+    from ehr_release.model.hierarchy import Hierarchy
 
 #: How RmR generalizes codes (``algorithms/rmr``'s CODE_MODELS, spelled here so parsing
 #: parameters does not load the anonymizer; a test keeps them equal).

@@ -88,7 +88,8 @@ def download_action(what: str) -> AuditAction:
 
 
 #: Seconds a reviewer has to decide before the run is rejected, unless the request says
-#: otherwise (here, not in :mod:`ehr_release.request`, so the CLI reads it without pydantic).
+# : otherwise (here, not in :mod:`ehr_release.planning.request`, so the CLI reads it without
+# pydantic).
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 24 * 3600
 
 

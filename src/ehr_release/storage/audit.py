@@ -7,7 +7,7 @@ detects.
 
 **Keyed (v2).** The authenticator is ``HMAC-SHA256(audit key, …)``, stored as
 ``v2:<key id>:<52 hex digits>`` (208 bits; the column holds 64 characters). The audit key is
-kept outside the database like the pseudonym key (:mod:`ehr_release.site_keys`):
+kept outside the database like the pseudonym key (:mod:`ehr_release.storage.site_keys`):
 ``EHR_RELEASE_AUDIT_KEY`` (hex, ≥ 32 bytes) or ``audit.key`` in the home, created 0600 on
 first use. Someone who can write the database but not read the key cannot recompute a valid
 chain after rewriting a row; deleting the newest events is caught by the anchors kept outside
@@ -46,13 +46,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
-from ehr_release.canonical import canonical_json
-from ehr_release.errors import ConfigError, cap
-from ehr_release.site_keys import key_id, load_key, parse_key, write_new_key
+from ehr_release.core.canonical import canonical_json
+from ehr_release.core.errors import ConfigError, cap
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.anchors import anchor_on_commit
 from ehr_release.storage.engine import engine_or_default, home
 from ehr_release.storage.models import AuditEvent, utc_now
+from ehr_release.storage.site_keys import key_id, load_key, parse_key, write_new_key
 
 GENESIS = "0" * 64
 _DOMAIN = b"ehr_release.audit.v1\x00"

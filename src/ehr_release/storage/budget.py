@@ -66,7 +66,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.storage import site_policy
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, lock_chain, record_event
@@ -299,7 +299,7 @@ def run_account(run_id: str, engine: Engine | None = None) -> EpsilonAccount | N
 
 def _differentially_private(algorithm: str) -> bool:
     from ehr_release import registry
-    from ehr_release.errors import ParameterError
+    from ehr_release.core.errors import ParameterError
 
     try:
         return registry.get(algorithm).differentially_private

@@ -15,7 +15,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import create_engine
 
-from ehr_release.errors import ConfigError
+from ehr_release.core.errors import ConfigError
 from ehr_release.storage import models  # noqa: F401  (registers the tables)
 from ehr_release.storage.home import APP_NAME, HOME_ENV, default_home, home
 

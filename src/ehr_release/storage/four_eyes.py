@@ -2,7 +2,7 @@
 
 One function holds the rule, so the command line, the dashboard and the database's own
 refusal (:func:`ehr_release.storage.runs.decide`) cannot drift apart. It lives with
-storage, the lowest layer that applies it; :mod:`ehr_release.governance` re-exports it.
+storage, the lowest layer that applies it; :mod:`ehr_release.governance.identity` re-exports it.
 """
 
 from __future__ import annotations

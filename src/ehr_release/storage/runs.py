@@ -15,8 +15,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from ehr_release.canonical import canonical_json
-from ehr_release.errors import ApprovalError, IllegalTransition, NotFound, cap
+from ehr_release.core.canonical import canonical_json
+from ehr_release.core.errors import ApprovalError, IllegalTransition, NotFound, cap
 from ehr_release.storage import budget, chained
 from ehr_release.storage.actions import AuditAction, Decision, status_action
 from ehr_release.storage.audit import append_event, iter_events, record_event
@@ -299,7 +299,7 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
         if spent is not None and spent.exceeded:
             _refuse(run_id, reviewer, "approving would exceed the ε budget of its patients: "
                                       + spent.text(), engine)
-        from ehr_release.destinations import destination_problem
+        from ehr_release.storage.destinations import destination_problem
 
         if (problem := destination_problem(run.out_dir)) is not None:
             _refuse(run_id, reviewer, f"approving would not publish: {problem}; nothing was "

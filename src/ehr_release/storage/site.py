@@ -24,8 +24,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from ehr_release.errors import EhrReleaseError, ParameterError
-from ehr_release.params import SEED
+from ehr_release.core.errors import EhrReleaseError, ParameterError
+from ehr_release.parameters.params import SEED
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import (
     GENESIS,

@@ -27,7 +27,7 @@ from fractions import Fraction
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import ConfigError, EhrReleaseError
+from ehr_release.core.errors import ConfigError, EhrReleaseError
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import engine_or_default as _engine

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import ConfigError
+from ehr_release.core.errors import ConfigError
 from ehr_release.storage.actions import DEFAULT_APPROVAL_TIMEOUT_S, AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.engine import engine_or_default

@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from ehr_release.errors import ConfigError
+from ehr_release.core.errors import ConfigError
 from ehr_release.storage.models import SignInThrottle
 
 USER, CLIENT = "user", "client"

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from ehr_release.errors import EhrReleaseError, ParameterError
+from ehr_release.core.errors import EhrReleaseError, ParameterError
 from ehr_release.storage import chained, throttle
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import append_event, record_event

@@ -2,7 +2,7 @@
 
 The wrappers add what Prefect is for — caching, artifacts, recording results — and nothing
 else; the work is done by plain functions tested without Prefect. Each takes the run's
-:class:`~ehr_release.plan.ReleasePlan` (typed parameters, dataset, entry), made once by the
+:class:`~ehr_release.planning.plan.ReleasePlan` (typed parameters, dataset, entry), made once by the
 ingest stage. Status transitions are made by the flow through
 :func:`~ehr_release.tasks.status.advance_task`, so a stage whose result comes from the cache
 still moves the run along.
@@ -14,10 +14,18 @@ import time
 
 from prefect import get_run_logger, task
 
-from ehr_release.files import sha256_bytes
-from ehr_release.plan import ReleasePlan
+from ehr_release.core.files import sha256_bytes
+from ehr_release.model.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.planning.plan import ReleasePlan
 from ehr_release.registry import ReleaseFiles
-from ehr_release.reports import AttackReport, UtilityReport, VerificationReport
+from ehr_release.registry.warm_up import announce_compile
+from ehr_release.release.verification import (
+    anonymize_as_released,
+    as_released,
+    attack_release,
+    verify_release,
+    with_attack,
+)
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, md_text, stage_artifact
 from ehr_release.tasks.aside import take_evaluation
@@ -25,14 +33,6 @@ from ehr_release.tasks.caching import release_stage_key
 from ehr_release.tasks.logs import names, plural, since, size, stage_log
 from ehr_release.tasks.naming import describe, stage_run_name
 from ehr_release.tasks.redaction import redacted
-from ehr_release.verification import (
-    anonymize_as_released,
-    as_released,
-    attack_release,
-    verify_release,
-    with_attack,
-)
-from ehr_release.warm_up import announce_compile
 
 #: What the utility artifact shows for a figure computed on the original data under ε-DP.
 WITHHELD_UTILITY = "measured on the original data: on the dashboard and the certificate only"
@@ -98,7 +98,7 @@ def verdict_line(report: VerificationReport) -> str:
 def verification_markdown(report: VerificationReport) -> str:
     """The verification artifact: the verdict and the stored copy's table (Prefect keeps
     artifacts outside the run, so they hold no value of the data; see
-    :meth:`~ehr_release.reports.VerificationReport.stored`)."""
+    :meth:`~ehr_release.model.reports.VerificationReport.stored`)."""
     shown = report.stored().requirements
     verdict = "**verified**" if report.holds else "**NOT verified — nothing will be published**"
     table = md_table([(r.name, "PASS" if r.passed else "FAIL") for r in shown],
@@ -179,7 +179,7 @@ def utility_markdown(report: UtilityReport, differentially_private: bool) -> str
     Prefect keeps artifacts outside the run. A differentially private release covers only
     itself, and its utility figures are computed on the original records (true counts, test
     records), so like the verifier's measurements on the original
-    (:attr:`~ehr_release.reports.Requirement.on_original`) they stay in the run: the
+    (:attr:`~ehr_release.model.reports.Requirement.on_original`) they stay in the run: the
     dashboard and the certificate show them.
     """
     if not differentially_private:

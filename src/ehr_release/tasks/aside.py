@@ -24,7 +24,7 @@ Each job is a pure function of what it is sent: the evaluation's random generato
 in the flow process and shipped with its state, so the report (chart bytes included) is the
 one the stage would compute in place, and the certificate is rendered from the context the
 certify stage built. The process is spawned, never forked (the flow process has Prefect's
-threads running; see :mod:`ehr_release.workers`), and daemonic: it ends with the flow
+threads running; see :mod:`ehr_release.runtime.workers`), and daemonic: it ends with the flow
 process, and sees the end of its pipe if that is killed. Should it be gone, or a job fail
 there, the stage does the work in place as before (an error is then raised by the stage
 itself, with its own traceback). One job is out at a time.
@@ -43,14 +43,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ehr_release.reports import UtilityReport
+from ehr_release.model.reports import UtilityReport
 
 if TYPE_CHECKING:
-    from ehr_release.certificate import CertificateContext
-    from ehr_release.dataset import Dataset
-    from ehr_release.plan import ReleasePlan
+    from ehr_release.documents.certificate import CertificateContext
+    from ehr_release.model.dataset import Dataset
+    from ehr_release.planning.plan import ReleasePlan
+    from ehr_release.planning.request import ReleaseRequest
     from ehr_release.registry import ReleaseFiles
-    from ehr_release.request import ReleaseRequest
 
 EVALUATE = "evaluate"
 CERTIFICATE = "certificate"
@@ -77,7 +77,7 @@ def start_worker(request_path: Path) -> bool:
     if a worker is running. It first reads and checks the request's input, as the flow's
     head start would (:func:`take_input`), then imports what its jobs need."""
     global _worker
-    from ehr_release.cpus import usable_cpus
+    from ehr_release.runtime.cpus import usable_cpus
 
     if _worker is not None:
         return True
@@ -104,7 +104,7 @@ def _cpu_free() -> bool:
     goal 1, ``bench/governed_run.py``): its ≈ 2 extra CPU seconds then cost more than the
     overlap gains. The kernel's own count (``/proc/loadavg``) cannot tell: it includes the
     CLI and this process. Where ``/proc`` cannot be read, the CPU is taken as free."""
-    from ehr_release.cpus import usable_cpus
+    from ehr_release.runtime.cpus import usable_cpus
 
     ours = {os.getpid(), os.getppid()}
     others = 0
@@ -258,7 +258,7 @@ def _evaluate(
     name: str, run_id: str, files: ReleaseFiles, dataset: Any, params: dict[str, Any], rng: Any
 ) -> UtilityReport:
     from ehr_release.registry import get as get_algorithm
-    from ehr_release.verification import as_released
+    from ehr_release.release.verification import as_released
 
     entry = get_algorithm(name)
     if dataset is None:  # the one this process read (begin_evaluation)
@@ -267,7 +267,7 @@ def _evaluate(
 
 
 def _certificate(ctx: CertificateContext) -> bytes:
-    from ehr_release.certificate import render_certificate_pdf
+    from ehr_release.documents.certificate import render_certificate_pdf
 
     return render_certificate_pdf(ctx)
 
@@ -302,15 +302,15 @@ def _serve(conn: Connection, request_path: str) -> None:
 
 def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
     """The request at ``request_path`` with its dataset and fingerprint (as
-    :func:`ehr_release.plan.make_plan` reads them), and the request's algorithm."""
-    from ehr_release.request import ReleaseRequest
+    :func:`ehr_release.planning.plan.make_plan` reads them), and the request's algorithm."""
+    from ehr_release.planning.request import ReleaseRequest
 
     try:
         request = ReleaseRequest.model_validate_json(Path(request_path).read_text())
     except Exception:  # noqa: BLE001 - the flow reads the request itself and reports it
         return ("failed", None), None
     try:
-        from ehr_release.intake import load_request_dataset
+        from ehr_release.planning.intake import load_request_dataset
 
         dataset = load_request_dataset(request)
         _held[:] = [dataset]
@@ -323,13 +323,13 @@ def _preload(algorithm: str) -> None:
     """What the jobs import at their first call: the evaluation's module and the chart
     library first (the evaluation comes first), then the certificate's renderer."""
     with suppress(Exception):
-        importlib.import_module("ehr_release.plotting")
+        importlib.import_module("ehr_release.utility.plotting")
     with suppress(Exception):
         from ehr_release.registry import get as get_algorithm
 
         module = getattr(get_algorithm(algorithm).evaluate, "lazy_module", None)
         if isinstance(module, str):
             importlib.import_module(module)
-    for name in ("weasyprint", "ehr_release.certificate"):
+    for name in ("weasyprint", "ehr_release.documents.certificate"):
         with suppress(Exception):
             importlib.import_module(name)

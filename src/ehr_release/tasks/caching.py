@@ -1,7 +1,7 @@
 """Cache keys for stages that may be resumed after a crash.
 
 A key combines the release id, the dataset fingerprint, the algorithm, its parameters and
-the content of every file they name (:meth:`ehr_release.plan.ReleasePlan.cache_material`),
+the content of every file they name (:meth:`ehr_release.planning.plan.ReleasePlan.cache_material`),
 and a hash of the task's own source. Keying on the release id means a retry or resume of the same
 release reuses its result — important for anything that spends privacy budget, which must
 never be spent twice — while a new release recomputes.
@@ -14,15 +14,15 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from ehr_release.canonical import canonical_json
+from ehr_release.core.canonical import canonical_json
 from ehr_release.storage.home import private_dir
 
 
 def stage_cache(run_id: str) -> Path:
     """The result storage of a run's cached stages: a private folder of the run
-    (:func:`ehr_release.bundle.stage_cache_dir`), so discarding the run discards the cache.
+    (:func:`ehr_release.release.bundle.stage_cache_dir`), so discarding the run discards the cache.
     A path, which Prefect reads as a local file system (an unsaved block it refuses)."""
-    from ehr_release.bundle import stage_cache_dir
+    from ehr_release.release.bundle import stage_cache_dir
 
     folder = stage_cache_dir(run_id)
     return private_dir(folder)

@@ -1,7 +1,8 @@
 """Certificate and datasheet: built from recorded facts only.
 
 The certificate (internal) is what a privacy officer reads and signs; the datasheet is what
-the recipient gets with the data (:mod:`ehr_release.datasheet`). Both are rendered as drafts
+the recipient gets with the data (:mod:`ehr_release.documents.datasheet`). Both are rendered as
+drafts
 before the decision, so the reviewer sees exactly what will leave.
 """
 
@@ -19,34 +20,34 @@ from typing import Any
 
 from prefect import task
 
-from ehr_release import bundle
-from ehr_release.certificate import (
+from ehr_release.core.files import sha256_bytes, write_durably
+from ehr_release.documents.certificate import (
     CODES_COLUMN,
     ApprovalBlock,
     CertificateContext,
     render_certificate_pdf,
 )
-from ehr_release.dataset import CODE_MAPPING
-from ehr_release.datasheet import (
+from ehr_release.documents.datasheet import (
     DatasheetContext,
     describe_files,
     public_parameters,
     render_datasheet_pdf,
 )
-from ehr_release.files import sha256_bytes, write_durably
-from ehr_release.history.checks import HISTORY
-from ehr_release.plain import (
+from ehr_release.documents.plain import (
     attack_statement,
     code_edition,
     code_mapping_words,
     verification_limits,
 )
-from ehr_release.plan import ReleasePlan
+from ehr_release.history.checks import HISTORY
+from ehr_release.model.dataset import CODE_MAPPING
+from ehr_release.model.reports import ReleaseOutcome, UtilityReport, VerificationReport
+from ehr_release.planning.plan import ReleasePlan
+from ehr_release.planning.request import DataUse, ReleaseRequest
 from ehr_release.privacy.closed_world import ReleaseSchema
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles
 from ehr_release.registry import get as get_algorithm
-from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
-from ehr_release.request import DataUse, ReleaseRequest
+from ehr_release.release import bundle
 from ehr_release.storage import chained, runs
 from ehr_release.storage.audit import chain_head
 from ehr_release.storage.budget import run_account, show_epsilon
@@ -194,7 +195,7 @@ def build_datasheet(run_id: str, files: ReleaseFiles, verification: Verification
                     outcome: ReleaseOutcome | None, data_use: DataUse | None, *,
                     params: Mapping[str, Any],
                     approved_at: datetime | None = None) -> DatasheetContext:
-    """The recipient's datasheet: public facts only (see :mod:`ehr_release.datasheet`)."""
+    """The recipient's datasheet: public facts only (see :mod:`ehr_release.documents.datasheet`)."""
     run = runs.get_run(run_id)
     entry = get_algorithm(run.algorithm)
     head, _ = chain_head()

@@ -9,9 +9,9 @@ from prefect import task
 
 from ehr_release.history.checks import HISTORY, HistoryVerdict, check_history
 from ehr_release.history.linkage import PatientLinks, link_patients
-from ehr_release.plan import ReleasePlan
+from ehr_release.model.reports import VerificationReport
+from ehr_release.planning.plan import ReleasePlan
 from ehr_release.registry import ReleaseFiles
-from ehr_release.reports import VerificationReport
 from ehr_release.storage import links as stored_links
 from ehr_release.storage import runs
 from ehr_release.storage.actions import AuditAction

@@ -1,8 +1,9 @@
-"""Ingest: resolve the request into its :class:`~ehr_release.plan.ReleasePlan` (typed
+"""Ingest: resolve the request into its :class:`~ehr_release.planning.plan.ReleasePlan` (typed
 parameters, the validated extract, fingerprints), register the dataset and open the run.
 
 The work is done by plain functions the CLI also calls before Prefect starts
-(:func:`ehr_release.plan.make_plan`, :mod:`ehr_release.intake`); this task adds the stage
+(:func:`ehr_release.planning.plan.make_plan`, :mod:`ehr_release.planning.intake`); this task adds
+the stage
 artifact and the retry policy. Every later task receives the plan it returns.
 
 The flow process may have made the plan already while it waited for the CLI
@@ -16,9 +17,9 @@ import time
 
 from prefect import task
 
-from ehr_release.intake import load_request_dataset, register_run
-from ehr_release.plan import ReleasePlan, make_plan
-from ehr_release.request import ReleaseRequest, check_data_use_policy
+from ehr_release.planning.intake import load_request_dataset, register_run
+from ehr_release.planning.plan import ReleasePlan, make_plan
+from ehr_release.planning.request import ReleaseRequest, check_data_use_policy
 from ehr_release.storage import runs
 from ehr_release.tasks.artifacts import md_table, stage_artifact
 from ehr_release.tasks.logs import plural, since, stage_log

@@ -25,21 +25,21 @@ from pathlib import Path
 from prefect import task
 from sqlmodel import Session
 
-from ehr_release.canonical import canonical_json
-from ehr_release.certificate import ApprovalBlock, render_certificate_pdf
-from ehr_release.datasheet import DATASHEET, public_parameters, render_datasheet_pdf
-from ehr_release.destinations import releases_folder
-from ehr_release.errors import IllegalTransition
-from ehr_release.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
-from ehr_release.governance import same_person
+from ehr_release.core.canonical import canonical_json
+from ehr_release.core.errors import IllegalTransition
+from ehr_release.core.files import check_safe_name, fsync_dir, sha256_bytes, write_durably
+from ehr_release.documents.certificate import ApprovalBlock, render_certificate_pdf
+from ehr_release.documents.datasheet import DATASHEET, public_parameters, render_datasheet_pdf
+from ehr_release.governance.identity import same_person
+from ehr_release.model.reports import ReleaseOutcome, UtilityReport, VerificationReport
+from ehr_release.planning.request import DataUse
 from ehr_release.registry import ReleaseFiles
 from ehr_release.registry import get as get_algorithm
-from ehr_release.reports import ReleaseOutcome, UtilityReport, VerificationReport
-from ehr_release.request import DataUse
 from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.budget import run_account
+from ehr_release.storage.destinations import releases_folder
 from ehr_release.storage.engine import get_engine
 from ehr_release.storage.models import utc_now
 from ehr_release.storage.runs import Status

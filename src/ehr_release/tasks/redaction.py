@@ -4,10 +4,10 @@ Prefect stores a failed task's or flow's exception in its database twice — the
 (``Task run encountered an exception KeyError: 'MRN-…'``) and the log line with its traceback
 — and shows both in its UI. A bug's message can quote anything it touched (a ``KeyError`` on a
 patient id, pandas naming a cell, SQLAlchemy listing a statement's parameters), and our own
-errors may carry a terminal-only ``detail`` (:class:`~ehr_release.errors.InputError`). So every
+errors may carry a terminal-only ``detail`` (:class:`~ehr_release.core.errors.InputError`). So every
 task and flow body is wrapped by :func:`redacted`, which lets Prefect see only:
 
-* our own errors, their stored text (:meth:`~ehr_release.errors.EhrReleaseError.public`);
+* our own errors, their stored text (:meth:`~ehr_release.core.errors.EhrReleaseError.public`);
 * an operating-system error as raised (its reason and our own path: what an operator must
   act on);
 * anything else as :class:`RedactedError`: its type and where it was raised (file, line,
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ehr_release.errors import EhrReleaseError, cap
+from ehr_release.core.errors import EhrReleaseError, cap
 
 P = ParamSpec("P")
 R = TypeVar("R")

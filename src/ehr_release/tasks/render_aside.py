@@ -13,7 +13,7 @@ release flow's certificate is rendered the same way, :mod:`ehr_release.tasks.asi
 nothing is published on its strength alone: every check of the publication runs before the
 context is built. Should the process be missing, gone, or fail the job, the certificate is
 rendered in place as before. It is spawned, never forked (the caller may run Prefect's
-threads, see :mod:`ehr_release.workers`), daemonic, and ends after one job or when this
+threads, see :mod:`ehr_release.runtime.workers`), daemonic, and ends after one job or when this
 process hangs up.
 """
 
@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ehr_release.certificate import CertificateContext
+    from ehr_release.documents.certificate import CertificateContext
 
 #: The renderer of this process: (process, pipe, run id of the job handed over or None).
 _renderer: list[Any] = []
@@ -40,7 +40,7 @@ def start_renderer() -> bool:
     _cpu_free`): a second process pays for itself only on a free CPU; on a busy machine its
     own imports only add to the work (``bench/approve.py`` at load 13–20: 57–67 s against
     44–46 s without it)."""
-    from ehr_release.cpus import usable_cpus
+    from ehr_release.runtime.cpus import usable_cpus
     from ehr_release.tasks import aside
 
     if _renderer:
@@ -102,13 +102,13 @@ def _serve(conn: Connection) -> None:
     with suppress(Exception):
         import weasyprint  # noqa: F401 - the point: loaded while the flow starts
 
-        import ehr_release.certificate  # noqa: F401
+        import ehr_release.documents.certificate  # noqa: F401
     try:
         ctx = conn.recv()
     except (EOFError, OSError):
         return  # the publication ended (or failed a check) before it needed the PDF
     try:
-        from ehr_release.certificate import render_certificate_pdf
+        from ehr_release.documents.certificate import render_certificate_pdf
 
         result: tuple[str, Any] = ("ok", render_certificate_pdf(ctx))
     except Exception:  # noqa: BLE001 - the publication renders it in place and raises there

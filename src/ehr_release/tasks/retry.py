@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ehr_release.errors import EhrReleaseError, stored_error
+from ehr_release.core.errors import EhrReleaseError, stored_error
 from ehr_release.tasks.redaction import RedactedError
 from ehr_release.tasks.transient import TRANSIENT
 

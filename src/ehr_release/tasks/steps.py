@@ -2,7 +2,8 @@
 
 ``approve`` runs the publishing flow in its own process and used to be silent for 22–28 s
 (issue 34 finding 9). The flow's code says which step it begins (:func:`step`); the CLI's
-display (:class:`ehr_release.progress.StepProgress`) listens and shows each with its time
+display (:class:`ehr_release.cli_support.progress.StepProgress`) listens and shows each with its
+time
 on stderr. With nobody listening (the dashboard, a deployment) a step costs a list lookup.
 Labels are fixed words: never a value of the data.
 """

@@ -39,9 +39,9 @@ from ehr_release.configuration.constraints import (
     rt_data,
 )
 from ehr_release.configuration.relaxation import Ceilings
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.reports import Chart, UtilityReport
 from ehr_release.privacy.kkm import check_kkm, suppressed_occurrences
-from ehr_release.reports import Chart, UtilityReport
 
 RELEASE_FILE = "records.parquet"
 CODES_FILE = "generalized_codes.parquet"
@@ -462,7 +462,7 @@ def additional_loss(other: Mapping[str, float], ref: Mapping[str, float]) -> flo
 
 
 def _chart(rows: Mapping[str, Mapping[str, float]]) -> Chart:
-    from ehr_release.plotting import plt, png
+    from ehr_release.utility.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6, 3))
     width = 0.8 / max(len(rows), 1)
@@ -559,7 +559,7 @@ def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str,
     caller can make (they are anonymizer runs)."""
     from ehr_release.configuration.constraints import config_from_params
     from ehr_release.configuration.relaxation import relax_ceilings
-    from ehr_release.prepared import prepared
+    from ehr_release.parameters.prepared import prepared
 
     config = prepared(params, "config", lambda: config_from_params(params))
     relax = (relax_ceilings(params, len(original.distinct_codes()))

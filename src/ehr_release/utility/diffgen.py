@@ -53,8 +53,8 @@ from ehr_release.algorithms.diffgen.release import (
     cut_document,
 )
 from ehr_release.configuration.taxonomies import DiffGenConfig, load_config
-from ehr_release.dataset import Dataset
-from ehr_release.reports import UtilityReport
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.reports import UtilityReport
 from ehr_release.utility.c45 import C45Classifier
 
 #: Cost-complexity pruning of the tree: C4.5 prunes, an unpruned CART tree overfits Adult

@@ -40,9 +40,9 @@ import numpy as np
 
 from ehr_release.algorithms.disassociation import DisassociatedRelease
 from ehr_release.configuration.policies import UtilityPolicy, frequent_itemsets
-from ehr_release.dataset import Dataset
-from ehr_release.mapping import MapFn, serial_map
-from ehr_release.reports import Chart, UtilityReport
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.mapping import MapFn, serial_map
+from ehr_release.model.reports import Chart, UtilityReport
 from ehr_release.utility.bitsets import code_bitsets
 from ehr_release.utility.cba import cba
 from ehr_release.utility.generalization_baseline import GeneralizedData, gendiag
@@ -278,7 +278,7 @@ def within(values: np.ndarray, band: float) -> float:
 # --------------------------------------------------------------------------- chart
 def mre_histogram(series: dict[str, np.ndarray]) -> bytes:
     """PNG histogram of MRE values (percent) for one or more methods."""
-    from ehr_release.plotting import plt, png
+    from ehr_release.utility.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     finite = [np.clip(v, -100, 100) for v in series.values() if len(v)]

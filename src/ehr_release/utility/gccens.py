@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ehr_release.algorithms.gccens import PopulationIndex, resolve_caps
-from ehr_release.reports import Chart, UtilityReport
+from ehr_release.model.reports import Chart, UtilityReport
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 NAME = "gccens"
 
@@ -50,7 +50,7 @@ def describe(values: np.ndarray) -> dict[str, float]:
 
 
 def _cdf_chart(before: np.ndarray, after: np.ndarray, k: int) -> Chart:
-    from ehr_release.plotting import plt, png
+    from ehr_release.utility.plotting import plt, png
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for values, label, color in ((before, "original sample", "#b0413e"),

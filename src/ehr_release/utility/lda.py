@@ -49,10 +49,10 @@ from ehr_release.algorithms.lda.align import ags_align
 from ehr_release.algorithms.lda.anonymize import PublishedPair, encode
 from ehr_release.algorithms.lda.loss import dataset_loss
 from ehr_release.algorithms.lda.model import LossModel, Traj
-from ehr_release.reports import Chart, UtilityReport
+from ehr_release.model.reports import Chart, UtilityReport
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 NAME = "lda"
 WORKLOAD_SHARE = 0.01
@@ -227,7 +227,7 @@ def level_histograms(model: LossModel, originals: Sequence[Sequence[tuple[str, i
 
 
 def _histogram_chart(icd_rows: list[dict], age_rows: list[dict], k: int) -> Chart:
-    from ehr_release.plotting import plt, png
+    from ehr_release.utility.plotting import plt, png
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.4))
     left.bar([r["ICD level"] for r in icd_rows], [r["% of pairs"] for r in icd_rows],
@@ -300,7 +300,7 @@ def evaluate(files: Mapping[str, bytes], original: Dataset, params: Mapping[str,
     with the run's loss model. Nothing here is random."""
     from ehr_release.algorithms.lda import make_model
     from ehr_release.algorithms.lda.release import RECORDS_FILE, read_records
-    from ehr_release.hierarchy import code_hierarchy
+    from ehr_release.model.hierarchy import code_hierarchy
 
     trajs = original.trajectories()
     released = dict(read_records(files[RECORDS_FILE]))

@@ -10,7 +10,7 @@ All three share the phases and differ in what they take from the utility constra
   GenDiag once per group.
 
 A run that cannot meet δ (Step 16) or ε (Step 26) produces nothing and raises
-:class:`~ehr_release.errors.ParameterError` naming the threshold to relax — unless ArtUC
+:class:`~ehr_release.core.errors.ParameterError` naming the threshold to relax — unless ArtUC
 runs as **Algorithm 2** (§4.3, ``relax=True``): the data owner's judgements "is this NCP /
 this number of suppressed codes acceptable?" become the ceilings ``relax_delta`` and
 ``relax_epsilon``; δ is relaxed (Step 3: the clustering's NCP; Step 14: merges above δ,
@@ -20,7 +20,7 @@ relaxation made is returned in :attr:`Anonymization.relaxations`. The utility co
 Requirements 1 and 4 only.
 
 ``gendiag_runner`` decides where GenDiag runs: by default in this process, one call after
-another; :func:`ehr_release.workers.gendiag_processes` spreads each batch over worker
+another; :func:`ehr_release.runtime.workers.gendiag_processes` spreads each batch over worker
 processes. The result does not depend on it.
 """
 
@@ -46,7 +46,7 @@ from ehr_release.algorithms.artuc.merging import (
 )
 from ehr_release.algorithms.artuc.space import DemographicSpace
 from ehr_release.configuration.constraints import RTConfig, RTData, assign_parts, code_set_index
-from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.core.errors import ConfigError, ParameterError
 
 #: (code table, k, m) → a context in which :class:`GenDiagCalls` run GenDiag on that table.
 GenDiagRunner = Callable[[CodeTable, int, int], AbstractContextManager[GenDiagCalls]]

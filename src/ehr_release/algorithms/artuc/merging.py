@@ -40,7 +40,7 @@ no merge fits ``delta_max``. So a run that meets δ and ε unaided is not change
 Almost all of ArtUC's time is GenDiag on C ∪ C′ for every feasible partner of a popped
 cluster. Those calls are independent, so they are handed over as one batch to the run's
 :class:`GenDiagCalls`, which may spread them over threads or processes
-(:mod:`ehr_release.workers`). The search reads only each partner's UL (``calls.uls``, which
+(:mod:`ehr_release.runtime.workers`). The search reads only each partner's UL (``calls.uls``, which
 need not build the results); the winner's result is then computed in full, once.
 """
 

@@ -21,7 +21,7 @@ from ehr_release.configuration.constraints import (
     RTConfig,
     RTData,
 )
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.model.hierarchy import Hierarchy
 
 
 @dataclass(frozen=True)

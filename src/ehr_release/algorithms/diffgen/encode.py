@@ -17,9 +17,9 @@ import pandas as pd
 
 from ehr_release.algorithms.diffgen.trees import TreeIndex
 from ehr_release.configuration.taxonomies import DiffGenConfig, NumericalDomain
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.errors import ConfigError, InputError
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.core.errors import ConfigError, InputError
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.hierarchy import Hierarchy
 
 #: Largest fan-out of a set-valued node: a specialization tests 2^k - 1 combinations.
 MAX_SET_FANOUT = 16

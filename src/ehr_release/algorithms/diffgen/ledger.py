@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from ehr_release.algorithms.diffgen.noise import Exponential, Laplace
-from ehr_release.errors import EhrReleaseError
+from ehr_release.core.errors import EhrReleaseError
 
 SEQUENTIAL = "sequential"
 PARALLEL = "parallel"

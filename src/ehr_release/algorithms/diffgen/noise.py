@@ -14,7 +14,7 @@
 Scales are rounded *up* to the next double, so the privacy loss actually paid is never more
 than the ε the ledger charges. Randomness: :class:`OpenDPNoise` (OS entropy inside OpenDP;
 the production path) or :class:`SeededNoise` (numpy, reproducible) which only exists for
-tests and is refused unless :func:`~ehr_release.randomness.test_mode` is on.
+tests and is refused unless :func:`~ehr_release.core.randomness.test_mode` is on.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ehr_release.errors import ParameterError
-from ehr_release.randomness import test_mode
+from ehr_release.core.errors import ParameterError
+from ehr_release.core.randomness import test_mode
 
 
 def _round_up(exact: Fraction) -> float:

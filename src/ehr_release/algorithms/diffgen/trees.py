@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.model.hierarchy import Hierarchy
 
 
 @dataclass(frozen=True, eq=False)

@@ -37,7 +37,7 @@ from ehr_release.algorithms.disassociation.reconstruct import (
     reconstruct_dataset,
 )
 from ehr_release.configuration.policies import UtilityPolicy
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
 
 
 def disassociate_dataset(dataset: Dataset, k: int, m: int, policy: UtilityPolicy,

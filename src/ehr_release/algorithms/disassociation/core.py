@@ -26,7 +26,7 @@ from ehr_release.algorithms.disassociation.model import (
 from ehr_release.algorithms.disassociation.order import ordered_chunk
 from ehr_release.algorithms.disassociation.refine import ClusterChunks, Unit, refine
 from ehr_release.algorithms.disassociation.verpart import Row, single_chunk_clusters, verpart
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 VerPartResult = tuple[list[list[int]], dict[int, int]]
 Batch = list[list[Row]]

@@ -15,8 +15,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 
 if TYPE_CHECKING:
     import pyarrow as pa

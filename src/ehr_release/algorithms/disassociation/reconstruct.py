@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ehr_release.algorithms.disassociation.model import DisassociatedRelease
-from ehr_release.dataset import AGE, CODE, PATIENT_ID, Dataset
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.dataset import AGE, CODE, PATIENT_ID, Dataset
 
 ITEM_SUPPORT_CHOICES = ("one", "uniform")
 
@@ -76,7 +76,7 @@ def reconstruct_dataset(release: DisassociatedRelease, rng: np.random.Generator,
                         item_support: str = "one") -> Dataset:
     """A reconstruction as an ordinary :class:`Dataset` (patients ``R000001``, …, no ages).
 
-    Write it with :func:`ehr_release.sample.write_sample` to get a CSV any tool can load.
+    Write it with :func:`ehr_release.samples.sample.write_sample` to get a CSV any tool can load.
     """
     records = reconstruct(release, rng, item_support)
     width = max(6, len(str(len(records))))

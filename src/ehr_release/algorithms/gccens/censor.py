@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ehr_release.algorithms.gccens.index import Multiset, PopulationIndex
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 #: Key of a caps mapping that applies to every code not listed by name.
 DEFAULT_CAP = "*"

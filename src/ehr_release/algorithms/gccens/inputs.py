@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ehr_release.algorithms.gccens.index import Multiset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
 
 
 def check_sample_in_population(sample_ids: Sequence[str], sample: Sequence[Multiset],

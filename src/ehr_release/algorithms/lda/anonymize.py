@@ -11,7 +11,7 @@ from ehr_release.algorithms.lda.cluster import cluster_trajectories
 from ehr_release.algorithms.lda.loss import dataset_loss
 from ehr_release.algorithms.lda.model import LossModel, Traj
 from ehr_release.algorithms.lda.trees import AgeTree, CodeTree
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.model.hierarchy import Hierarchy
 
 #: A published pair: (ICD node name, (first age, last age) of the age block).
 PublishedPair = tuple[str, tuple[int, int]]

@@ -43,7 +43,7 @@ from ehr_release.algorithms.lda.align import (
     baseline_costs,
 )
 from ehr_release.algorithms.lda.model import LossModel, Traj
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 METHODS = ("ags", "baseline")
 _TOL = 1e-9  # slack for bounds summed in a different order than the exact costs

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from ehr_release.algorithms.lda.trees import AgeTree, CodeTree
-from ehr_release.errors import ParameterError
+from ehr_release.core.errors import ParameterError
 
 #: A trajectory as node ids: (ICD nodes, age nodes), both int64 arrays of equal length.
 Traj = tuple[np.ndarray, np.ndarray]

@@ -1,6 +1,6 @@
 """The two generalization hierarchies of LDA, encoded as integers for vectorized LCAs.
 
-* ICD codes: any :class:`~ehr_release.hierarchy.Hierarchy` (the packaged ICD-9-CM, or a toy
+* ICD codes: any :class:`~ehr_release.model.hierarchy.Hierarchy` (the packaged ICD-9-CM, or a toy
   tree in tests). Node ids index an ancestor table ``anc[node, level]``; the lowest common
   ancestor of two nodes is the deepest level where their ancestor rows agree.
 * Ages: a full binary tree over ``first … first + 2**depth − 1`` (1–128 in the thesis).
@@ -20,8 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ehr_release.errors import InputError
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.core.errors import InputError
+from ehr_release.model.hierarchy import Hierarchy
 
 #: Largest closure (codes + ancestors) given an LCA table: 4096² int64 = 128 MiB.
 MAX_TABLE_NODES = 4096

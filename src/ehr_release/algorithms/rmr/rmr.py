@@ -28,7 +28,7 @@ chooses merges by demographic closeness, not by the codes' UL, and generalizes c
 along the hierarchy (a generalized code is a subtree's codes), not as any set. Both are
 choices of the 2013 framework; neither knows the utility constraints.
 
-A run that cannot meet δ or ε raises :class:`~ehr_release.errors.ParameterError`, like
+A run that cannot meet δ or ε raises :class:`~ehr_release.core.errors.ParameterError`, like
 ArtUC. The result is an :class:`~ehr_release.algorithms.artuc.Anonymization`, published by
 ArtUC's own writer, so the same verifier, format check and attack audit apply.
 """
@@ -49,8 +49,8 @@ from ehr_release.algorithms.rmr.apriori import hierarchy_kkm
 from ehr_release.algorithms.rmr.merging import merge_by_ncp
 from ehr_release.algorithms.rmr.taxonomy import CodeAncestry
 from ehr_release.configuration.constraints import RTConfig, RTData
-from ehr_release.errors import ParameterError
-from ehr_release.hierarchy import Hierarchy
+from ehr_release.core.errors import ParameterError
+from ehr_release.model.hierarchy import Hierarchy
 
 NAME = "rmr"
 #: The transaction phase's generalization model (see :func:`rmr`).

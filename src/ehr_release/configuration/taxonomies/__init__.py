@@ -5,7 +5,7 @@ the space of possible outputs is fixed before the data is looked at: a category 
 appears in the output because it appears in the data, or an interval bound taken from the
 data's minimum, leaks the presence of a record. This package therefore holds the *public*
 side of a release -- shipped YAML files (``adult``, ``mimic-demo``) or a user's YAML --
-and turns it into typed objects. It is configuration, like :mod:`ehr_release.hierarchy`, so
+and turns it into typed objects. It is configuration, like :mod:`ehr_release.model.hierarchy`, so
 the anonymizer and its independent verifier both read it; neither derives it from records.
 
 A configuration file has four sections::
@@ -33,7 +33,7 @@ from ehr_release.configuration.taxonomies.model import (
     parse_tree,
     set_valued_taxonomy,
 )
-from ehr_release.errors import ConfigError, ParameterError
+from ehr_release.core.errors import ConfigError, ParameterError
 
 __all__ = [
     "DiffGenConfig",

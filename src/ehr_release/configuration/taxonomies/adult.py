@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ehr_release.dataset import Dataset
-from ehr_release.errors import InputError
+from ehr_release.core.errors import InputError
+from ehr_release.model.dataset import Dataset
 
 COLUMNS = ("age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
            "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",

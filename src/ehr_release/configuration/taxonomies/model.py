@@ -1,6 +1,6 @@
 """Typed pieces of a public release configuration, built from YAML.
 
-Taxonomies are :class:`~ehr_release.hierarchy.Hierarchy` trees so that categorical and
+Taxonomies are :class:`~ehr_release.model.hierarchy.Hierarchy` trees so that categorical and
 set-valued attributes share one tree type with the ICD-9 hierarchy. The set-valued taxonomy
 is *derived* from a public tree by two data-independent steps -- truncation at a depth and
 regrouping to a bounded fan-out -- so that what the anonymizer searches is still fixed before
@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ehr_release.errors import ConfigError
-from ehr_release.hierarchy import CODE_SYSTEMS, Hierarchy, code_hierarchy
+from ehr_release.core.errors import ConfigError
+from ehr_release.model.hierarchy import CODE_SYSTEMS, Hierarchy, code_hierarchy
 
 #: Separator of the first and last child in the name of a regrouping node ("001-139..240-279").
 GROUP_SEPARATOR = ".."

@@ -26,7 +26,7 @@ def audit(request: Request, who: Who, action: str = "", run: str = "", actor: st
         shown = audit_page(wanted, page)
     except BadFilter as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from None
-    from ehr_release.integrity import check_integrity
+    from ehr_release.governance.integrity import check_integrity
 
     problems, summary = check_integrity()
     query = wanted.query()

@@ -1,7 +1,7 @@
 """The comparisons pages, and "release this row": a steward's normal, governed request.
 
 Releasing a row is exactly ``ehr-release run --from-comparison DIR --row N``: the row is
-read by the same function (:func:`ehr_release.comparison_file.load_comparison_row`, which
+read by the same function (:func:`ehr_release.comparison.comparison_file.load_comparison_row`, which
 refuses unverified and ε-DP rows), the input must have the comparison's fingerprint, the
 site's data-use policy and the destination are checked, the request is prechecked and its
 run registered (every refusal is an ``ingest.rejected`` event), and the flow then verifies,
@@ -17,11 +17,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ehr_release.core.errors import EhrReleaseError
 from ehr_release.dashboard import comparisons
 from ehr_release.dashboard.pages import render
 from ehr_release.dashboard.security import Who, csrf_guard
 from ehr_release.dashboard.settings import settings_of
-from ehr_release.errors import EhrReleaseError
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.users import SignedIn
@@ -88,8 +88,8 @@ def release_row(request: Request, comparison_id: str, who: Who,
     """Request a release of one row (see the module docstring); on success the browser goes
     to the new run's page, which follows the flow."""
     from ehr_release import service
-    from ehr_release.comparison_file import load_comparison_row
-    from ehr_release.request import check_data_use_policy
+    from ehr_release.comparison.comparison_file import load_comparison_row
+    from ehr_release.planning.request import check_data_use_policy
     from ehr_release.storage import runs
 
     if who.role != "steward":

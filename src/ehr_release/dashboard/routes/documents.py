@@ -8,10 +8,10 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse
 
+from ehr_release.core.files import check_safe_name
 from ehr_release.dashboard.documents import certificate_file, datasheet_file
 from ehr_release.dashboard.routes.runs import run_or_404
 from ehr_release.dashboard.security import Who
-from ehr_release.files import check_safe_name
 from ehr_release.storage.actions import download_action
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.users import SignedIn

@@ -20,12 +20,12 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ehr_release import service
+from ehr_release.core.errors import ApprovalError, EhrReleaseError, NotFound, stored_error
 from ehr_release.dashboard.pages import render
 from ehr_release.dashboard.runview import NEEDS_OTHER, decision_notice, index_rows, run_view
 from ehr_release.dashboard.security import Who, csrf_guard
 from ehr_release.dashboard.settings import settings_of
-from ehr_release.errors import ApprovalError, EhrReleaseError, NotFound, stored_error
-from ehr_release.governance import same_person
+from ehr_release.governance.identity import same_person
 from ehr_release.storage import chained, runs
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.audit import record_event

@@ -40,9 +40,9 @@ import pandas as pd
 from scipy import signal, stats
 
 from ehr_release.configuration.taxonomies import DiffGenConfig, load_config
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
-from ehr_release.hierarchy import Hierarchy
-from ehr_release.reports import AttackReport
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.hierarchy import Hierarchy
+from ehr_release.model.reports import AttackReport
 
 ATTACKER = ("an adversary holding the whole extract compares every published count with "
             "the true count of its group and reads the order of the published rows")

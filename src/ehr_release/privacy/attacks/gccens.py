@@ -43,11 +43,11 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ehr_release.hierarchy import normalize_icd9
-from ehr_release.reports import AttackReport, candidate_set_distribution
+from ehr_release.model.hierarchy import normalize_icd9
+from ehr_release.model.reports import AttackReport, candidate_set_distribution
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 RECORDS_FILE = "censored.jsonl"
 META_FILE = "censoring.json"

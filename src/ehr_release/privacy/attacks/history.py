@@ -77,12 +77,12 @@ from itertools import chain
 import numpy as np
 import orjson
 
-from ehr_release.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.model.hierarchy import Hierarchy, icd9_hierarchy
+from ehr_release.model.reports import AttackReport
 from ehr_release.privacy.formats import disassociation as dis_format
 from ehr_release.privacy.formats import gccens as gccens_format
 from ehr_release.privacy.formats import kkm as kkm_format
 from ehr_release.privacy.formats import lda as lda_format
-from ehr_release.reports import AttackReport
 
 Term = frozenset[str]
 

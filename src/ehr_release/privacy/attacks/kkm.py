@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ehr_release.configuration.constraints import NumericalAttribute, RTConfig, load_config
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.reports import AttackReport, candidate_set_distribution
 from ehr_release.privacy.attacks import EXHAUSTIVE_LIMIT, MIN_SAMPLED
 from ehr_release.privacy.kkm_inputs import read_original
-from ehr_release.reports import AttackReport, candidate_set_distribution
 
 RECORDS_FILE = "records.parquet"
 CODES_FILE = "generalized_codes.parquet"

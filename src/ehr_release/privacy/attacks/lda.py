@@ -48,15 +48,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from ehr_release.hierarchy import Hierarchy, code_hierarchy
+from ehr_release.model.hierarchy import Hierarchy, code_hierarchy
+from ehr_release.model.reports import AttackReport
 from ehr_release.privacy.canonical_lines import forget as forget_match
 from ehr_release.privacy.canonical_lines import lines_match
 from ehr_release.privacy.closed_world import ListOf, Obj, TupleOf
 from ehr_release.privacy.json_columns import paused_gc
-from ehr_release.reports import AttackReport
 
 if TYPE_CHECKING:
-    from ehr_release.dataset import Dataset
+    from ehr_release.model.dataset import Dataset
 
 RECORDS_FILE = "trajectories.jsonl"
 META_FILE = "lda.json"

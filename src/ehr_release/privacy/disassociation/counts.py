@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 
-from ehr_release.mapping import MapFn
+from ehr_release.model.mapping import MapFn
 from ehr_release.privacy.disassociation.arrays import counted, pair_counts, row_pair_keys
 from ehr_release.privacy.disassociation.tables import Tables
 from ehr_release.privacy.itemset_counts import Itemset, count_itemsets

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
-from ehr_release.mapping import MapFn
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.mapping import MapFn
 from ehr_release.privacy.disassociation.arrays import lookup
 from ehr_release.privacy.disassociation.caps import caps_general, caps_small
 from ehr_release.privacy.disassociation.counts import (

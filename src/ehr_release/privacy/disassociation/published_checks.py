@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE
 from ehr_release.privacy.disassociation.parse import (
     NAME,
@@ -38,7 +39,6 @@ from ehr_release.privacy.disassociation.parse import (
     chunk_label,
     parse_release,
 )
-from ehr_release.reports import Requirement, VerificationReport
 
 CHUNK_ORDER = "chunk order (from the bytes)"
 #: The site's checks a recipient cannot run, and why.
@@ -155,9 +155,9 @@ def recipient_verdict(files: dict[str, bytes], params: Mapping[str, object]
     chunk-order check is then listed as not run.
     """
     from ehr_release.configuration.policies import parse_policy_spec, resolve_policy
-    from ehr_release.dataset import Dataset
-    from ehr_release.errors import EhrReleaseError
+    from ehr_release.core.errors import EhrReleaseError
     from ehr_release.ingest.rules import detect_code_system
+    from ehr_release.model.dataset import Dataset
 
     k, m = int(str(params["k"])), int(str(params["m"]))
     spec = str(params.get("policy") or "")

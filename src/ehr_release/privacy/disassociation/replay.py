@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ehr_release.model.reports import Requirement
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE
 from ehr_release.privacy.disassociation.parse import ParsedRelease
 from ehr_release.privacy.disassociation.replay_horpart import clusters as horpart
 from ehr_release.privacy.disassociation.replay_refine import Cluster, refine
 from ehr_release.privacy.disassociation.replay_verpart import Row, verpart
 from ehr_release.privacy.disassociation.tables import Tables
-from ehr_release.reports import Requirement
 
 NAME = "choices replayed"
 #: Refine's bound on a joint cluster, in multiples of maxClusterSize (format, field ``joint``).

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.disassociation.arrays import counted, distinct
 from ehr_release.privacy.disassociation.parse import ParsedRelease, chunk_label
 

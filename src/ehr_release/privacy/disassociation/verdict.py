@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ehr_release.dataset import Dataset
-from ehr_release.mapping import MapFn
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.mapping import MapFn
+from ehr_release.model.reports import Requirement, VerificationReport
 from ehr_release.privacy.disassociation.evidence import MAX_EVIDENCE, braces
 from ehr_release.privacy.disassociation.findings import analyse_tables
 from ehr_release.privacy.disassociation.order import misordered_chunks
@@ -21,7 +22,6 @@ from ehr_release.privacy.disassociation.replay import NAME as REPLAYED
 from ehr_release.privacy.disassociation.replay import Choices, choices_requirement
 from ehr_release.privacy.disassociation.structure import domain_problems, shape_problems
 from ehr_release.privacy.disassociation.tables import build_tables
-from ehr_release.reports import Requirement, VerificationReport
 
 
 def check_km(files: dict[str, bytes], original: Dataset, k: int, m: int,

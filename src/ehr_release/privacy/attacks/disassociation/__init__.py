@@ -53,7 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from ehr_release.dataset import Dataset
+from ehr_release.model.dataset import Dataset
+from ehr_release.model.reports import AttackReport, candidate_set_distribution
 from ehr_release.privacy.attacks.disassociation.arrays import distinct, lookup
 from ehr_release.privacy.attacks.disassociation.candidates import (
     ByCluster,
@@ -71,7 +72,6 @@ from ehr_release.privacy.attacks.disassociation.release import (
     read_release,
 )
 from ehr_release.privacy.attacks.disassociation.report import order_words, report_of
-from ehr_release.reports import AttackReport, candidate_set_distribution
 
 
 def attack(files: dict[str, bytes], original: Dataset, params: dict[str, Any]) -> AttackReport:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ehr_release.dataset import CODE, PATIENT_ID, Dataset
+from ehr_release.model.dataset import CODE, PATIENT_ID, Dataset
 from ehr_release.privacy.attacks.disassociation.arrays import counted, distinct, pairs_in_rows
 
 

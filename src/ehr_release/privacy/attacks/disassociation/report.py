@@ -3,8 +3,8 @@ code or cluster is named)."""
 
 from __future__ import annotations
 
+from ehr_release.model.reports import AttackReport
 from ehr_release.privacy.attacks.disassociation.order_test import PositionalTest
-from ehr_release.reports import AttackReport
 
 
 def report_of(m: int, k: int, tried: int, exhaustive: bool, smallest: int | None,

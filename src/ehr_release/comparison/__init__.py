@@ -1,0 +1,3 @@
+"""Comparing candidate releases of one dataset: the grid and ranking, the written
+comparison file and its report.
+"""

@@ -1,0 +1,2 @@
+"""Where work runs: the CPUs this process may use and GenDiag's workers.
+"""

@@ -1,0 +1,2 @@
+"""Generated patients for demos, tests and benchmarks, in every input layout.
+"""
