@@ -218,3 +218,29 @@ def test_a_fhir_export_refuses_the_mapping_in_words(tmp_path: Path) -> None:
                         tmp_path / "fhir")
     with pytest.raises(InputError, match="code mapping is not supported for FHIR"):
         read_dataset(folder, code_mapping="gem")
+
+
+def test_compare_refuses_a_mixed_extract_unless_asked_to_map_it(env, tmp_path: Path) -> None:
+    """`compare --code-mapping gem` reads the mixed extract as `run --code-mapping gem` does
+    (the candidates run on the mapped data); without it the extract is refused as before."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ehr_release.cli import app
+
+    _, out = env
+    path = _wide(tmp_path, ["401.9;E11.9", "250.50 365.70", "I10;250.50", "E11.9 I10"])
+    base = ["compare", "--input", str(path), "--algorithm", "code-counts", "--param", "k=1",
+            "--requester", "steward", "--out", str(out)]
+    refused = CliRunner().invoke(app, base)
+    assert refused.exit_code == 1
+    assert "extract mixes ICD-9-CM and ICD-10-CM codes" in refused.output
+    assert not (out / "comparisons").exists()
+    done = CliRunner().invoke(app, [*base, "--code-mapping", "gem"])
+    assert done.exit_code == 0, done.output
+    report = json.loads((Path(done.stdout.strip().splitlines()[-1]) / "comparison.json")
+                        .read_text())
+    mapped = read_dataset(path, code_mapping="gem")
+    assert report["dataset_fingerprint"] == mapped.fingerprint()
+    assert [r["verified"] for r in report["rows"]] == [True]

@@ -255,6 +255,9 @@ def compare(
         help="Registered source (population) the extract is drawn from.")] = "default",
     code_system: Annotated[str | None, typer.Option(
         help="Diagnosis codes: icd9 or icd10 (default: detected from the codes).")] = None,
+    code_mapping: Annotated[str | None, typer.Option(
+        help="gem: map ICD-9-CM codes to ICD-10-CM with the CMS GEMs (for an extract that "
+             "mixes them); a release from a row must give it too.")] = None,
 ) -> None:
     """Anonymize one dataset with several algorithms and parameters; recommend one.
 
@@ -282,7 +285,7 @@ def compare(
                 requirements=list(require or []), max_loss=max_loss, metric=metric,
                 requester=requester, out_dir=str(resolve_destination(out)),
                 task_runner=check_runner_spec(task_runner), source=source,
-                code_system=code_system)
+                code_system=code_system, code_mapping=code_mapping)
             candidates = service.comparison_candidates(request)
         except EhrReleaseError as refused:  # audited like a refused run request
             service.record_refusal(requester, comparison_id, str(input), refused)
