@@ -122,7 +122,7 @@ def test_forgotten_names_are_pruned(on_db, monkeypatch) -> None:
 def _count_verifications(monkeypatch) -> list[str]:
     """Wrap the Argon2 hasher so a test can count the credentials it checked."""
     calls: list[str] = []
-    real = users._HASHER
+    real = users._hasher()
 
     class Counting:
         def verify(self, hash_: str, credential: str) -> bool:
@@ -132,7 +132,8 @@ def _count_verifications(monkeypatch) -> list[str]:
         def __getattr__(self, name: str):
             return getattr(real, name)
 
-    monkeypatch.setattr(users, "_HASHER", Counting())
+    counting = Counting()
+    monkeypatch.setattr(users, "_hasher", lambda: counting)
     return calls
 
 

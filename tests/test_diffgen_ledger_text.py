@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 
 from ehr_release.privacy import diffgen as verifier
+from ehr_release.privacy import diffgen_ledger
 from ehr_release.registry.diffgen import ENTRY
 from ehr_release.samples.sample import generate_sample
 from tests.test_diffgen_counts_check import make_release
@@ -259,7 +260,7 @@ def test_a_sensitivity_other_than_the_parameters_fails(release, phase: str) -> N
     assert charge["sensitivity"] == "1"
     factor = 2 if charge["mechanism"] == "exponential" else 1
     charge["sensitivity"] = "3"
-    charge["scale"] = verifier._round_up(factor * 3 / Fraction(charge["epsilon"]))
+    charge["scale"] = diffgen_ledger._round_up(factor * 3 / Fraction(charge["epsilon"]))
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "ledger text fixed" in {r.name for r in report.failures}
 
@@ -280,8 +281,8 @@ def test_the_noise_label_is_the_one_the_seed_parameter_gives(release) -> None:
     files, data, params = release
     ledger = json.loads(files["ledger.json"])
     assert params.get("seed") is not None
-    assert ledger["noise"] == verifier.SEEDED_NOISE
-    ledger["noise"] = verifier.NOISE
+    assert ledger["noise"] == diffgen_ledger.SEEDED_NOISE
+    ledger["noise"] = diffgen_ledger.NOISE
     report = verifier.verify({**files, "ledger.json": _dump(ledger)}, data, params)
     assert "public description fixed" in {r.name for r in report.failures}
     unseeded = verifier.verify(files, data, {**params, "seed": None})
