@@ -3,9 +3,8 @@
 ``python -m ehr_release.flows.launch REQUEST.json`` — the CLI starts this process detached (a
 long anonymization survives the CLI being closed) *before* it has finished checking the
 request: while the CLI reads the input in full and registers the run, this process imports
-Prefect and the flow's modules and finds the Prefect API (this home's local server, started
-first of all if none runs, :func:`~ehr_release.flows.server.start_early`), which together
-take seconds. Then it writes ``ready`` to stdout, so the
+Prefect and the flow's modules and finds the Prefect API (starting this home's local server
+if none answers), which together take seconds. Then it writes ``ready`` to stdout, so the
 CLI can show how long it still waited for Prefect, and gets a head start on the flow's work
 while the CLI may still be reading (:mod:`ehr_release.flows.head_start`: its own read of
 the input, offered to the ingest stage, and the stages' imports; nothing written). Only
@@ -44,18 +43,16 @@ def main(argv: list[str]) -> int:
 
     # First of all: the second process reads the input while this one loads Prefect.
     start_worker(Path(argv[1]))
-    from ehr_release.flows.server import configure_prefect_home, start_early
+    from ehr_release.flows.server import configure_prefect_home
 
     configure_prefect_home()
-    # A cold home's server starts now, beside the imports below and the CLI's precheck.
-    started_early = start_early()
     from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import ensure_api
     from ehr_release.tasks.aside import stop_worker
 
     try:
-        api_url = ensure_api(started_early=started_early)
+        api_url = ensure_api()
     except RuntimeError as exc:  # read back to the steward's terminal by the CLI
         print(f"no Prefect API: {exc}", file=sys.stderr)
         stop_worker()

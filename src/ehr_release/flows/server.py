@@ -35,8 +35,7 @@ from pathlib import Path
 
 from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 
-#: Seen: 175 s for a fresh server's first start on a machine loaded 9× its CPUs.
-STARTUP_TIMEOUT_S = 240
+STARTUP_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 10
 HOST = "127.0.0.1"
 
@@ -133,10 +132,8 @@ def ui_url() -> str | None:
     return api.removesuffix("/api") if api else None
 
 
-def ensure_api(*, started_early: bool = False) -> str:
-    """The Prefect API URL to use, starting the shared local server if none is running
-    (``started_early``: :func:`start_early` started one, to be stopped if Prefect's
-    settings name another API).
+def ensure_api() -> str:
+    """The Prefect API URL to use, starting the shared local server if none is running.
 
     The check and the start happen under an exclusive lock on ``<home>/prefect-server.lock``:
     two runs started together in a fresh home once started two servers, which migrated
@@ -147,8 +144,6 @@ def ensure_api(*, started_early: bool = False) -> str:
 
     configured = PREFECT_API_URL.value()
     if configured:
-        if started_early:  # a profile names the API: the server started for nothing
-            stop_local_server()
         return str(configured)
     url = running_server()
     if url is not None:
@@ -156,37 +151,6 @@ def ensure_api(*, started_early: bool = False) -> str:
     with _start_lock():
         url = running_server() or _starting_server()
         return url if url is not None else _start_server()
-
-
-def start_early() -> bool:
-    """Start this home's local server now, without waiting for it; True if started here.
-
-    Why: a cold run (no server yet) waited for the server's whole start (Prefect's import,
-    its database's migrations: 11.7 s of a 26.4 s run, issue 37 goal 2) after the flow
-    process had imported Prefect and the flow (seconds more). Called first thing in the
-    flow process, before those imports, the server starts beside them and beside the CLI's
-    precheck; :func:`ensure_api` then finds it starting and waits only for what is left.
-    Needs no Prefect import: a server recorded for this home whose process is alive (up or
-    still starting) is left alone, and an API URL in the environment means no local server.
-    An API URL that only Prefect's profile or ``prefect.toml`` names is seen by
-    :func:`ensure_api`, which then stops the server started here.
-    Started under the same lock as :func:`ensure_api` (never two servers for one home).
-    """
-    if os.environ.get("PREFECT_API_URL"):
-        return False
-    with _start_lock():
-        if _recorded_server_alive():
-            return False
-        _spawn_server()
-        return True
-
-
-def _recorded_server_alive() -> bool:
-    state = _state_file()
-    try:
-        return _is_our_server(int(json.loads(state.read_text())["pid"]))
-    except (OSError, ValueError, KeyError):
-        return False
 
 
 @contextmanager
@@ -207,21 +171,8 @@ def _server_command(port: int) -> list[str]:
 
 
 def _start_server() -> str:
-    """Start the server and wait until it answers."""
-    url, pid = _spawn_server()
-    if _wait_healthy(url, pid):
-        return url
-    if not _is_our_server(pid):
-        raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
-
-
-def _spawn_server() -> tuple[str, int]:
-    """Start the server process (not waiting for it); its address is recorded at once, so a
-    process killed while it waits for the server (a refused request's flow process) leaves
-    it to the next one. Its URL and process id."""
+    """Start the server; its address is recorded at once, so a process killed while it
+    waits for the server (a refused request's flow process) leaves it to the next one."""
     port = _free_port()
     url = f"http://{HOST}:{port}/api"
     log_path = home() / "prefect-server.log"
@@ -233,7 +184,12 @@ def _spawn_server() -> tuple[str, int]:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=server_env(port), start_new_session=True, umask=PRIVATE_UMASK)
     _write_state(url, proc.pid)
-    return url, proc.pid
+    if _wait_healthy(url, proc.pid):
+        return url
+    if proc.poll() is not None:
+        raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
+    proc.terminate()
+    raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
 
 
 def _write_state(url: str, pid: int) -> None:
@@ -247,20 +203,15 @@ def _write_state(url: str, pid: int) -> None:
 
 def _starting_server() -> str | None:
     """The URL of a recorded server that is still starting (its starter died), once it
-    answers; None if there is none or it died (an error if it lives but never answers)."""
+    answers; None if there is none or it never does."""
     state = _state_file()
     if not state.exists():
         return None
     recorded = json.loads(state.read_text())
-    pid = int(recorded["pid"])
-    if not _is_our_server(pid):
+    if not _is_our_server(int(recorded["pid"])):
         return None
-    if _wait_healthy(str(recorded["url"]), pid):
-        return str(recorded["url"])
-    if _is_our_server(pid):  # alive but silent: a second server would only compete with it
-        raise RuntimeError(
-            f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
-    return None
+    return str(recorded["url"]) if _wait_healthy(str(recorded["url"]), recorded["pid"]) \
+        else None
 
 
 def _wait_healthy(url: str, pid: int) -> bool:
