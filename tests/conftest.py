@@ -187,3 +187,18 @@ def _install_doubles(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests import doubles
 
     doubles.install(monkeypatch)
+
+
+#: Debian's Chromium, which the browser tests drive with Playwright (no browser download).
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def chromium_path() -> Path:
+    """The browser for the dashboard's browser tests: skipped without it, failed when
+    ``REQUIRE_BROWSER=1`` (CI) says it must be there."""
+    if not CHROMIUM.exists():
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is required (apt-get install chromium) but missing")
+        pytest.skip(f"{CHROMIUM} not installed")
+    return CHROMIUM

@@ -6,6 +6,7 @@ import base64
 import binascii
 import contextlib
 import json
+import socket
 import threading
 import time
 from pathlib import Path
@@ -127,3 +128,10 @@ def server_pids(home: Path) -> list[int]:
                 and f"EHR_RELEASE_HOME={home}".encode() in environ):
             pids.append(int(proc.name))
     return pids
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now (the dashboard tests' servers bind it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 import time
 from pathlib import Path
@@ -23,25 +22,9 @@ from ehr_release.storage import runs
 from ehr_release.storage.audit import export_events, verify_chain
 from ehr_release.storage.runs import Status
 from ehr_release.storage.users import add_user
-from tests.flow_helpers import start, wait_status
+from tests.flow_helpers import free_port, start, wait_status
 
-CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def chromium_path() -> Path:
-    if not CHROMIUM.exists():
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{CHROMIUM} is required (apt-get install chromium) but missing")
-        pytest.skip(f"{CHROMIUM} not installed")
-    return CHROMIUM
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -50,7 +33,7 @@ def dashboard_url(env):
 
     from ehr_release.dashboard.app import create_app
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

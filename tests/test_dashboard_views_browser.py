@@ -12,7 +12,6 @@ must fit a laptop's screen (the checks of :mod:`tests.test_dashboard_browser`).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -24,19 +23,10 @@ from ehr_release.storage.audit import export_events, record_event, verify_chain
 from ehr_release.storage.runs import Status
 from ehr_release.storage.users import add_user
 from tests.flow_helpers import start, wait_status
-from tests.test_dashboard_browser import CHROMIUM, LAPTOP, _charts_drawn, _check_page, _sign_in
+from tests.test_dashboard_browser import LAPTOP, _charts_drawn, _check_page, _sign_in
 from tests.test_dashboard_views import _comparison, _Health  # noqa: F401 - a report as written
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def chromium() -> Path:
-    if not CHROMIUM.exists():
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{CHROMIUM} is required (apt-get install chromium) but missing")
-        pytest.skip(f"{CHROMIUM} not installed")
-    return CHROMIUM
 
 
 @pytest.fixture
@@ -84,7 +74,7 @@ def _serve(app) -> tuple[str, object, threading.Thread]:
 
 
 def test_comparison_to_published_with_risk_rows_prefect_and_audit_filters(
-        root, env, prefect_ui, chromium, tmp_path, monkeypatch) -> None:
+        root, env, prefect_ui, chromium_path, tmp_path, monkeypatch) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     from ehr_release.dashboard.app import create_app
@@ -104,7 +94,7 @@ def test_comparison_to_published_with_risk_rows_prefect_and_audit_filters(
         (request, *start(request)))))
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(chromium),
+            browser = p.chromium.launch(executable_path=str(chromium_path),
                                         args=["--no-sandbox", "--disable-gpu"])
             try:
                 # The steward: frontier, recommended row, "release this row".

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from ehr_release.samples.sample import generate_sample, write_sample
-from tests.test_dashboard_browser import CHROMIUM, LAPTOP, _sign_in
+from tests.flow_helpers import free_port
+from tests.test_dashboard_browser import LAPTOP, _sign_in
 from tests.test_docs_run import readme_blocks
 
 pytestmark = pytest.mark.slow
@@ -35,23 +36,6 @@ FIRST_LINE = "ehr-release users add rita --role reviewer"
 STEP_TIMEOUT_S = 600
 
 
-@pytest.fixture
-def chromium() -> Path:
-    if not CHROMIUM.exists():
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{CHROMIUM} is required (apt-get install chromium) but missing")
-        pytest.skip(f"{CHROMIUM} not installed")
-    return CHROMIUM
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def dashboard_block() -> str:
     """The README's dashboard block (it starts with the first ``users add``)."""
     blocks = readme_blocks((REPO / "README.md").read_text(encoding="utf-8"))
@@ -60,7 +44,7 @@ def dashboard_block() -> str:
 
 
 def test_readme_dashboard_block_request_approve_on_the_page_published(
-        tmp_path, chromium) -> None:
+        tmp_path, chromium_path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     root, home = tmp_path / "project", tmp_path / "project" / "home"
@@ -71,7 +55,7 @@ def test_readme_dashboard_block_request_approve_on_the_page_published(
     env.update(EHR_RELEASE_HOME=str(home), EHR_RELEASE_RELEASES_ROOT=str(root / "out"),
                PATH=f"{BIN}:{os.defpath}", PYTHONPATH=str(REPO / "src"))
     body = dashboard_block()
-    port = _free_port()
+    port = free_port()
     assert "--port 8765" in body
     added = re.findall(r"^ehr-release users add (\S+) --role (\S+)", body, re.M)
     log = (tmp_path / "dashboard.log").open("wb")
@@ -106,7 +90,7 @@ def test_readme_dashboard_block_request_approve_on_the_page_published(
         assert prefect_ui and prefect_ui.startswith("http://127.0.0.1:"), shown.stdout
 
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(chromium),
+            browser = p.chromium.launch(executable_path=str(chromium_path),
                                         args=["--no-sandbox", "--disable-gpu"])
             try:
                 page = browser.new_context(viewport=LAPTOP).new_page()
