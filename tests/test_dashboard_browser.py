@@ -199,7 +199,7 @@ def test_reviewer_approves_in_the_browser_and_steward_is_refused(
             # She approves; the page follows the run until it is published.
             page.get_by_label("Reason (recorded in the audit trail)").fill(
                 "k^m verified; utility acceptable")
-            page.get_by_role("button", name="Approve and publish").click()
+            page.get_by_role("button", name="Approve and publish").click(timeout=120_000)
             expect(page.locator("#run-status")).to_have_text(Status.PUBLISHED, timeout=120_000)
             expect(page.locator("#decision-notice")).to_contain_text(
                 "Decision recorded: approve by rita. The run is now published.")

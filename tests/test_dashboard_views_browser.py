@@ -143,7 +143,7 @@ def test_comparison_to_published_with_risk_rows_prefect_and_audit_filters(
                 page.goto(f"{url}/runs/{request.run_id}")
                 page.get_by_label("Reason (recorded in the audit trail)").fill(
                     "row 2 of the comparison; risk acceptable")
-                page.get_by_role("button", name="Approve and publish").click()
+                page.get_by_role("button", name="Approve and publish").click(timeout=120_000)
                 expect(page.locator("#run-status")).to_have_text(Status.PUBLISHED,
                                                                  timeout=120_000)
                 page.locator("#rows-link").click()
