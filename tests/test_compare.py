@@ -119,6 +119,18 @@ def test_flow_compares_in_parallel_tasks_and_writes_the_report(env) -> None:
     assert {(f.name, f.stat().st_mode & 0o777) for f in folder.iterdir()} == {
         ("comparison.json", 0o600), ("comparison.html", 0o600), ("comparison.pdf", 0o600)}
     assert "comparison.completed" in export_events(None, "jsonl") and verify_chain().ok
+    # Its flow run is found by the comparison and by each family it tried (issue 34).
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        found = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[f"comparison:{request.comparison_id}"])),
+            sort=FlowRunSort.START_TIME_DESC, limit=10, offset=0)
+    assert [f.name for f in found] == [f"compare-{request.comparison_id}"]
+    assert {"algorithm:disassociation", "algorithm:leaky-code-counts",
+            "source:default"} <= set(found[0].tags)
 
     algorithm, params, fingerprint = load_comparison_row(str(folder), 2)
     assert (algorithm, params) == ("disassociation", {"m": "2", "k": "3"})

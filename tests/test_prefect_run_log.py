@@ -120,7 +120,9 @@ def test_the_flow_log_tells_the_work_in_figures_and_no_input_value(harness, test
     assert tasks
     for task in tasks:
         assert "/" not in task.name and not re.search(r"-[0-9a-f]{3}$", task.name), task.name
-        assert tags <= set(task.tags), (task.name, task.tags)
+        # untagged on purpose: each task-run tag costs a concurrency lease per task in
+        # Prefect 3.8, and a failed lease failed a release under load (flows/tagging.py)
+        assert not task.tags, (task.name, task.tags)
 
     shown = {a.key: str(a.data) for a in artifacts}
     assert "PASS" in shown["ehr-verification"]

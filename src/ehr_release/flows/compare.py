@@ -44,6 +44,7 @@ from ehr_release.core.canonical import canonical_json
 from ehr_release.core.errors import EhrReleaseError, stored_error, stored_message
 from ehr_release.core.files import fsync_dir, write_durably
 from ehr_release.core.randomness import check_random_state
+from ehr_release.flows.tagging import tag_flow_run
 from ehr_release.history.linkage import link_patients
 from ehr_release.model.dataset import Dataset
 from ehr_release.parameters.comparators import STORE, ComparatorReleases, release_key
@@ -61,7 +62,7 @@ from ehr_release.storage.budget import (
     refuse_comparison_beyond_total,
 )
 from ehr_release.storage.destinations import releases_folder
-from ehr_release.tasks.naming import candidate_run_name
+from ehr_release.tasks.naming import candidate_run_name, comparison_tags
 from ehr_release.tasks.redaction import redacted
 
 __all__ = ["candidate_listener", "candidate_task", "compare_flow", "load_comparison_row"]
@@ -189,6 +190,7 @@ def candidate_task(candidate: Candidate, dataset: Dataset, metric: str | None,
 @redacted
 def compare_flow(request: ComparisonRequest) -> dict[str, Any]:
     """Run every candidate, recommend one, write the report; returns the report's JSON."""
+    tag_flow_run(comparison_tags(request.comparison_id, request.algorithms, request.source))
     requirements = [parse_requirement(r) for r in request.requirements]
     candidates = plan([get_algorithm(a) for a in request.algorithms], request.params,
                       request.grid)

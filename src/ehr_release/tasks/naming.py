@@ -54,6 +54,13 @@ def candidate_run_name(parameters: dict[str, Any]) -> str:
 
 
 def run_tags(run_id: str, algorithm: str, source: str) -> list[str]:
-    """The tags of a run's flow and task runs, so the UI filters by each: ``algorithm:…``,
+    """The tags of a run's flow runs, so the UI filters by each: ``algorithm:…``,
     ``run:…``, ``source:…`` (the population the extract is registered under)."""
     return [f"algorithm:{algorithm}", f"run:{run_id}", f"source:{source}"]
+
+
+def comparison_tags(comparison_id: str, algorithms: list[str], source: str) -> list[str]:
+    """The tags of a comparison's flow run: one ``algorithm:…`` per family compared, so a
+    filter on an algorithm finds the comparisons that tried it as well as its runs."""
+    return sorted({f"algorithm:{a}" for a in algorithms}
+                  | {f"comparison:{comparison_id}", f"source:{source}"})
