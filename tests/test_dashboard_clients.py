@@ -9,7 +9,6 @@ allowance of guesses — per forged value, and a 429 carried no ``Retry-After``.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from starlette.requests import Request
 from ehr_release.core.errors import ConfigError
 from ehr_release.dashboard.app import create_app
 from ehr_release.dashboard.security import client_address, trusted_proxies_from_env
+from tests.flow_helpers import free_port
 
 LIMITS = {"EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_USER": "50",
           "EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_CLIENT": "3",
@@ -105,16 +105,10 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(ehr_home
     assert _guess(proxy, "name6", "198.51.100.8").status_code == 200
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served(tmp_path: Path):
     """``ehr-release dashboard`` as a site runs it: its own process, uvicorn, a fresh home."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("EHR_RELEASE_DATABASE", "EHR_RELEASE_TRUSTED", "FORWARDED"))}
     env.update(EHR_RELEASE_HOME=str(tmp_path / "home"), **LIMITS)
