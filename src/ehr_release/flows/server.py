@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from ehr_release.flows.prefect_database import seed_from_template
 from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 
 STARTUP_TIMEOUT_S = 90
@@ -178,6 +179,8 @@ def _start_server() -> str:
     log_path = home() / "prefect-server.log"
     os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
     make_private(log_path)  # one written by an older version
+    with suppress(OSError):  # without the copy the server migrates, as it always did
+        seed_from_template(server_env(port))
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             _server_command(port),
