@@ -4,9 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # numba's compiled kernels (ArtUC, LDA), cached beside their sources: compiled once here,
-# not by a steward's first release (about a minute) nor by each test worker.
+# not by a steward's first release (about a minute) nor by each test worker. The same step
+# migrates a Prefect database template, so a home's first server skips the migrations.
 WARM := $(VENV)/.warm
-KERNELS := src/ehr_release/algorithms/artuc/gendiag_kernel.py src/ehr_release/algorithms/lda/kernels.py
+KERNELS := src/ehr_release/algorithms/artuc/gendiag_kernel.py src/ehr_release/algorithms/lda/kernels.py \
+	src/ehr_release/flows/prefect_database.py
 # The suite in parallel (pytest-xdist): a test file stays on one worker (its module fixtures
 # are built once); each worker has its own homes, Prefect harness and databases (conftest).
 TEST_ARGS ?= -n auto --maxprocesses=3 --dist loadfile --durations=20
