@@ -14,10 +14,13 @@ import dataclasses
 import errno
 import json
 import os
+import re
 
 import pytest
+from typer.testing import CliRunner
 
 from ehr_release import registry, service
+from ehr_release.cli import app
 from ehr_release.core.files import sha256_file
 from ehr_release.dashboard.app import create_app
 from ehr_release.governance.integrity import check_integrity
@@ -30,6 +33,24 @@ from ehr_release.storage.users import add_user
 from tests.flow_helpers import request_for, run_approved
 from tests.test_dashboard import csrf_of, signed_in
 from tests.test_storage import make_run, to_awaiting
+
+#: What ``publish`` shows on stderr, one line per step as under ``approve``: the retry runs
+#: the whole publishing flow and used to be silent until it ended (issue 34).
+PUBLISH_STEPS = ["start the publishing flow (Prefect)", "read back the pinned candidate",
+                 "check the approval and the pinned files",
+                 "render the final certificate and datasheet",
+                 "write, fsync and rename the release folder",
+                 "file the certificate and record the publication"]
+STEP_LINE = re.compile(r"^  ok (.+?) +\d+\.\d s \(total \d+\.\d s\)$")
+
+
+def _shown_steps(stderr: str, run_id: str) -> list[str]:
+    """The steps shown as done, after the command's title line (nothing else may follow)."""
+    lines = stderr.splitlines()
+    start = lines.index(f"publish {run_id}")
+    shown = [STEP_LINE.match(line) for line in lines[start + 1:]]
+    assert all(shown), lines[start + 1:]
+    return [m.group(1) for m in shown if m]
 
 
 def _events(run_id: str) -> list[dict]:
@@ -84,8 +105,11 @@ def test_a_publish_that_failed_is_retried_from_the_pinned_candidate(env, any_db,
     assert check_integrity()[0] == []
 
     full["on"] = False  # the cause is fixed
-    if retry == "publish":
-        assert service.publish(req.run_id) == Status.PUBLISHED
+    if retry == "publish":  # the command a reviewer types, as the run's next step says
+        done = CliRunner().invoke(app, ["publish", req.run_id])
+        assert done.exit_code == 0, done.output
+        assert done.stdout.strip().splitlines()[-1] == f"{req.run_id}: published"
+        assert _shown_steps(done.stderr, req.run_id) == PUBLISH_STEPS, done.stderr
     else:
         assert service.resume_release(req.run_id, wait_timeout_s=60) == Status.PUBLISHED
     run = runs.get_run(req.run_id)

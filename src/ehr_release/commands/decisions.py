@@ -51,14 +51,25 @@ def publish(run_id: Annotated[str, typer.Argument(
         help="An approved run to publish (or a unique start of its id).",
         callback=full_run_id)]) -> None:
     """Finish publishing an approved run whose publishing stopped (crash, reboot) or failed
-    (disk full, a broken destination): retried from the same pinned, approved release."""
+    (disk full, a broken destination): retried from the same pinned, approved release.
+
+    Each step shows on stderr with its time, as under ``approve``: the retry runs the same
+    publishing flow (20 s and more) and was silent until it ended. Exits 1, with the run's
+    stored reason, when the run does not end published.
+    """
     from ehr_release import service
+    from ehr_release.cli_support.progress import StepProgress
+    from ehr_release.storage import runs
     from ehr_release.storage.runs import Status
 
     try:
-        status = service.publish(run_id)
+        with StepProgress(f"publish {run_id}") as shown:  # each step on stderr
+            status = service.publish(run_id)
+            if status != Status.PUBLISHED:
+                shown.failed()
     except (EhrReleaseError, RuntimeError) as exc:
         raise fail(str(exc)) from None
     typer.echo(f"{run_id}: {status}")
     if status != Status.PUBLISHED:
+        typer.echo(f"error: {runs.get_run(run_id).error or 'not published'}", err=True)
         raise typer.Exit(code=1)
