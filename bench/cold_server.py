@@ -1,0 +1,94 @@
+"""A home's first Prefect server: from start to answering, on an empty file or the template
+(issue 37 goal 2; :mod:`ehr_release.flows.prefect_database`).
+
+Alternates, ``--rounds`` times, a server started on no database (Prefect migrates a new
+SQLite file, as every cold run did before the template) and one started on a copy of the
+template that ``ehr-release warm-up`` makes, each in a fresh ``PREFECT_HOME`` with the
+environment the CLI gives its server (:func:`ehr_release.flows.server.server_env`). Prints
+the seconds until ``/api/health`` answers and the server's CPU seconds (``/proc``), side by
+side, with the machine's load.
+
+    .venv/bin/python bench/cold_server.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from ehr_release.flows.prefect_database import build_template, seed_from_template
+from ehr_release.flows.server import server_env
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system seconds of ``pid`` and its reaped children (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def start_once(prefect_home: Path, seeded: bool) -> tuple[float, float]:
+    """Seconds until the server answers, and its CPU seconds by then."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = server_env(port) | {"PREFECT_HOME": str(prefect_home)}
+    if seeded and not seed_from_template(env):
+        raise SystemExit("no template: run `ehr-release warm-up` first")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code \
+                        == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                raise SystemExit("the server exited before answering")
+            time.sleep(0.1)
+        return time.monotonic() - started, _cpu_s(proc.pid)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    build_template()
+    rows: dict[str, list[tuple[float, float]]] = {"empty file (migrates)": [],
+                                                  "template copy": []}
+    with tempfile.TemporaryDirectory() as scratch:
+        for i in range(args.rounds):
+            for label, seeded in (("empty file (migrates)", False), ("template copy", True)):
+                home = Path(scratch) / f"{i}-{int(seeded)}"
+                home.mkdir()
+                rows[label].append(start_once(home, seeded))
+    print(f"first Prefect server of a home, {args.rounds} rounds alternated "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(f"{'database':<24}{'answers after s (each)':<30}{'median':>8}{'cpu s median':>14}")
+    for label, found in rows.items():
+        walls = [w for w, _ in found]
+        print(f"{label:<24}{' '.join(f'{w:.1f}' for w in walls):<30}"
+              f"{statistics.median(walls):>8.1f}{statistics.median(c for _, c in found):>14.1f}")
+
+
+if __name__ == "__main__":
+    main()
