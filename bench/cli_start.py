@@ -6,8 +6,10 @@ approval) and ``status`` of an unknown run, and for three refused ``approve`` ca
 already decided, the requester deciding their own run, a decision word that is neither
 approve nor reject), the script starts the CLI in a fresh interpreter ``--repeat`` times and
 prints the median wall time and user CPU seconds (from ``wait4``; on a loaded machine the
-CPU time is the steadier figure), next to the floor measured in the same run: a bare
-interpreter and one that only imports Typer (every command pays it). The runs are made
+CPU time is the steadier figure), next to the floors measured in the same run: a bare
+interpreter, one that only imports Typer (every command pays it) and one that imports the
+database models (SQLModel, SQLAlchemy, Pydantic: every command that reads the database
+pays it). The runs are made
 through the storage API in a fresh home (no flow: a refusal never reaches one). ``--src``
 picks the source tree; ``--before`` measures a second tree (the code before a change)
 alternately with it, case by case, so both columns share the machine's load:
@@ -114,7 +116,9 @@ def main() -> None:
         print(f"{'command':<20} {'goal s':>6}" + "".join(
             f" {name + ' wall':>12} {name + ' user':>12}" for name in reversed(trees)))
         floors = {"python (floor)": (["-c", "pass"], None, 0.0),
-                  "import typer (floor)": (["-c", "import typer"], None, 0.0)}
+                  "import typer (floor)": (["-c", "import typer"], None, 0.0),
+                  "import models (floor)": (["-c", "import ehr_release.storage.models"],
+                                            None, 0.0)}
         table = {**floors, **cases(*ready["after"][1])}
         for name, (args, refusal, goal) in table.items():
             measured: dict[str, list[tuple[float, float]]] = {t: [] for t in trees}
