@@ -20,9 +20,10 @@ from ehr_release.storage import runs
 from ehr_release.storage.actions import Decision
 from tests.test_storage import make_run, to_awaiting
 
-#: Packages a refusal must not load: the publishing flow's (Prefect, WeasyPrint) and the
-#: algorithms' (pandas, numba, SciPy).
-HEAVY = ("prefect", "pandas", "weasyprint", "numba", "scipy")
+#: Packages a refusal must not load: the publishing flow's (Prefect, WeasyPrint), the
+#: algorithms' (pandas, numba, SciPy), the history re-check's (NumPy: a self-approval was
+#: refused only after it) and the progress display's (Rich: nothing is shown before).
+HEAVY = ("prefect", "pandas", "weasyprint", "numba", "scipy", "numpy", "rich")
 
 DRIVER = """
 import json, sys
@@ -34,11 +35,11 @@ print(json.dumps({"exit": result.exit_code, "output": result.output, "heavy": he
 """
 
 
-def _approve(home: Path, run_id: str, reviewer: str) -> dict:
+def _approve(home: Path, run_id: str, reviewer: str, decision: str = "approve") -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     done = subprocess.run(
         [sys.executable, "-c", DRIVER.replace("sys.argv[0]", repr(json.dumps(HEAVY))),
-         "approve", run_id, "--reviewer", reviewer, "--decision", "approve",
+         "approve", run_id, "--reviewer", reviewer, "--decision", decision,
          "--reason", "looks fine"],
         capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -46,7 +47,7 @@ def _approve(home: Path, run_id: str, reviewer: str) -> dict:
 
 
 @pytest.mark.parametrize("case", ["already decided", "unknown run", "self-approval",
-                                  "not awaiting"])
+                                  "not awaiting", "bad decision word"])
 def test_a_refused_approval_loads_nothing_heavy(ehr_home: Path, case: str) -> None:
     run = make_run(None, requester="steward.sam")
     if case != "not awaiting":
@@ -55,8 +56,10 @@ def test_a_refused_approval_loads_nothing_heavy(ehr_home: Path, case: str) -> No
         runs.decide(run.id, reviewer="olga", decision=Decision.REJECT, reason="too coarse")
     run_id = "rel-" + "0" * 32 if case == "unknown run" else run.id
     reviewer = "steward.sam" if case == "self-approval" else "priv.officer"
-    result = _approve(ehr_home, run_id, reviewer)
-    expected = {"already decided": "already decided (reject by olga)",
+    result = _approve(ehr_home, run_id, reviewer,
+                      "maybe" if case == "bad decision word" else "approve")
+    expected = {"bad decision word": "decision must be approve or reject, got 'maybe'",
+                "already decided": "already decided (reject by olga)",
                 "unknown run": "no release run with id",
                 "self-approval": "requested this run and may not decide it",
                 "not awaiting": "is requested, not awaiting approval"}[case]

@@ -289,11 +289,13 @@ def test_compare_progress_prints_each_row_as_it_finishes(capsys) -> None:
 
 def test_live_progress_goes_to_stderr_only(monkeypatch) -> None:
     """On a terminal the Rich display is used; it still never writes to stdout."""
+    from rich.console import Console
+
     from ehr_release.cli_support import progress
 
     err, out = io.StringIO(), io.StringIO()
     monkeypatch.setattr(progress, "_stderr_console",
-                        lambda: progress.Console(file=err, force_terminal=True, width=100))
+                        lambda: Console(file=err, force_terminal=True, width=100))
     monkeypatch.setattr(sys, "stdout", out)
     with progress.StageProgress("rel-2", records=3) as shown:
         assert shown.live

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+#: Pydantic too: Typer coerced every value through a Pydantic adapter (≈ 0.1 s of CPU),
+#: ``status --help`` included; plain values now skip it (cli_support.plain_params).
 HEAVY = ("prefect", "pandas", "sqlalchemy", "sqlmodel", "weasyprint", "numpy", "rich",
-         "argon2", "jinja2", "matplotlib")
+         "argon2", "jinja2", "matplotlib", "pydantic")
 
 PROBE = """
 import json, sys
@@ -52,3 +54,31 @@ def test_listing_runs_loads_the_database_but_no_data_library(tmp_path: Path) -> 
     modules = loaded(["list"], tmp_path)
     assert "sqlalchemy" in modules  # the probe saw the command run
     assert modules & {"prefect", "pandas", "numpy", "weasyprint", "argon2", "rich"} == set()
+
+
+@pytest.mark.parametrize("value", ["rel-9eb5", "", " spaced ", "ünïcode", "50", "007", "-1",
+                                   "x", "1.5", "٣", True, False, 7, None])
+@pytest.mark.parametrize("annotation", [str, int, bool])
+def test_plain_values_match_typers_own_coercion(annotation: type, value: object) -> None:
+    """Where the short cut answers, it answers what Typer's Pydantic adapter answers; where
+    the adapter would convert or refuse something else, the short cut declines."""
+    from typer._coercion import build_runtime_param, resolve_type_descriptor
+    from typer.models import OptionInfo
+
+    from ehr_release.cli_support.plain_params import _NOT_PLAIN, plain_value
+
+    plain = plain_value(annotation, value)
+    if plain is _NOT_PLAIN:
+        return
+    adapter = build_runtime_param(resolve_type_descriptor(annotation, OptionInfo())).adapter
+    expected = adapter.validate_python(value)
+    assert plain == expected and type(plain) is type(expected)
+
+
+def test_a_bad_number_keeps_typers_message(tmp_path: Path) -> None:
+    """A value the short cut declines still gets Typer's check and words."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "EHR_"))}
+    env.update(PYTHONPATH=str(SRC), EHR_RELEASE_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "ehr_release.cli", "list", "--limit", "x"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "valid integer" in done.stderr, done.stderr

@@ -8,7 +8,8 @@ code 1. Parsing a command imports Typer and the standard library only: Prefect, 
 SQLAlchemy and WeasyPrint load inside the command that needs them, after its options are
 read, so ``--help``, ``status`` and ``list`` start in a fraction of a second and ``run``
 refuses a bad file or parameter before any of them loads. Help is plain text (no rich
-formatting, whose import alone costs more than the rest of parsing).
+formatting, whose import alone costs more than the rest of parsing), and plain ``str``,
+``int`` and ``bool`` values skip Typer's Pydantic adapters (see cli_support.plain_params).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from typing import Annotated
 import typer
 
 from ehr_release import __version__
+from ehr_release.cli_support import plain_params
 from ehr_release.commands import admin, decisions, files, release, runs
 from ehr_release.commands.admin import MARKUP, audit_app, server_app, site_app, users_app
 from ehr_release.history.cli import history_command, policy_app, source_app
+
+plain_params.install()  # str/int/bool values without Pydantic: parsing stays cheap
 
 app = typer.Typer(help="Governed release of patient data: anonymize, verify, certify, "
                        "approve, publish.", no_args_is_help=True, add_completion=False,

@@ -31,7 +31,6 @@ from ehr_release.core.errors import (
 )
 from ehr_release.core.files import write_durably
 from ehr_release.governance.identity import same_person
-from ehr_release.planning.request import ReleaseRequest, check_runner_spec
 from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
@@ -41,9 +40,9 @@ from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.runs import TERMINAL, Status
 from ehr_release.tasks.steps import step
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the requests are Pydantic models: loaded by the commands that take one
     from ehr_release.comparison.compare import Outcome
-    from ehr_release.planning.request import ComparisonRequest
+    from ehr_release.planning.request import ComparisonRequest, ReleaseRequest
 
 SETTLED = TERMINAL | {Status.AWAITING_APPROVAL}
 
@@ -383,6 +382,9 @@ def decide(run_id: str, *, reviewer: str, decision: str, reason: str,
     "publication failed" and :func:`publish` retries it).
     """
     expire_overdue(run_id)
+    # The refusals that need only the database come before the history re-check, which
+    # loads NumPy and pandas: a refused decision answers within a second (issue 37 goal 3).
+    runs.check_decision(run_id, reviewer=reviewer, decision=decision, reason=reason)
     if decision == Decision.APPROVE:
         _refuse_broken_history(run_id, reviewer)
     step("record the decision")
@@ -402,7 +404,7 @@ def _refuse_broken_history(run_id: str, reviewer: str) -> None:
     or weakening pair the flow could not see. Audited as ``approval.refused``; value-free."""
     run = runs.find_run(run_id)
     if run is None or run.status != Status.AWAITING_APPROVAL:
-        return  # runs.decide refuses these in its own words, without loading the checks
+        return  # decided meanwhile: runs.decide refuses it in its own words
     step("re-check the release history")
     from ehr_release.history.checks import recheck_before_approval
 
@@ -568,6 +570,8 @@ def saved_request(run_id: str) -> ReleaseRequest:
     path = home() / "runs" / check_safe_name(run_id) / "request.json"
     if not path.exists():
         raise NotFound(f"no saved request for run {run_id!r} in {home()}")
+    from ehr_release.planning.request import ReleaseRequest
+
     return ReleaseRequest.model_validate_json(path.read_text())
 
 
@@ -582,6 +586,8 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      source: str = "default",
                      code_system: str | None = None,
                      code_mapping: str | None = None) -> ReleaseRequest:
+    from ehr_release.planning.request import ReleaseRequest, check_runner_spec
+
     return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,

@@ -14,23 +14,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
 
 from ehr_release.storage.runs import Status
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
     from ehr_release.comparison.compare import Outcome
 
 #: A release run's stages in order: the status that ends each one, and what it is called.
@@ -46,7 +38,19 @@ _ORDER = {status: i for i, (status, _) in enumerate(STAGES)}
 
 
 def _stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
+
+
+def _spinner(console: Console, *columns: object) -> Progress:
+    """A started transient Rich display: a spinner, ``columns``, the time elapsed."""
+    from rich.progress import Progress, SpinnerColumn, TimeElapsedColumn
+
+    progress = Progress(SpinnerColumn(), *columns, TimeElapsedColumn(), console=console,
+                        transient=True)
+    progress.start()
+    return progress
 
 
 class _Display:
@@ -54,17 +58,44 @@ class _Display:
 
     def __init__(self, live: bool | None, clock: Callable[[], float],
                  started: float | None = None) -> None:
-        self.console = _stderr_console()
-        self.live = self.console.is_terminal if live is None else live
+        self._live = live
         self.clock = clock
         self.started = clock() if started is None else started
         self.progress: Progress | None = None
-        # Plain lines stay ASCII: a log file or a non-UTF-8 terminal must take them.
-        self.ok, self.no, self.dash = ("✓", "✗", "–") if self.live else ("ok", "!!", "-")
+
+    # Rich loads when something is first shown, not before: ``approve`` refuses a decision
+    # before its first step, in the time it takes to ask the database (issue 37 goal 3).
+    @cached_property
+    def console(self) -> Console:
+        return _stderr_console()
+
+    @cached_property
+    def live(self) -> bool:
+        return self.console.is_terminal if self._live is None else self._live
+
+    @cached_property
+    def marks(self) -> tuple[str, str, str]:
+        """Done, stopped, none. Plain lines stay ASCII: a log file or a non-UTF-8 terminal
+        must take them."""
+        return ("✓", "✗", "–") if self.live else ("ok", "!!", "-")
+
+    @property
+    def ok(self) -> str:
+        return self.marks[0]
+
+    @property
+    def no(self) -> str:
+        return self.marks[1]
+
+    @property
+    def dash(self) -> str:
+        return self.marks[2]
 
     def line(self, text: str) -> None:
         """One finished step: printed above the live display, or as a plain line."""
         if self.progress is not None:
+            from rich.text import Text
+
             self.progress.console.print(Text(text), soft_wrap=True)  # the terminal wraps
         else:
             sys.stderr.write(text + "\n")
@@ -103,10 +134,9 @@ class StageProgress(_Display):
         self.stage_started = self.started
         self.task: TaskID | None = None
         if self.live:
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                     TimeElapsedColumn(), console=self.console,
-                                     transient=True)
-            self.progress.start()
+            from rich.progress import TextColumn
+
+            self.progress = _spinner(self.console, TextColumn("{task.description}"))
         self.line(f"run {run_id}")
 
     def _label(self, index: int) -> str:
@@ -189,10 +219,9 @@ class StepProgress(_Display):
     def __call__(self, label: str) -> None:
         now = self.clock()
         if self.current is None and self.live:
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                     TimeElapsedColumn(), console=self.console,
-                                     transient=True)
-            self.progress.start()
+            from rich.progress import TextColumn
+
+            self.progress = _spinner(self.console, TextColumn("{task.description}"))
         if self.current is None:
             self.line(self.title)
         self._end_step(self.ok, now)
@@ -225,8 +254,9 @@ class StepProgress(_Display):
         if self._listening is not None:
             self._listening.__exit__(None, None, None)
             self._listening = None
-        stopped = self.stopped or exc[0] is not None
-        self._end_step(self.no if stopped else self.ok, self.clock())
+        if self.current is not None:  # nothing shown yet (a refusal): Rich never loads
+            stopped = self.stopped or exc[0] is not None
+            self._end_step(self.no if stopped else self.ok, self.clock())
         self.close()
 
 
@@ -241,10 +271,10 @@ class CompareProgress(_Display):
         self.total = total
         self.task: TaskID | None = None
         if self.live:
-            self.progress = Progress(SpinnerColumn(), TextColumn("candidates"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     console=self.console, transient=True)
-            self.progress.start()
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+
+            self.progress = _spinner(self.console, TextColumn("candidates"), BarColumn(),
+                                     MofNCompleteColumn())
             self.task = self.progress.add_task("candidates", total=total)
         self.line(f"comparing {total} candidate{'s' if total != 1 else ''}")
         self.line(self.HEADER)

@@ -260,18 +260,15 @@ def latest_utility(run_id: str, engine: Engine | None = None) -> dict[str, Any] 
 DECISIONS = frozenset(Decision)
 
 
-def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
-           channel: str = "cli", role: str | None = None,
-           engine: Engine | None = None) -> Approval:
-    """Record the reviewer's decision and move the run to approved or rejected.
+def check_decision(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
+                   engine: Engine | None = None) -> ReleaseRun:
+    """The run a decision is about, once the refusals that need only the database passed.
 
-    Refuses (with an audit event of the refusal) when the reviewer requested the run (as
-    the chain's ``run.requested`` event says, not the editable column), the reason is empty,
-    the decision is unknown, the run is not awaiting approval, another decision already
-    won, or — for an approval — its release could not be published at its destination
-    (outside the site's releases root, moved, not writable): such an approval would be
-    recorded and then end the run failed. The unique constraint on ``approvals.run_id`` is
-    the last line of defence against two simultaneous decisions.
+    Refuses (with an audit event of the refusal) an unknown decision word, an empty reason
+    or reviewer, an unknown run, a reviewer who requested the run (as the chain's
+    ``run.requested`` event says, not the editable column) and a run not awaiting approval.
+    Callers run it before anything costly (the history re-check, the publishing flow), so a
+    refusal answers in the time it takes to open the database (issue 37 goal 3).
     """
     engine = _engine(engine)
     if decision not in DECISIONS:
@@ -294,6 +291,24 @@ def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
                                   "decide it", engine)
     if run.status != Status.AWAITING_APPROVAL:  # before the costly checks below
         _refuse(run_id, reviewer, _not_awaiting(run_id, run.status, engine), engine)
+    return run
+
+
+def decide(run_id: str, *, reviewer: str, decision: Decision | str, reason: str,
+           channel: str = "cli", role: str | None = None,
+           engine: Engine | None = None) -> Approval:
+    """Record the reviewer's decision and move the run to approved or rejected.
+
+    Refuses (with an audit event of the refusal) what :func:`check_decision` refuses, another
+    decision that already won, and — for an approval — an ε budget it would exceed or a
+    release that could not be published at its destination (outside the site's releases
+    root, moved, not writable): such an approval would be recorded and then end the run
+    failed. The unique constraint on ``approvals.run_id`` is the last line of defence
+    against two simultaneous decisions.
+    """
+    engine = _engine(engine)
+    run = check_decision(run_id, reviewer=reviewer, decision=decision, reason=reason,
+                         engine=engine)
     if decision == Decision.APPROVE:
         spent = budget.run_account(run_id, engine)
         if spent is not None and spent.exceeded:

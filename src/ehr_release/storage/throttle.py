@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from ehr_release.core.errors import ConfigError
@@ -156,8 +154,12 @@ def _locked_row(s: Session, scope: str, subject: str, policy: ThrottlePolicy,
     expired window or lockout cleared."""
     key = _key(scope, subject)
     stamp = now.isoformat(timespec="microseconds")
-    dialect = s.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    # The dialect's own upsert, imported here: a command that never signs in (``list``,
+    # ``status``) does not load PostgreSQL's dialect to read a SQLite site.
+    if s.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
     s.exec(insert(SignInThrottle).values(key_sha256=key, scope=scope, failures=0,
                                          window_started_at=stamp, updated_at=stamp)
            .on_conflict_do_nothing(index_elements=["key_sha256"]))
