@@ -24,7 +24,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# Byte-compiled once here too: where PYTHONDONTWRITEBYTECODE is set (this machine's CI does)
+# every command would otherwise compile the modules it imports on each start.
 $(WARM): $(STAMP) $(KERNELS)
+	$(BIN)/python -m compileall -q src
 	$(BIN)/ehr-release warm-up
 	touch $(WARM)
 
