@@ -88,3 +88,65 @@ def _fake_servers(script: Path) -> list[int]:
         if str(script).encode() in args:
             found.append(int(proc.name))
     return found
+
+
+_AHEAD = textwrap.dedent("""
+    import sys, time
+    import ehr_release.flows.server as server
+    server._server_command = lambda port: [sys.executable, sys.argv[1], "prefect", "server",
+                                           "start", str(port)]
+    server.start_ahead()
+    state = server._state_file()
+    print("recorded" if state.exists() else "none",
+          "answering" if server.running_server() else "not-answering", flush=True)
+    server.start_ahead()  # a second call while the first server still starts: no new one
+    if sys.argv[2] == "then-ensure":
+        print(server.ensure_api())
+""")
+
+
+def _ahead(tmp_path: Path, fake: Path, *args: str, **extra: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(EHR_RELEASE_HOME=str(tmp_path / "home"), PREFECT_HOME=str(tmp_path / "prefect"),
+               PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **extra)
+    done = subprocess.run([sys.executable, "-c", _AHEAD, str(fake), *args], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_start_ahead_launches_one_server_without_waiting_and_ensure_api_uses_it(
+        tmp_path: Path) -> None:
+    """Issue 37 goal 2: the run's server starts before the flow process has imported
+    Prefect. The stand-in takes 2 s to answer; start_ahead has returned before that."""
+    fake = tmp_path / "fake_server.py"
+    fake.write_text(_FAKE_SERVER)
+    try:
+        shown = _ahead(tmp_path, fake, "then-ensure")
+        assert shown[:2] == ["recorded", "not-answering"]  # returned before the server was up
+        state = json.loads((tmp_path / "home" / "prefect-server.json").read_text())
+        assert shown[2] == state["url"]  # ensure_api waited for that server, started no other
+        assert _fake_servers(fake) == [state["pid"]]
+    finally:
+        for pid in _fake_servers(fake):
+            os.killpg(pid, signal.SIGTERM)
+
+
+def test_start_ahead_leaves_a_configured_api_alone(tmp_path: Path) -> None:
+    """An API URL in the environment, or a settings file that may name one, starts nothing:
+    a site's own Prefect server is never shadowed by a local one."""
+    fake = tmp_path / "fake_server.py"
+    fake.write_text(_FAKE_SERVER)
+    try:
+        assert _ahead(tmp_path, fake, "only", PREFECT_API_URL="http://127.0.0.1:9/api")[0] \
+            == "none"
+        (tmp_path / "prefect.toml").write_text('[api]\nurl = "http://site:4200/api"\n')
+        assert _ahead(tmp_path, fake, "only")[0] == "none"
+        (tmp_path / "prefect.toml").unlink()
+        (tmp_path / "pyproject.toml").write_text(
+            '[project]\nname = "x"\ndependencies = ["fastapi"]\n')
+        assert _ahead(tmp_path, fake, "only")[0] == "recorded"  # no [tool.prefect]: ours
+        assert len(_fake_servers(fake)) == 1
+    finally:
+        for pid in _fake_servers(fake):
+            os.killpg(pid, signal.SIGTERM)
