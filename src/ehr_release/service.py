@@ -223,10 +223,6 @@ def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     if (api_url := _api_set_here()) is not None:
         env["PREFECT_API_URL"] = api_url
-    else:  # the home's server, if one is needed, starts now rather than after the imports
-        from ehr_release.flows.server import start_ahead
-
-        start_ahead()
     with log_path.open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "ehr_release.flows.launch", str(work / "request.json")],

@@ -174,17 +174,6 @@ def _server_command(port: int) -> list[str]:
 def _start_server() -> str:
     """Start the server; its address is recorded at once, so a process killed while it
     waits for the server (a refused request's flow process) leaves it to the next one."""
-    url, proc = _spawn_server()
-    if _wait_healthy(url, proc.pid):
-        return url
-    if proc.poll() is not None:
-        raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
-    proc.terminate()
-    raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
-
-
-def _spawn_server() -> tuple[str, subprocess.Popen[bytes]]:
-    """Launch ``prefect server start`` on a free port and record it; does not wait."""
     port = _free_port()
     url = f"http://{HOST}:{port}/api"
     log_path = home() / "prefect-server.log"
@@ -198,66 +187,12 @@ def _spawn_server() -> tuple[str, subprocess.Popen[bytes]]:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=server_env(port), start_new_session=True, umask=PRIVATE_UMASK)
     _write_state(url, proc.pid)
-    return url, proc
-
-
-#: Where Prefect reads settings from besides the environment, and what in each may name an
-#: API: its profiles, the working folder's ``.env``, ``prefect.toml`` (any content) and
-#: ``pyproject.toml`` (its ``[tool.prefect]`` table).
-_SETTINGS_MARKERS = ((".env", "PREFECT_API_URL"), ("prefect.toml", ""),
-                     ("pyproject.toml", "[tool.prefect"))
-
-
-def _api_may_be_configured() -> bool:
-    """Whether a Prefect API URL may be set, judged without importing Prefect (seconds):
-    in the environment or in a file Prefect reads settings from. Errs towards yes."""
-    if os.environ.get("PREFECT_API_URL"):
-        return True
-    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or Path(
-        os.environ.get("PREFECT_HOME") or Path.home() / ".prefect") / "profiles.toml")
-    places = [(profiles, "PREFECT_API_URL")]
-    places += [(Path.cwd() / name, marker) for name, marker in _SETTINGS_MARKERS]
-    for path, marker in places:
-        with suppress(OSError):
-            if marker in path.read_text(errors="replace"):
-                return True
-    return False
-
-
-def start_ahead() -> None:
-    """Start this home's local server now, without waiting for it, if a run is about to
-    need it (issue 37 goal 2: a cold run paid the server's start after the flow process
-    had imported Prefect, about 3 s later than it could begin).
-
-    Called where the flow's process is launched, so a server starts exactly when it would
-    have anyway, only earlier. Never waits: if another process holds the start lock it is
-    starting one already, and a recorded server that is still coming up is left to come
-    up; :func:`ensure_api` in the flow process waits for it (``_starting_server``). Does
-    nothing where a Prefect API may be configured, so a site's own server is never
-    shadowed. A failure here only means the flow process starts the server itself.
-    """
-    if _api_may_be_configured():
-        return
-    with suppress(OSError, RuntimeError, ValueError, KeyError):
-        home().mkdir(parents=True, exist_ok=True)
-        fd = os.open(home() / "prefect-server.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return  # another process is starting the server
-            if not _recorded_server_alive():
-                _spawn_server()
-        finally:
-            os.close(fd)
-
-
-def _recorded_server_alive() -> bool:
-    """Whether the recorded server's process still runs (answering or still starting)."""
-    state = _state_file()
-    if not state.exists():
-        return False
-    return _is_our_server(int(json.loads(state.read_text())["pid"]))
+    if _wait_healthy(url, proc.pid):
+        return url
+    if proc.poll() is not None:
+        raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
+    proc.terminate()
+    raise RuntimeError(f"the local Prefect server did not start within {STARTUP_TIMEOUT_S} s")
 
 
 def _write_state(url: str, pid: int) -> None:
