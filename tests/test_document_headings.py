@@ -10,7 +10,6 @@ row is read from the laid-out boxes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from ehr_release.documents.certificate import render_certificate_html
 from ehr_release.documents.datasheet import render_datasheet_html
 from tests.test_certificate_layout import MIMIC, _release
+from tests.test_document_tables import _boxes, _element_text
 
 pytestmark = pytest.mark.skipif(not MIMIC.exists(), reason="MIMIC-III demo not available")
 
@@ -25,14 +25,8 @@ FAMILIES = ["disassociation", "artuc", "gccens", "lda", "diffgen"]
 HEADINGS = {"h1", "h2", "h3", "h4"}
 
 
-def _boxes(box: Any) -> Iterator[Any]:
-    yield box
-    for child in getattr(box, "children", None) or []:
-        yield from _boxes(child)
-
-
 def _label(element: Any) -> str:
-    return " ".join(" ".join(element.itertext()).split())[:50]
+    return _element_text(element)[:50]
 
 
 def _pages(html: str) -> tuple[Any, dict[Any, list[int]]]:

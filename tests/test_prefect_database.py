@@ -12,14 +12,13 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from ehr_release.flows import prefect_database as db
-from ehr_release.flows.server import server_env
+from ehr_release.flows.server import _wait_healthy, server_env
 from tests.flow_helpers import free_port
 
 
@@ -89,16 +88,7 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
         start_new_session=True)
     api = f"http://127.0.0.1:{port}/api"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("the server did not answer within 120 s")
+        assert _wait_healthy(api, server.pid), "the server did not answer"
         created = httpx.post(f"{api}/flows/", json={"name": "template-check"}, timeout=10)
         assert created.status_code in (200, 201), created.text
         # The server's own upgrade on start found nothing to do: the revision is unchanged.

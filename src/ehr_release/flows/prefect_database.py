@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -42,8 +41,7 @@ def template_path(cache_dir: Path | None = None) -> Path:
     return cache_dir / f"prefect-{version('prefect')}.db"
 
 
-def build_template(cache_dir: Path | None = None,
-                   say: Callable[[str], None] | None = None) -> Path:
+def build_template(cache_dir: Path | None = None) -> Path:
     """Run Prefect's migrations into a new SQLite file and keep it as the template.
 
     Prefect's own command does the migrating (``prefect server database upgrade``), in a
@@ -67,8 +65,6 @@ def build_template(cache_dir: Path | None = None,
             raise RuntimeError(f"Prefect's migrations failed: {tail[0]}")
         made.chmod(0o600)
         os.replace(made, target)
-    if say is not None:
-        say(f"prefect database template: {target}")
     return target
 
 
