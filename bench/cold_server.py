@@ -2,9 +2,12 @@
 (issue 37 goal 2; :mod:`ehr_release.flows.prefect_database`).
 
 Alternates, ``--rounds`` times, a server started on no database (Prefect migrates a new
-SQLite file, as every cold run did before the template) and one started on a copy of the
-template that ``ehr-release warm-up`` makes, each in a fresh ``PREFECT_HOME`` with the
-environment the CLI gives its server (:func:`ehr_release.flows.server.server_env`). Prints
+SQLite file and registers its block types, as every cold run did before the template), one
+started on a copy of the template that ``ehr-release warm-up`` makes but still running
+Prefect's migration check and block registration (the previous stop's product), and one
+on a copy told to skip both (the product now: ``SEEDED_SERVER_SETTINGS``), each in a fresh
+``PREFECT_HOME`` with the environment the CLI gives its server
+(:func:`ehr_release.flows.server.server_env`). Prints
 the seconds until ``/api/health`` answers and the server's CPU seconds (``/proc``), side by
 side, with the machine's load.
 
@@ -24,7 +27,11 @@ from pathlib import Path
 
 import httpx
 
-from ehr_release.flows.prefect_database import build_template, seed_from_template
+from ehr_release.flows.prefect_database import (
+    SEEDED_SERVER_SETTINGS,
+    build_template,
+    seed_from_template,
+)
 from ehr_release.flows.server import server_env
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -36,7 +43,7 @@ def _cpu_s(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / TICKS
 
 
-def start_once(prefect_home: Path, seeded: bool) -> tuple[float, float]:
+def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, float]:
     """Seconds until the server answers, and its CPU seconds by then."""
     import socket
 
@@ -46,6 +53,8 @@ def start_once(prefect_home: Path, seeded: bool) -> tuple[float, float]:
     env = server_env(port) | {"PREFECT_HOME": str(prefect_home)}
     if seeded and not seed_from_template(env):
         raise SystemExit("no template: run `ehr-release warm-up` first")
+    if skip:
+        env |= SEEDED_SERVER_SETTINGS
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
@@ -73,14 +82,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     build_template()
-    rows: dict[str, list[tuple[float, float]]] = {"empty file (migrates)": [],
-                                                  "template copy": []}
+    cases = {"empty file (migrates)": (False, False), "template, steps rerun": (True, False),
+             "template, steps skipped": (True, True)}
+    rows: dict[str, list[tuple[float, float]]] = {label: [] for label in cases}
     with tempfile.TemporaryDirectory() as scratch:
         for i in range(args.rounds):
-            for label, seeded in (("empty file (migrates)", False), ("template copy", True)):
-                home = Path(scratch) / f"{i}-{int(seeded)}"
+            for n, (label, (seeded, skip)) in enumerate(cases.items()):
+                home = Path(scratch) / f"{i}-{n}"
                 home.mkdir()
-                rows[label].append(start_once(home, seeded))
+                rows[label].append(start_once(home, seeded, skip))
     print(f"first Prefect server of a home, {args.rounds} rounds alternated "
           f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"{'database':<24}{'answers after s (each)':<30}{'median':>8}{'cpu s median':>14}")

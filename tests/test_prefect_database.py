@@ -1,9 +1,9 @@
 """A home's first Prefect server starts on a migrated template (issue 37 goal 2).
 
-A fresh home's server spent about 8 of its 17–19 s migrating an empty SQLite file; the
-template made at install removes that. These tests check that the copy is made only where
-Prefect would create that file itself, and that a real server accepts the template as
-fully migrated (it finds nothing to upgrade) and serves the API from it.
+A fresh home's server spent about 8 of its 17–19 s migrating an empty SQLite file, and
+2–4 CPU s registering block types; the template made at install holds both. These tests
+check that the copy is made only where Prefect would create that file itself, and that a
+real server told to skip both steps serves the API, block types included, from it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ def test_the_copy_is_made_only_where_prefect_would_create_the_file(tmp_path: Pat
 def test_the_template_is_named_for_the_prefect_that_made_it(tmp_path: Path) -> None:
     from importlib.metadata import version
 
-    assert db.template_path(tmp_path).name == f"prefect-{version('prefect')}.db"
+    assert db.template_path(tmp_path).name == \
+        f"prefect-{version('prefect')}.v{db.TEMPLATE_FORMAT}.db"
+    # A format-1 template (migrated only) is never taken for one with block types.
+    assert db.template_path(tmp_path).name != f"prefect-{version('prefect')}.db"
     made = _fake_template(tmp_path)
     assert db.build_template(tmp_path) == made  # kept, not remade
     assert made.read_bytes() == b"template bytes"
@@ -78,10 +81,15 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
     made = _revision(template)
     assert len(made) == 1 and template.stat().st_mode & 0o777 == 0o600
 
+    with sqlite3.connect(template) as conn:
+        registered = {row[0] for row in conn.execute("SELECT slug FROM block_type")}
+    assert {"local-file-system", "secret", "webhook"} <= registered
+
     port = free_port()
     env = {k: v for k, v in server_env(port).items() if not k.startswith(db.DATABASE_SETTINGS)}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     assert db.seed_from_template(env, tmp_path / "cache") is True
+    env |= db.SEEDED_SERVER_SETTINGS  # as flows.server starts it on a fresh copy
     server = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
          "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -91,8 +99,11 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
         assert _wait_healthy(api, server.pid), "the server did not answer"
         created = httpx.post(f"{api}/flows/", json={"name": "template-check"}, timeout=10)
         assert created.status_code in (200, 201), created.text
-        # The server's own upgrade on start found nothing to do: the revision is unchanged.
         assert _revision(Path(env["PREFECT_HOME"]) / "prefect.db") == made
+        # The block types the server was told not to register are served from the copy.
+        served = httpx.post(f"{api}/block_types/filter", json={}, timeout=10)
+        assert served.status_code == 200, served.text
+        assert {b["slug"] for b in served.json()} == registered
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)

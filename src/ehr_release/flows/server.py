@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ehr_release.flows.prefect_database import seed_from_template
+from ehr_release.flows.prefect_database import SEEDED_SERVER_SETTINGS, seed_from_template
 from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 
 STARTUP_TIMEOUT_S = 90
@@ -179,13 +179,17 @@ def _start_server() -> str:
     log_path = home() / "prefect-server.log"
     os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
     make_private(log_path)  # one written by an older version
+    env = server_env(port)
+    seeded = False
     with suppress(OSError):  # without the copy the server migrates, as it always did
-        seed_from_template(server_env(port))
+        seeded = seed_from_template(env)
+    if seeded:  # a fresh copy is migrated and registered: the server skips both
+        env |= SEEDED_SERVER_SETTINGS
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             _server_command(port),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=server_env(port), start_new_session=True, umask=PRIVATE_UMASK)
+            env=env, start_new_session=True, umask=PRIVATE_UMASK)
     _write_state(url, proc.pid)
     if _wait_healthy(url, proc.pid):
         return url
