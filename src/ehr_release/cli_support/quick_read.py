@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ehr_release.core.errors import NotFound
-from ehr_release.storage.chain_auth import EventAuthenticator, audit_keyring, first_authentic_actors
 from ehr_release.storage.deadlines import expires_now, lease_is_live
 from ehr_release.storage.run_status import unknown_run
 from ehr_release.storage.run_view import RunState, state_of, summary_of
@@ -45,6 +44,12 @@ def answered(question: Callable[[Rows], T],
 def run_summary(run_id: str) -> dict[str, Any] | None:
     """``service.run_summary(run_id)``, or None (its window is overdue: the full path
     rejects the run first)."""
+    from ehr_release.storage.chain_auth import (  # HMAC: only status needs it, not list
+        EventAuthenticator,
+        audit_keyring,
+        first_authentic_actors,
+    )
+
     def question(rows: Rows) -> dict[str, Any] | None:
         run = rows.run(run_id)
         if run is None:

@@ -25,7 +25,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from ehr_release.storage.actions import AuditAction
-from ehr_release.storage.chain_auth import KEYED_LIKE
 from ehr_release.storage.home import database_url
 from ehr_release.storage.migrations import HEAD
 
@@ -126,6 +125,8 @@ class Rows:
 
     def first_keyed(self) -> int | None:
         """The ``seq`` of the chain's first keyed (v2) event."""
+        from ehr_release.storage.chain_auth import KEYED_LIKE  # hashlib: status only, not list
+
         row = self._one("SELECT seq FROM audit_events WHERE hash LIKE ? ORDER BY seq LIMIT 1",
                         KEYED_LIKE)
         return row.seq if row else None
