@@ -9,11 +9,12 @@ prints the median wall time and user CPU seconds (from ``wait4``; on a loaded ma
 CPU time is the steadier figure), next to the floors measured in the same run: a bare
 interpreter, one that only imports Typer (every command pays it) and one that imports the
 database models (SQLModel, SQLAlchemy, Pydantic: every command that reads the database
-pays it). The runs are made
-through the storage API in a fresh home (no flow: a refusal never reaches one). Each
-command runs once more than counted, first, so the trees' bytecode caches are written as an
-installed package's are (``PYTHONDONTWRITEBYTECODE`` is dropped: with it every start
-compiled the project's modules from source, ≈ 0.06 s more for a database command). ``--src``
+through them pays it; ``status`` and ``list`` on a SQLite file read it with the standard
+library). Six runs are made through the storage API in a fresh home (no flow: a refusal
+never reaches one). Each command runs once more than counted, first, so the trees' bytecode
+caches are written as an installed package's are (``PYTHONDONTWRITEBYTECODE`` is dropped:
+with it every start compiled the project's modules from source, ≈ 0.06 s more for a
+database command). ``--src``
 picks the source tree; ``--before`` measures a second tree (the code before a change)
 alternately with it, case by case, so both columns share the machine's load:
 
@@ -34,25 +35,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 QUICK_S, REFUSAL_S = 0.3, 1.0
 
-#: Two runs awaiting approval requested by steward.sam; the first then rejected by olga.
+#: Six runs, as ``list`` finds them in a home in use: two parked for approval by steward.sam,
+#: the first then rejected by olga (``status RUN`` reads the second), two whose flow died at
+#: ``verified`` (shown stalled: their lease is read), one failed, one still awaiting approval.
 SETUP = """
 from ehr_release.storage import runs
 from ehr_release.storage.models import DatasetRecord
 from ehr_release.storage.runs import Status
 
+PARKED = (Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFIED,
+          Status.AWAITING_APPROVAL)
 ids = []
-for i in range(2):
+for i, path in enumerate([PARKED, PARKED, PARKED[:2], PARKED[:2], (), PARKED]):
     ds = DatasetRecord(fingerprint=f"{i:02x}" * 32, rows=10, codes=30, columns_json="{}",
                        source="bench")
     run = runs.create_run(run_id=runs.new_run_id(), dataset=ds, requester="steward.sam",
                           algorithm="disassociation", parameters={"k": "5", "m": "2"},
                           out_dir="releases")
-    for status in (Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED, Status.CERTIFIED,
-                   Status.AWAITING_APPROVAL):
+    for status in path:
         runs.transition(run.id, status, actor="flow")
     ids.append(run.id)
 runs.decide(ids[0], reviewer="olga", decision="reject", reason="bench")
-print(*ids)
+runs.fail_run(ids[4], actor="flow", error="bench")
+print(*ids[:2])
 """
 
 
@@ -74,7 +79,8 @@ def timed(argv: list[str], env: dict[str, str], refusal: str | None) -> tuple[fl
 
 
 def prepared(src: Path, home: Path) -> tuple[dict[str, str], list[str]]:
-    """The environment for one source tree with its own home, and its two runs' ids."""
+    """The environment for one source tree with its own home, and the ids of its rejected
+    and its awaiting run."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PREFECT_", "EHR_RELEASE_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(src.resolve()), EHR_RELEASE_HOME=str(home),

@@ -49,8 +49,10 @@ def test_parsing_a_command_imports_no_heavy_library(args: list[str], tmp_path: P
 
 
 def test_listing_runs_loads_the_database_but_no_data_library(tmp_path: Path) -> None:
-    """``list`` needs SQLAlchemy for the database, but neither Prefect, pandas, numpy, the
-    PDF renderer nor the password hasher."""
+    """``list`` in a fresh home (no database file yet) takes the full path, which creates
+    the database with SQLAlchemy, but loads neither Prefect, pandas, numpy, the PDF
+    renderer nor the password hasher. (On an existing SQLite database it loads none of the
+    database libraries either: tests/test_quick_read.py.)"""
     modules = loaded(["list"], tmp_path)
     assert "sqlalchemy" in modules  # the probe saw the command run
     assert modules & {"prefect", "pandas", "numpy", "weasyprint", "argon2", "rich"} == set()

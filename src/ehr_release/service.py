@@ -8,7 +8,6 @@ callbacks).
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -18,7 +17,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,6 +35,7 @@ from ehr_release.storage.audit import record_event
 from ehr_release.storage.destinations import resolve_destination
 from ehr_release.storage.engine import home
 from ehr_release.storage.home import PRIVATE_UMASK, private_dir
+from ehr_release.storage.run_view import RunState, state_of, summary_of
 from ehr_release.storage.runs import TERMINAL, Status
 from ehr_release.tasks.steps import step
 
@@ -181,19 +180,9 @@ def run_summary(run_id: str) -> dict[str, Any]:
     next step, parameters, verdict and decision. Overdue approvals are expired first."""
     expire_overdue(run_id)
     run = runs.get_run(run_id)
-    state = run_state(run_id)
-    verification = runs.latest_verification(run_id)
-    approval = runs.get_approval(run_id)
-    return {"run_id": run.id, "status": state.shown,
-            "recorded_status": run.status if state.stalled else None,
-            "next_step": state.next_step, "algorithm": run.algorithm,
-            "parameters": json.loads(run.parameters_json),
-            "requester": chained.requester(run_id) or run.requester,
-            "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
-            "verified": None if verification is None else verification["holds"],
-            "decision": None if approval is None else {
-                "reviewer": approval.reviewer, "decision": approval.decision,
-                "reason": approval.reason, "decided_at": approval.decided_at}}
+    return summary_of(run, run_state(run_id), requester=chained.requester(run_id),
+                      verification=runs.latest_verification(run_id),
+                      approval=runs.get_approval(run_id))
 
 
 def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
@@ -518,49 +507,17 @@ def expire_overdue(run_id: str | None = None) -> list[str]:
     return expired
 
 
-PUBLICATION_FAILED = "publication failed"
-
-
-@dataclass(frozen=True)
-class RunState:
-    """Where a run stands for a person: its status, or ``stalled`` / ``publication failed``
-    and how to go on."""
-
-    status: str
-    stalled: bool
-    next_step: str | None
-    publication_failed: bool = False
-
-    @property
-    def shown(self) -> str:
-        if self.publication_failed:
-            return PUBLICATION_FAILED
-        return "stalled" if self.stalled else self.status
-
-
 def run_state(run_id: str) -> RunState:
-    """The run's status, ``stalled`` when no live flow works on an unsettled run.
-
-    ``awaiting_approval`` needs no process (the bundle is persisted); every other unsettled
-    status is only true while the flow's lease is renewed.
-    """
+    """The run's status, ``stalled`` when no live flow works on an unsettled run (the rules:
+    :func:`ehr_release.storage.run_view.state_of`)."""
     run = runs.get_run(run_id)
-    status = Status(run.status)
-    if status == Status.AWAITING_APPROVAL:
+
+    def window_closes() -> str | None:
         row = pending.get_pending(run_id)
-        until = f" before {row.expires_at}" if row else ""
-        return RunState(status, False, f"a reviewer decides{until}: ehr-release approve "
-                                       f"{run_id} --reviewer NAME --decision approve|reject "
-                                       "--reason TEXT")
-    if status in TERMINAL or pending.lease_alive(run_id):
-        return RunState(status, False, None)
-    if runs.publication_failed(run):
-        return RunState(status, True, f"publishing failed ({run.error}); once the cause is "
-                                      f"fixed: ehr-release publish {run_id}",
-                        publication_failed=True)
-    command = (f"ehr-release publish {run_id}" if status == Status.APPROVED
-               else f"ehr-release resume {run_id}")
-    return RunState(status, True, f"its flow is not running; continue with: {command}")
+        return row.expires_at if row else None
+
+    return state_of(run, window_closes=window_closes,
+                    lease_alive=lambda: pending.lease_alive(run_id))
 
 
 def saved_request(run_id: str) -> ReleaseRequest:

@@ -4,15 +4,20 @@ Run ids are 36 characters; people copy the first few. A prefix that names exactl
 that run; one that names several is refused in one line listing them (never a guess); one
 that names none is passed on unchanged, so each command refuses an unknown run the way it
 always did (``approve`` and ``publish`` audit the attempt).
+
+The ids are read with the standard library when that is safe
+(:mod:`ehr_release.cli_support.quick_read`: every command taking a run id resolves it while
+its arguments are parsed), else through SQLModel; both give :func:`resolve_in` the same ids.
 """
 
 from __future__ import annotations
 
-from sqlmodel import Session, col, select
+from typing import TYPE_CHECKING, Protocol
 
 from ehr_release.core.errors import EhrReleaseError
-from ehr_release.storage.engine import engine_or_default
-from ehr_release.storage.models import ReleaseRun
+
+if TYPE_CHECKING:  # loaded only when the full path reads the ids
+    from sqlmodel import Session
 
 PREFIX = "rel-"
 SHOWN = 10
@@ -22,21 +27,38 @@ class AmbiguousRunId(EhrReleaseError):
     """A run-id prefix that more than one run starts with."""
 
 
+class RunIds(Protocol):
+    """The two reads resolving a prefix needs."""
+
+    def run(self, run_id: str) -> object | None: ...
+    def run_ids_starting(self, prefix: str, limit: int) -> list[str]: ...
+
+
 def resolve_run_id(text: str) -> str:
     """The full run id ``text`` is a unique prefix of (with or without ``rel-``)."""
+    from ehr_release.cli_support.quick_read import answered
+
     text = text.strip()
     if not text:
         return text
-    candidates = [text] if text.startswith(PREFIX) else [text, PREFIX + text]
+    quick = answered(lambda rows: resolve_in(text, rows), refusals=(AmbiguousRunId,))
+    if quick is not None:
+        return quick
+    from sqlmodel import Session
+
+    from ehr_release.storage.engine import engine_or_default
+
     with Session(engine_or_default(None)) as s:
-        if s.get(ReleaseRun, text) is not None:
-            return text
-        found: list[str] = []
-        for prefix in candidates:
-            starts = col(ReleaseRun.id).startswith(prefix, autoescape=True)
-            found += s.exec(select(ReleaseRun.id).where(starts)
-                            .order_by(col(ReleaseRun.id)).limit(SHOWN + 1)).all()
-    found = sorted(set(found))
+        return resolve_in(text, _OrmRunIds(s))
+
+
+def resolve_in(text: str, ids: RunIds) -> str:
+    """The rule, whichever path reads the ids (``text`` stripped and not empty)."""
+    if ids.run(text) is not None:
+        return text
+    candidates = [text] if text.startswith(PREFIX) else [text, PREFIX + text]
+    found = sorted({i for prefix in candidates
+                    for i in ids.run_ids_starting(prefix, SHOWN + 1)})
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
@@ -45,3 +67,24 @@ def resolve_run_id(text: str) -> str:
                              f"{'+' if len(found) > SHOWN else ''} runs ({listed}); give more "
                              "of it")
     return text
+
+
+class _OrmRunIds:
+    """:class:`RunIds` through SQLModel (any database URL)."""
+
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    def run(self, run_id: str) -> object | None:
+        from ehr_release.storage.models import ReleaseRun
+
+        return self._s.get(ReleaseRun, run_id)
+
+    def run_ids_starting(self, prefix: str, limit: int) -> list[str]:
+        from sqlmodel import col, select
+
+        from ehr_release.storage.models import ReleaseRun
+
+        starts = col(ReleaseRun.id).startswith(prefix, autoescape=True)
+        return list(self._s.exec(select(ReleaseRun.id).where(starts)
+                                 .order_by(col(ReleaseRun.id)).limit(limit)).all())

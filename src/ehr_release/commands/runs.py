@@ -1,7 +1,9 @@
 """Reading what there is: one run (`status`), recent runs (`list`), the registered
 algorithms, and where this installation keeps its state (`home`).
 
-Parsing these imports nothing but Typer: the database loads when the command runs.
+Parsing these imports nothing but Typer: the database loads when the command runs. ``status``
+and ``list`` read a plain SQLite database with the standard library when they safely can
+(:mod:`ehr_release.cli_support.quick_read`), else through the service as every command does.
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start
                                                  callback=full_run_id)],
            as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False) -> None:
     """Show one run: status, parameters, verification verdict, approval."""
-    from ehr_release import service
+    from ehr_release.cli_support import quick_read
     from ehr_release.cli_support.status_view import effective_parameters, status_lines
 
     try:
-        info = service.run_summary(run_id)
+        info = quick_read.run_summary(run_id)  # None: the full path answers (and may write)
+        if info is None:
+            from ehr_release import service
+
+            info = service.run_summary(run_id)
     except EhrReleaseError as exc:
         raise fail(str(exc)) from None
     info["effective_parameters"] = effective_parameters(info["algorithm"], info["parameters"])
@@ -37,14 +43,18 @@ def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start
 
 def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -> None:
     """Recent runs, newest first (a run whose flow died shows as stalled)."""
-    from ehr_release import service
-    from ehr_release.storage import runs
+    from ehr_release.cli_support import quick_read
 
-    service.expire_overdue()
+    shown = quick_read.run_list(limit)  # None: the full path answers (and may write)
+    if shown is None:
+        from ehr_release import service
+        from ehr_release.storage import runs
+
+        service.expire_overdue()
+        shown = [(run, service.run_state(run.id).shown) for run in runs.list_runs(limit=limit)]
     typer.echo(f"{'RUN':<36}  {'STATUS':<18} {'ALGORITHM':<16} {'REQUESTER':<12} CREATED (UTC)")
-    for run in runs.list_runs(limit=limit):
-        shown = service.run_state(run.id).shown
-        typer.echo(f"{run.id:<36}  {shown:<18} {run.algorithm:<16} {run.requester:<12} "
+    for run, state in shown:
+        typer.echo(f"{run.id:<36}  {state:<18} {run.algorithm:<16} {run.requester:<12} "
                    f"{run.created_at[:19]}")
 
 

@@ -17,6 +17,10 @@ the database, written for every event (:mod:`ehr_release.storage.anchors`).
 and still verify as such. A v1 event after a v2 one is a downgrade and fails verification;
 a chain rewritten entirely as v1 contradicts the anchor written at the first keyed event.
 
+The authenticators themselves and the keyring are computed in
+:mod:`ehr_release.storage.chain_auth` (no database library), which readers of single events
+share.
+
 **Rotation.** :func:`rotate_audit_key` records an ``audit.key_rotated`` event, authenticated
 with the old key and naming the new key's id, then installs the new key and keeps the old one
 under ``audit-keys/<id>.key`` (or, with keys from the environment, in
@@ -31,12 +35,10 @@ produce one linear chain; a writer that loses a race retries on the new head.
 from __future__ import annotations
 
 import csv
-import hashlib
 import hmac
 import io
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,76 +52,25 @@ from ehr_release.core.canonical import canonical_json
 from ehr_release.core.errors import ConfigError, cap
 from ehr_release.storage.actions import AuditAction
 from ehr_release.storage.anchors import anchor_on_commit
+from ehr_release.storage.chain_auth import (  # the authenticators; names re-exported here
+    AUDIT_KEY_ENV,
+    AUDIT_KEY_FILE,
+    KEY_PURPOSE,
+    RETIRED_KEYS_DIR,
+    RETIRED_KEYS_ENV,
+    audit_key,
+    audit_keyring,
+    event_hash,
+    hash_version,
+)
 from ehr_release.storage.engine import engine_or_default, home
 from ehr_release.storage.models import AuditEvent, utc_now
-from ehr_release.storage.site_keys import key_id, load_key, parse_key, write_new_key
+from ehr_release.storage.site_keys import key_id, parse_key, write_new_key
 
 GENESIS = "0" * 64
-_DOMAIN = b"ehr_release.audit.v1\x00"
-_DOMAIN_V2 = b"ehr_release.audit.v2\x00"
-_V1 = re.compile(r"[0-9a-f]{64}")
-_V2 = re.compile(r"v2:([0-9a-f]{8}):([0-9a-f]{52})")
-_V2_HEX = 52  # 208 bits of the HMAC: "v2:" + key id + ":" + digest fits the 64-char column
-AUDIT_KEY_ENV = "EHR_RELEASE_AUDIT_KEY"
-AUDIT_KEY_FILE = "audit.key"
-RETIRED_KEYS_ENV = "EHR_RELEASE_AUDIT_RETIRED_KEYS"
-RETIRED_KEYS_DIR = "audit-keys"
 KEY_ROTATED = AuditAction.AUDIT_KEY_ROTATED
-_KEY_PURPOSE = "audit"
 _ADVISORY_LOCK_KEY = 0x45485241  # "EHRA"
 _MAX_ATTEMPTS = 20
-
-
-def event_hash(*, seq: int, created_at: str, actor: str, action: str, run_id: str | None,
-               payload_json: str, prev_hash: str, key: bytes | None = None) -> str:
-    """The authenticator of one event's content chained to its predecessor.
-
-    With ``key``: ``v2:<key id>:<HMAC-SHA256 truncated to 208 bits>``, the key id bound into
-    the MAC. Without: the legacy v1 form, plain SHA-256 (still needed to verify old events).
-    """
-    content = canonical_json({"seq": seq, "created_at": created_at, "actor": actor,
-                              "action": action, "run_id": run_id,
-                              "payload": json.loads(payload_json)}).encode()
-    if key is None:
-        return hashlib.sha256(_DOMAIN + content + prev_hash.encode()).hexdigest()
-    kid = key_id(key, _KEY_PURPOSE)
-    mac = hmac.new(key, _DOMAIN_V2 + kid.encode() + b"\0" + content + prev_hash.encode(),
-                   hashlib.sha256).hexdigest()
-    return f"v2:{kid}:{mac[:_V2_HEX]}"
-
-
-def hash_version(value: str) -> tuple[int, str | None]:
-    """(1, None) for a legacy hash, (2, key id) for a keyed one, (0, None) for neither."""
-    if _V1.fullmatch(value):
-        return 1, None
-    m = _V2.fullmatch(value)
-    return (2, m.group(1)) if m else (0, None)
-
-
-# ----------------------------------------------------------------------------- keys
-def audit_key(*, create: bool = True) -> bytes | None:
-    """The current audit key: ``EHR_RELEASE_AUDIT_KEY``, else ``audit.key`` in the home."""
-    return load_key(AUDIT_KEY_ENV, AUDIT_KEY_FILE, "audit key", create=create)
-
-
-def audit_keyring() -> dict[str, bytes]:
-    """Every audit key this site holds, by key id: the current one and the retired ones.
-
-    Retired keys come from ``EHR_RELEASE_AUDIT_RETIRED_KEYS`` (hex keys separated by commas
-    or spaces) and from ``audit-keys/*.key`` in the home. Reading never creates a key.
-    """
-    keys: list[bytes] = []
-    current = audit_key(create=False)
-    if current is not None:
-        keys.append(current)
-    for i, text_key in enumerate(os.environ.get(RETIRED_KEYS_ENV, "").replace(",", " ")
-                                 .split()):
-        keys.append(parse_key(text_key, f"{RETIRED_KEYS_ENV}[{i}]", "audit key"))
-    folder = home() / RETIRED_KEYS_DIR
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.key")):
-            keys.append(parse_key(path.read_text(encoding="ascii"), str(path), "audit key"))
-    return {key_id(k, _KEY_PURPOSE): k for k in keys}
 
 
 def rotate_audit_key(new_key: bytes | None = None, engine: Engine | None = None) -> str:
@@ -138,10 +89,10 @@ def rotate_audit_key(new_key: bytes | None = None, engine: Engine | None = None)
                           f"there and list the old key in {RETIRED_KEYS_ENV}")
     old = audit_key()
     assert old is not None
-    old_id = key_id(old, _KEY_PURPOSE)
+    old_id = key_id(old, KEY_PURPOSE)
     secret = new_key if new_key is not None else os.urandom(32)
     parse_key(secret.hex(), "new audit key", "audit key")  # same length rule as loaded keys
-    new_id = key_id(secret, _KEY_PURPOSE)
+    new_id = key_id(secret, KEY_PURPOSE)
     if new_id == old_id:
         raise ConfigError("the new audit key is the current one")
     folder = home()

@@ -14,13 +14,14 @@ insider does not hold, so:
 
 Each event read here is checked against its authenticator; an event that does not verify is
 ignored (``audit verify`` names it). A legacy unkeyed (v1) event counts only if it was written
-before the first keyed one: an unkeyed event after that is a forgery (a downgrade).
+before the first keyed one: an unkeyed event after that is a forgery (a downgrade). Those
+rules are :class:`ehr_release.storage.chain_auth.EventAuthenticator`'s, which ``status``
+also applies to rows it reads without SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +30,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from ehr_release.storage.actions import AuditAction
-from ehr_release.storage.audit import audit_keyring, event_hash, hash_version
+from ehr_release.storage.chain_auth import (
+    KEYED_LIKE,
+    EventAuthenticator,
+    audit_keyring,
+    first_authentic_actors,
+)
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import AuditEvent
 
@@ -55,33 +61,11 @@ def credential_digest(credential_hash: str) -> str:
     return hashlib.sha256(credential_hash.encode()).hexdigest()
 
 
-class _Checker:
-    """Authenticates single events of one chain with the site's keyring."""
-
-    def __init__(self, session: Session) -> None:
-        self.keys = audit_keyring()
-        first = session.exec(select(AuditEvent.seq).where(col(AuditEvent.hash).like("v2:%"))
-                             .order_by(col(AuditEvent.seq)).limit(1)).first()
-        self.first_keyed = first
-
-    def authentic(self, ev: AuditEvent) -> bool:
-        version, kid = hash_version(ev.hash)
-        if version == 2:
-            key = self.keys.get(kid or "")
-            if key is None:
-                return False
-        elif version == 1 and (self.first_keyed is None or ev.seq < self.first_keyed):
-            key = None
-        else:
-            return False
-        try:
-            recomputed = event_hash(seq=ev.seq, created_at=ev.created_at, actor=ev.actor,
-                                    action=ev.action, run_id=ev.run_id,
-                                    payload_json=ev.payload_json, prev_hash=ev.prev_hash,
-                                    key=key)
-        except ValueError:
-            return False
-        return hmac.compare_digest(recomputed, ev.hash)
+def _checker(session: Session) -> EventAuthenticator:
+    """The authenticator of single events of the chain ``session`` reads."""
+    first = session.exec(select(AuditEvent.seq).where(col(AuditEvent.hash).like(KEYED_LIKE))
+                         .order_by(col(AuditEvent.seq)).limit(1)).first()
+    return EventAuthenticator(audit_keyring(), first)
 
 
 def requesters(session: Session, run_ids: Iterable[str]) -> dict[str, str]:
@@ -90,16 +74,11 @@ def requesters(session: Session, run_ids: Iterable[str]) -> dict[str, str]:
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
-    check = _Checker(session)
-    found: dict[str, str] = {}
     rows = session.exec(select(AuditEvent)
                         .where(AuditEvent.action == AuditAction.RUN_REQUESTED.value)
                         .where(col(AuditEvent.run_id).in_(wanted))
                         .order_by(col(AuditEvent.seq))).all()
-    for ev in rows:
-        if ev.run_id is not None and ev.run_id not in found and check.authentic(ev):
-            found[ev.run_id] = ev.actor
-    return found
+    return first_authentic_actors(rows, _checker(session))
 
 
 def requester(run_id: str, engine: Engine | None = None) -> str | None:
@@ -110,7 +89,7 @@ def requester(run_id: str, engine: Engine | None = None) -> str | None:
 
 def users(session: Session) -> dict[str, ChainedUser]:
     """name → the user as the chain's authentic user events leave them (newest wins)."""
-    check = _Checker(session)
+    check = _checker(session)
     found: dict[str, ChainedUser] = {}
     rows = session.exec(select(AuditEvent)
                         .where(col(AuditEvent.action).in_([a.value for a in USER_EVENTS]))
@@ -133,7 +112,7 @@ def users(session: Session) -> dict[str, ChainedUser]:
 
 def any_users(session: Session) -> bool:
     """Whether the chain has ever added a user (authentic ``user.added``)."""
-    check = _Checker(session)
+    check = _checker(session)
     rows = session.exec(select(AuditEvent)
                         .where(AuditEvent.action == AuditAction.USER_ADDED.value)
                         .order_by(col(AuditEvent.seq))).all()
@@ -159,7 +138,7 @@ def decision_of(run_id: str, engine: Engine | None = None) -> ChainedDecision:
     """
     status = decider = decision = requested_by = None
     with Session(_engine(engine)) as s:
-        check = _Checker(s)
+        check = _checker(s)
         rows = s.exec(select(AuditEvent).where(AuditEvent.run_id == run_id)
                       .order_by(col(AuditEvent.seq))).all()
         for ev in rows:

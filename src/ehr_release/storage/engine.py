@@ -17,16 +17,19 @@ from sqlmodel import create_engine
 
 from ehr_release.core.errors import ConfigError
 from ehr_release.storage import models  # noqa: F401  (registers the tables)
-from ehr_release.storage.home import APP_NAME, HOME_ENV, default_home, home
+from ehr_release.storage.home import (
+    APP_NAME,
+    DATABASE_URL_ENV,
+    HOME_ENV,
+    database_url,
+    default_home,
+    home,
+)
 
-__all__ = ["APP_NAME", "HOME_ENV", "default_home", "home"]  # the home lives in storage.home
+#: The home and the database URL live in storage.home (no SQLAlchemy there).
+__all__ = ["APP_NAME", "DATABASE_URL_ENV", "HOME_ENV", "database_url", "default_home", "home"]
 
-DATABASE_URL_ENV = "EHR_RELEASE_DATABASE_URL"
 BUSY_TIMEOUT_ENV = "EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S"
-
-
-def database_url() -> str:
-    return os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{home() / 'ehr_release.db'}"
 
 
 _ENGINES: dict[str, Engine] = {}

@@ -2,8 +2,10 @@
 
 Every command needs the home (Prefect's home lies inside it) and most need it before the
 database: the CLI's refusal of bad input and its Prefect configuration must not pay for
-SQLAlchemy's import (about 0.4 s of CPU), so the home is found here and
-:mod:`ehr_release.storage.engine` re-exports it.
+SQLAlchemy's import (about 0.4 s of CPU), so the home — and the database URL, which
+names a file in it by default — is found here and :mod:`ehr_release.storage.engine`
+re-exports both (``status`` and ``list`` read that file with the standard library:
+:mod:`ehr_release.storage.sqlite_read`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import stat
 from pathlib import Path
 
 HOME_ENV = "EHR_RELEASE_HOME"
+DATABASE_URL_ENV = "EHR_RELEASE_DATABASE_URL"
+#: The database's file in the home when no URL is configured.
+DATABASE_FILE = "ehr_release.db"
 #: The umask of every process the home starts (the local Prefect server, a release's flow
 #: process and what it spawns): what they create in the home is 0600/0700.
 PRIVATE_UMASK = 0o077
@@ -45,6 +50,11 @@ def home() -> Path:
     if path.stat().st_mode & 0o077 and path.owner() == _user():
         path.chmod(0o700)
     return path
+
+
+def database_url() -> str:
+    """``EHR_RELEASE_DATABASE_URL``, else the SQLite file in the home."""
+    return os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{home() / DATABASE_FILE}"
 
 
 def home_path() -> Path:

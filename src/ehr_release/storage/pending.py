@@ -11,6 +11,8 @@ server.
 A run whose flow is working holds a *lease*, renewed every few seconds by a thread of the
 flow's process. A run that is neither settled nor leased has a flow that died: it is shown as
 ``stalled`` with the command that resumes it, instead of keeping its last status forever.
+When a window closes and when a lease lapses are rules of their own
+(:mod:`ehr_release.storage.deadlines`); this module reads and writes the rows.
 """
 
 from __future__ import annotations
@@ -20,17 +22,16 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from ehr_release.storage.deadlines import LEASE_RENEW_S, lease_is_live
+from ehr_release.storage.deadlines import expiry as expiry  # re-exported: the bundle's name
+from ehr_release.storage.deadlines import is_expired as is_expired  # and the service's
 from ehr_release.storage.engine import engine_or_default as _engine
 from ehr_release.storage.models import PendingRelease, RunLease, utc_now
-
-#: How often a working flow renews its lease, and when a lease counts as lost.
-LEASE_RENEW_S = 5.0
-LEASE_STALE_S = 45.0
 
 
 def save_pending(row: PendingRelease, engine: Engine | None = None) -> None:
@@ -47,15 +48,6 @@ def save_pending(row: PendingRelease, engine: Engine | None = None) -> None:
 def get_pending(run_id: str, engine: Engine | None = None) -> PendingRelease | None:
     with Session(_engine(engine)) as s:
         return s.get(PendingRelease, run_id)
-
-
-def expiry(timeout_s: int) -> str:
-    """When an approval window opened now closes (ISO-8601 UTC, like every timestamp)."""
-    return (datetime.now(UTC) + timedelta(seconds=timeout_s)).isoformat(timespec="seconds")
-
-
-def is_expired(row: PendingRelease, now: datetime | None = None) -> bool:
-    return (now or datetime.now(UTC)) >= datetime.fromisoformat(row.expires_at)
 
 
 def _renew(run_id: str, holder: str, engine: Engine) -> None:
@@ -108,29 +100,10 @@ def hold_lease(run_id: str, holder: str, engine: Engine | None = None) -> Iterat
 
 def lease_alive(run_id: str, engine: Engine | None = None,
                 now: datetime | None = None) -> bool:
-    """True while some process renews the run's lease.
-
-    A holder on this machine whose process is gone lost its lease at once (SIGKILL, OOM
-    killer); one elsewhere after :data:`LEASE_STALE_S` without renewal.
-    """
+    """True while some process renews the run's lease (the rule:
+    :func:`ehr_release.storage.deadlines.lease_is_live`)."""
     with Session(_engine(engine)) as s:
-        lease = s.get(RunLease, run_id)
-    if lease is None:
-        return False
-    if lease.host == socket.gethostname() and not _process_exists(lease.pid):
-        return False
-    age = (now or datetime.now(UTC)) - datetime.fromisoformat(lease.renewed_at)
-    return age.total_seconds() < LEASE_STALE_S
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    return True
+        return lease_is_live(s.get(RunLease, run_id), now)
 
 
 def pending_runs(engine: Engine | None = None) -> list[PendingRelease]:

@@ -1,4 +1,7 @@
-"""Release runs: creation, the status state machine, results, approvals and artifacts.
+"""Release runs: creation, the status state machine applied, results, approvals, artifacts.
+
+The state machine's rules themselves (statuses, allowed moves) are in
+:mod:`ehr_release.storage.run_status`, which needs no database library.
 
 Every state change writes its audit event in the same transaction, so the database never
 shows a status the audit trail does not explain (and vice versa).
@@ -8,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from enum import StrEnum
 from typing import Any, NoReturn
 
 from sqlalchemy.engine import Engine
@@ -31,47 +33,10 @@ from ehr_release.storage.models import (
     VerificationResult,
     utc_now,
 )
-
-
-class Status(StrEnum):
-    REQUESTED = "requested"
-    ANONYMIZED = "anonymized"
-    VERIFIED = "verified"
-    EVALUATED = "evaluated"
-    CERTIFIED = "certified"
-    AWAITING_APPROVAL = "awaiting_approval"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    PUBLISHED = "published"
-    FAILED = "failed"
-
-
-#: The only moves a run may make. Anything not listed raises IllegalTransition: in particular
-#: nothing reaches ``published`` except from ``approved``, and nothing reaches ``approved``
-#: except from ``awaiting_approval`` — which only a verified, certified run can reach.
-TRANSITIONS: dict[Status, frozenset[Status]] = {
-    Status.REQUESTED: frozenset({Status.ANONYMIZED, Status.FAILED}),
-    Status.ANONYMIZED: frozenset({Status.VERIFIED, Status.FAILED}),
-    Status.VERIFIED: frozenset({Status.EVALUATED, Status.FAILED}),
-    Status.EVALUATED: frozenset({Status.CERTIFIED, Status.FAILED}),
-    Status.CERTIFIED: frozenset({Status.AWAITING_APPROVAL, Status.FAILED}),
-    Status.AWAITING_APPROVAL: frozenset({Status.APPROVED, Status.REJECTED, Status.FAILED}),
-    Status.APPROVED: frozenset({Status.PUBLISHED, Status.FAILED}),
-    Status.REJECTED: frozenset(),
-    Status.PUBLISHED: frozenset(),
-    Status.FAILED: frozenset(),
-}
-TERMINAL = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
-#: The happy path in order; a resumed flow skips moves to a status the run already passed.
-PROGRESSION = (Status.REQUESTED, Status.ANONYMIZED, Status.VERIFIED, Status.EVALUATED,
-               Status.CERTIFIED, Status.AWAITING_APPROVAL, Status.APPROVED, Status.PUBLISHED)
-
-
-def reached(current: Status, target: Status) -> bool:
-    """True if ``current`` is ``target`` or lies after it on the happy path."""
-    if current not in PROGRESSION or target not in PROGRESSION:
-        return current == target
-    return PROGRESSION.index(current) >= PROGRESSION.index(target)
+from ehr_release.storage.run_status import TERMINAL, TRANSITIONS, Status, unknown_run
+from ehr_release.storage.run_status import (  # re-exported: tests ask runs.publication_failed
+    publication_failed as publication_failed,
+)
 
 
 def new_run_id() -> str:
@@ -123,7 +88,7 @@ def get_run(run_id: str, engine: Engine | None = None) -> ReleaseRun:
     with Session(_engine(engine)) as s:
         run = s.get(ReleaseRun, run_id)
         if run is None:
-            raise NotFound(f"no release run with id {run_id!r}")
+            raise unknown_run(run_id)
         return run
 
 
@@ -164,7 +129,7 @@ def apply_transition(session: Session, run_id: str, to: Status, *, actor: str,
     run = session.exec(select(ReleaseRun).where(ReleaseRun.id == run_id)
                        .with_for_update()).first()
     if run is None:
-        raise NotFound(f"no release run with id {run_id!r}")
+        raise unknown_run(run_id)
     current = Status(run.status)
     if to not in TRANSITIONS[current]:
         raise IllegalTransition(f"run {run_id} cannot move from {current} to {to}")
@@ -213,16 +178,11 @@ def record_publish_failure(run_id: str, *, actor: str, error: str,
         return True
 
 
-def publication_failed(run: ReleaseRun) -> bool:
-    """An approved run whose last publishing attempt failed (it can be retried)."""
-    return run.status == Status.APPROVED and bool(run.error)
-
-
 def set_flow_run_id(run_id: str, flow_run_id: str, engine: Engine | None = None) -> None:
     with Session(_engine(engine)) as s:
         run = s.get(ReleaseRun, run_id)
         if run is None:
-            raise NotFound(f"no release run with id {run_id!r}")
+            raise unknown_run(run_id)
         run.flow_run_id = flow_run_id
         s.add(run)
         s.commit()

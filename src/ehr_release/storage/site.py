@@ -17,7 +17,6 @@ chain that does not open with a test ``site.created`` event is a normal site.
 
 from __future__ import annotations
 
-import hmac
 import json
 from typing import Any
 
@@ -27,14 +26,8 @@ from sqlmodel import Session, func, select
 from ehr_release.core.errors import EhrReleaseError, ParameterError
 from ehr_release.parameters.params import SEED
 from ehr_release.storage.actions import AuditAction
-from ehr_release.storage.audit import (
-    GENESIS,
-    append_event,
-    audit_keyring,
-    event_hash,
-    hash_version,
-    lock_chain,
-)
+from ehr_release.storage.audit import GENESIS, append_event, lock_chain
+from ehr_release.storage.chain_auth import audit_keyring, hash_version, matches
 from ehr_release.storage.engine import engine_or_default
 from ehr_release.storage.models import AuditEvent
 
@@ -103,9 +96,4 @@ def _authentic(ev: AuditEvent) -> bool:
     """The event's HMAC verifies under a key this site holds (a keyed, v2 event only)."""
     version, kid = hash_version(ev.hash)
     key = audit_keyring().get(kid) if version == 2 and kid else None
-    if key is None:
-        return False
-    recomputed = event_hash(seq=ev.seq, created_at=ev.created_at, actor=ev.actor,
-                            action=ev.action, run_id=ev.run_id, payload_json=ev.payload_json,
-                            prev_hash=ev.prev_hash, key=key)
-    return hmac.compare_digest(recomputed, ev.hash)
+    return key is not None and matches(ev, key)

@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 
 from ehr_release.core.errors import ConfigError
+from ehr_release.storage.home import home
 
 MIN_KEY_BYTES = 32
 
@@ -70,8 +71,6 @@ def load_key(env: str, file_name: str, what: str, *, create: bool = True) -> byt
     """
     if os.environ.get(env):
         return parse_key(os.environ[env], env, what)
-    from ehr_release.storage.engine import home
-
     folder = home()
     path = key_file(folder, file_name) if create else folder / file_name
     if not path.exists():

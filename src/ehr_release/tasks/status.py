@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 
 from ehr_release.storage import runs
-from ehr_release.storage.runs import Status
+from ehr_release.storage.run_status import Status, reached
 from ehr_release.tasks.logs import stage_log
 from ehr_release.tasks.redaction import redacted
 from ehr_release.tasks.retry import is_transient
@@ -20,7 +20,7 @@ FLOW_ACTOR = "system:release_flow"
 @redacted
 def advance_task(run_id: str, to: Status, payload: dict[str, Any] | None = None) -> None:
     """Transition ``run_id`` to ``to``; a no-op if it already got there (a resumed run)."""
-    if runs.reached(Status(runs.get_run(run_id).status), to):
+    if reached(Status(runs.get_run(run_id).status), to):
         stage_log("status", f"already {to.value} (a resumed run)")
         return
     runs.transition(run_id, to, actor=FLOW_ACTOR, payload=payload)
