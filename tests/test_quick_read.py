@@ -179,6 +179,14 @@ def test_status_shows_the_chains_requester_not_the_column(many_runs, monkeypatch
     assert json.loads(tampered.stdout)["requester"] == "steward"  # the column; not mallory
 
 
+def test_list_shows_the_chains_requester_not_the_column(many_runs, monkeypatch) -> None:
+    for path in ("quick", "full"):
+        with _only(path, monkeypatch):
+            listed = runner.invoke(app, ["list"]).stdout.splitlines()
+        forged = next(ln for ln in listed if ln.startswith(many_runs["forged_column"]))
+        assert " steward " in forged and " olga " not in forged, (path, forged)
+
+
 @pytest.mark.parametrize("limit", ["50", "3", "0"])
 def test_list_says_the_same_bytes_either_way(many_runs, monkeypatch, limit) -> None:
     quick, full = _both(["list", "--limit", limit], monkeypatch)

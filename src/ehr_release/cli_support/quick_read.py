@@ -44,7 +44,7 @@ def answered(question: Callable[[Rows], T],
 def run_summary(run_id: str) -> dict[str, Any] | None:
     """``service.run_summary(run_id)``, or None (its window is overdue: the full path
     rejects the run first)."""
-    from ehr_release.storage.chain_auth import (  # HMAC: only status needs it, not list
+    from ehr_release.storage.chain_auth import (
         EventAuthenticator,
         audit_keyring,
         first_authentic_actors,
@@ -66,13 +66,24 @@ def run_summary(run_id: str) -> dict[str, Any] | None:
     return answered(question)
 
 
-def run_list(limit: int) -> list[tuple[Any, str]] | None:
-    """The newest ``limit`` runs with the status each is shown with, or None (a window is
-    overdue somewhere: the full path rejects those runs first)."""
-    def question(rows: Rows) -> list[tuple[Any, str]] | None:
+def run_list(limit: int) -> list[tuple[Any, str, str]] | None:
+    """The newest ``limit`` runs with the status each is shown with and who requested it
+    (the chain's word, as ``status`` says it), or None (a window is overdue somewhere: the
+    full path rejects those runs first)."""
+    from ehr_release.storage.chain_auth import (
+        EventAuthenticator,
+        audit_keyring,
+        first_authentic_actors,
+    )
+
+    def question(rows: Rows) -> list[tuple[Any, str, str]] | None:
         if any(expires_now(w, w.status) for w in rows.windows()):
             return None
-        return [(run, _state(rows, run).shown) for run in rows.runs(limit)]
+        listed = rows.runs(limit)
+        check = EventAuthenticator(audit_keyring(), rows.first_keyed())
+        chain = first_authentic_actors(rows.requested_events_of([r.id for r in listed]), check)
+        return [(run, _state(rows, run).shown, chain.get(run.id) or run.requester)
+                for run in listed]
 
     return answered(question)
 

@@ -42,19 +42,25 @@ def status(run_id: Annotated[str, typer.Argument(help="Run id (or a unique start
 
 
 def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -> None:
-    """Recent runs, newest first (a run whose flow died shows as stalled)."""
+    """Recent runs, newest first (a run whose flow died shows as stalled).
+
+    The requester is the audit chain's, as in ``status``: the column can be edited by
+    anyone with database access (see ``storage.chained``)."""
     from ehr_release.cli_support import quick_read
 
     shown = quick_read.run_list(limit)  # None: the full path answers (and may write)
     if shown is None:
         from ehr_release import service
-        from ehr_release.storage import runs
+        from ehr_release.storage import chained, runs
 
         service.expire_overdue()
-        shown = [(run, service.run_state(run.id).shown) for run in runs.list_runs(limit=limit)]
+        listed = runs.list_runs(limit=limit)
+        chain = chained.requesters_of(run.id for run in listed)
+        shown = [(run, service.run_state(run.id).shown, chain.get(run.id) or run.requester)
+                 for run in listed]
     typer.echo(f"{'RUN':<36}  {'STATUS':<18} {'ALGORITHM':<16} {'REQUESTER':<12} CREATED (UTC)")
-    for run, state in shown:
-        typer.echo(f"{run.id:<36}  {state:<18} {run.algorithm:<16} {run.requester:<12} "
+    for run, state, requester in shown:
+        typer.echo(f"{run.id:<36}  {state:<18} {run.algorithm:<16} {requester:<12} "
                    f"{run.created_at[:19]}")
 
 

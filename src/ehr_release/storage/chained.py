@@ -87,6 +87,12 @@ def requester(run_id: str, engine: Engine | None = None) -> str | None:
         return requesters(s, [run_id]).get(run_id)
 
 
+def requesters_of(run_ids: Iterable[str], engine: Engine | None = None) -> dict[str, str]:
+    """:func:`requesters` in a session of its own (``list``'s column)."""
+    with Session(_engine(engine)) as s:
+        return requesters(s, run_ids)
+
+
 def users(session: Session) -> dict[str, ChainedUser]:
     """name → the user as the chain's authentic user events leave them (newest wins)."""
     check = _checker(session)

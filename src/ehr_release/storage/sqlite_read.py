@@ -123,6 +123,13 @@ class Rows:
         return self._all(f"SELECT {_EVENT_COLUMNS} FROM audit_events WHERE action = ? AND "
                          "run_id = ? ORDER BY seq", AuditAction.RUN_REQUESTED.value, run_id)
 
+    def requested_events_of(self, run_ids: list[str]) -> list[Any]:
+        """:meth:`requested_events` of several runs at once, in chain order."""
+        marks = ", ".join("?" * len(run_ids))
+        return self._all(f"SELECT {_EVENT_COLUMNS} FROM audit_events WHERE action = ? AND "
+                         f"run_id IN ({marks}) ORDER BY seq", AuditAction.RUN_REQUESTED.value,
+                         *run_ids) if run_ids else []
+
     def first_keyed(self) -> int | None:
         """The ``seq`` of the chain's first keyed (v2) event."""
         from ehr_release.storage.chain_auth import KEYED_LIKE  # hashlib: status only, not list
