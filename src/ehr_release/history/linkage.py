@@ -41,6 +41,8 @@ from ehr_release.storage.patient_links import (  # noqa: F401  (re-exported)
 from ehr_release.storage.site_keys import load_key
 
 if TYPE_CHECKING:  # pandas only when an extract is hashed: the CLI's refusals stay light
+    import pandas as pd
+
     from ehr_release.model.dataset import Dataset
 
 KEY_ENV = "EHR_RELEASE_LINKAGE_KEY"
@@ -72,14 +74,33 @@ def _records(dataset: Dataset) -> list[str]:
     """Each patient's canonical record text: ids and column order play no part."""
     import pandas as pd
 
-    from ehr_release.model.dataset import CODE, PATIENT_ID
-
     patients = dataset.patients
     text = pd.Series("", index=patients.index, dtype=object)
     for column in sorted(patients.columns, key=str):
         values = patients[column].astype(object).where(patients[column].notna(), "")
         text = text + f"{column}=" + values.astype(str) + "\x1f"
-    diagnoses = dataset.diagnoses.sort_values([PATIENT_ID, CODE], kind="stable")
-    codes = diagnoses.groupby(PATIENT_ID, sort=False)[CODE].agg(",".join)
-    codes = codes.reindex(patients.index).fillna("")
+    codes = joined_codes(dataset.diagnoses).reindex(patients.index).fillna("")
     return (text + "codes=" + codes.astype(str)).tolist()
+
+
+def joined_codes(diagnoses: pd.DataFrame) -> pd.Series:
+    """Patient id → the patient's codes, sorted, joined by commas (rows without an id are
+    left out, as a group-by leaves them).
+
+    Why not ``groupby(...).agg(",".join)``: it took 0.87 of the 1.0 s this stage spent on
+    58,302 patients (252,795 diagnoses). After the stable sort each patient's codes are one
+    slice, so one join per slice gives the same strings — and the same hashes, which
+    earlier releases' stored links are compared with (``tests/test_linkage_records.py``).
+    """
+    import pandas as pd
+
+    from ehr_release.model.dataset import CODE, PATIENT_ID
+
+    ordered = diagnoses[diagnoses[PATIENT_ID].notna()].sort_values([PATIENT_ID, CODE],
+                                                                    kind="stable")
+    ids = ordered[PATIENT_ID]
+    starts = np.flatnonzero(ids.ne(ids.shift()).fillna(True).to_numpy(dtype=bool))
+    ends = np.append(starts[1:], len(ids)) if len(starts) else starts  # no diagnoses
+    codes = ordered[CODE].to_numpy(dtype=object)
+    return pd.Series([",".join(codes[s:e]) for s, e in zip(starts, ends, strict=True)],
+                     index=ids.iloc[starts], dtype=object)
