@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ehr_release.core.errors import NotFound
 from ehr_release.storage.deadlines import expires_now, lease_is_live
 from ehr_release.storage.run_status import unknown_run
-from ehr_release.storage.run_view import RunState, state_of, summary_of
+from ehr_release.storage.run_view import RunState, shown_requester, state_of, summary_of
 from ehr_release.storage.sqlite_read import Rows, open_rows
 
 T = TypeVar("T")
@@ -44,12 +44,6 @@ def answered(question: Callable[[Rows], T],
 def run_summary(run_id: str) -> dict[str, Any] | None:
     """``service.run_summary(run_id)``, or None (its window is overdue: the full path
     rejects the run first)."""
-    from ehr_release.storage.chain_auth import (
-        EventAuthenticator,
-        audit_keyring,
-        first_authentic_actors,
-    )
-
     def question(rows: Rows) -> dict[str, Any] | None:
         run = rows.run(run_id)
         if run is None:
@@ -57,9 +51,8 @@ def run_summary(run_id: str) -> dict[str, Any] | None:
         window = rows.window(run_id)
         if window is not None and expires_now(window, run.status):
             return None
-        check = EventAuthenticator(audit_keyring(), rows.first_keyed())
-        requester = first_authentic_actors(rows.requested_events(run_id), check).get(run_id)
-        return summary_of(run, _state(rows, run), requester=requester,
+        return summary_of(run, _state(rows, run),
+                          requester=_chain_requesters(rows, [run_id]).get(run_id),
                           verification=rows.latest_verification(run_id),
                           approval=rows.approval(run_id))
 
@@ -70,22 +63,28 @@ def run_list(limit: int) -> list[tuple[Any, str, str]] | None:
     """The newest ``limit`` runs with the status each is shown with and who requested it
     (the chain's word, as ``status`` says it), or None (a window is overdue somewhere: the
     full path rejects those runs first)."""
+    def question(rows: Rows) -> list[tuple[Any, str, str]] | None:
+        if any(expires_now(w, w.status) for w in rows.windows()):
+            return None
+        listed = rows.runs(limit)
+        chain = _chain_requesters(rows, [r.id for r in listed])
+        return [(run, _state(rows, run).shown, shown_requester(run, chain.get(run.id)))
+                for run in listed]
+
+    return answered(question)
+
+
+def _chain_requesters(rows: Rows, run_ids: list[str]) -> dict[str, str]:
+    """run id → who requested it by the chain's authentic event (``chained.requesters``
+    over these rows)."""
     from ehr_release.storage.chain_auth import (
         EventAuthenticator,
         audit_keyring,
         first_authentic_actors,
     )
 
-    def question(rows: Rows) -> list[tuple[Any, str, str]] | None:
-        if any(expires_now(w, w.status) for w in rows.windows()):
-            return None
-        listed = rows.runs(limit)
-        check = EventAuthenticator(audit_keyring(), rows.first_keyed())
-        chain = first_authentic_actors(rows.requested_events_of([r.id for r in listed]), check)
-        return [(run, _state(rows, run).shown, chain.get(run.id) or run.requester)
-                for run in listed]
-
-    return answered(question)
+    check = EventAuthenticator(audit_keyring(), rows.first_keyed())
+    return first_authentic_actors(rows.requested_events(run_ids), check)
 
 
 def _state(rows: Rows, run: Any) -> RunState:

@@ -52,12 +52,13 @@ def list_runs(limit: Annotated[int, typer.Option(help="How many runs.")] = 50) -
     if shown is None:
         from ehr_release import service
         from ehr_release.storage import chained, runs
+        from ehr_release.storage.run_view import shown_requester
 
         service.expire_overdue()
         listed = runs.list_runs(limit=limit)
         chain = chained.requesters_of(run.id for run in listed)
-        shown = [(run, service.run_state(run.id).shown, chain.get(run.id) or run.requester)
-                 for run in listed]
+        shown = [(run, service.run_state(run.id).shown,
+                  shown_requester(run, chain.get(run.id))) for run in listed]
     typer.echo(f"{'RUN':<36}  {'STATUS':<18} {'ALGORITHM':<16} {'REQUESTER':<12} CREATED (UTC)")
     for run, state, requester in shown:
         typer.echo(f"{run.id:<36}  {state:<18} {run.algorithm:<16} {requester:<12} "

@@ -81,16 +81,15 @@ def requesters(session: Session, run_ids: Iterable[str]) -> dict[str, str]:
     return first_authentic_actors(rows, _checker(session))
 
 
-def requester(run_id: str, engine: Engine | None = None) -> str | None:
-    """Who requested ``run_id`` according to the chain; None if no authentic event says."""
-    with Session(_engine(engine)) as s:
-        return requesters(s, [run_id]).get(run_id)
-
-
 def requesters_of(run_ids: Iterable[str], engine: Engine | None = None) -> dict[str, str]:
     """:func:`requesters` in a session of its own (``list``'s column)."""
     with Session(_engine(engine)) as s:
         return requesters(s, run_ids)
+
+
+def requester(run_id: str, engine: Engine | None = None) -> str | None:
+    """Who requested ``run_id`` according to the chain; None if no authentic event says."""
+    return requesters_of([run_id], engine).get(run_id)
 
 
 def users(session: Session) -> dict[str, ChainedUser]:

@@ -97,16 +97,21 @@ def state_of(run: RunRow, *, window_closes: Callable[[], str | None],
     return RunState(status, True, f"its flow is not running; continue with: {command}")
 
 
+def shown_requester(run: RunRow, chain_requester: str | None) -> str:
+    """Who requested ``run`` as a person is told: the actor of its authentic
+    ``run.requested`` event, the column only when no such event exists."""
+    return chain_requester or run.requester
+
+
 def summary_of(run: RunRow, state: RunState, *, requester: str | None,
                verification: dict[str, Any] | None,
                approval: DecisionRow | None) -> dict[str, Any]:
-    """One run as ``status`` shows it. ``requester`` is the chain's (the actor of the run's
-    authentic ``run.requested`` event; the column only when no such event exists)."""
+    """One run as ``status`` shows it; ``requester`` is the chain's (:func:`shown_requester`)."""
     return {"run_id": run.id, "status": state.shown,
             "recorded_status": run.status if state.stalled else None,
             "next_step": state.next_step, "algorithm": run.algorithm,
             "parameters": json.loads(run.parameters_json),
-            "requester": requester or run.requester,
+            "requester": shown_requester(run, requester),
             "created_at": run.created_at, "updated_at": run.updated_at, "error": run.error,
             "verified": None if verification is None else verification["holds"],
             "decision": None if approval is None else {

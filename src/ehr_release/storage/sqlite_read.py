@@ -117,14 +117,9 @@ class Rows:
         return self._one("SELECT reviewer, decision, reason, decided_at FROM approvals "
                          "WHERE run_id = ? LIMIT 1", run_id)
 
-    def requested_events(self, run_id: str) -> list[Any]:
-        """The run's ``run.requested`` events in chain order (authentic or not: judged by
+    def requested_events(self, run_ids: list[str]) -> list[Any]:
+        """The runs' ``run.requested`` events in chain order (authentic or not: judged by
         :class:`~ehr_release.storage.chain_auth.EventAuthenticator`)."""
-        return self._all(f"SELECT {_EVENT_COLUMNS} FROM audit_events WHERE action = ? AND "
-                         "run_id = ? ORDER BY seq", AuditAction.RUN_REQUESTED.value, run_id)
-
-    def requested_events_of(self, run_ids: list[str]) -> list[Any]:
-        """:meth:`requested_events` of several runs at once, in chain order."""
         marks = ", ".join("?" * len(run_ids))
         return self._all(f"SELECT {_EVENT_COLUMNS} FROM audit_events WHERE action = ? AND "
                          f"run_id IN ({marks}) ORDER BY seq", AuditAction.RUN_REQUESTED.value,
@@ -132,7 +127,7 @@ class Rows:
 
     def first_keyed(self) -> int | None:
         """The ``seq`` of the chain's first keyed (v2) event."""
-        from ehr_release.storage.chain_auth import KEYED_LIKE  # hashlib: status only, not list
+        from ehr_release.storage.chain_auth import KEYED_LIKE  # hmac: not for run-id prefixes
 
         row = self._one("SELECT seq FROM audit_events WHERE hash LIKE ? ORDER BY seq LIMIT 1",
                         KEYED_LIKE)
