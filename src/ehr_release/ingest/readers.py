@@ -76,8 +76,7 @@ def read_wide(path: Path, *, class_column: str | None = None,
     # Patients may have no codes at all (e.g. a demographics-only extract): the column
     # accessors below would find no columns to index on an empty frame.
     tok = exploded["tok"].astype("string")
-    code_txt = tok.str.partition("@")[0] if len(tok) else tok
-    age_txt = tok.str.partition("@")[2] if len(tok) else tok
+    code_txt, age_txt = _split_ages(tok)
     rows = exploded["row"]
     codes, system, losses = read_codes(code_txt.fillna(""), rows, path, CODES, code_system,
                                        code_mapping)
@@ -86,6 +85,19 @@ def read_wide(path: Path, *, class_column: str | None = None,
                               CODE: codes.to_numpy(), AGE: ages.to_numpy()})
     return Dataset(patients, mapped(diagnoses), class_column=class_column, source=str(path),
                    code_system=system, code_mapping=losses)
+
+
+def _split_ages(tok: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(code texts, age texts) of ``401.9@63``-style tokens; blank ages where none is given.
+
+    Partitioning is most of a wide read (every token is run through Python), so it is done
+    once, and not at all for an extract that gives no age (the common case): 58,302 records
+    read in 0.53 s before, read three times per run (precheck, flow, evaluation).
+    """
+    if not len(tok) or not tok.str.contains("@", regex=False).any():
+        return tok, pd.Series("", index=tok.index, dtype="string")
+    parts = tok.str.partition("@")
+    return parts[0], parts[2]
 
 
 def read_long(path: Path, diagnoses_path: Path, *, admissions_path: Path | None = None,
