@@ -137,6 +137,32 @@ def test_preflight_leaves_undecidable_files_to_the_full_reader(tmp_path: Path) -
         read_dataset(path)
 
 
+def test_a_file_over_the_preflight_size_is_refused_by_the_full_reader_alike(
+        tmp_path: Path) -> None:
+    """Over ``MAX_PREFLIGHT_BYTES`` the pass would cost a good file more than it saves a bad
+    one: it says nothing and the full reader words the same refusal; just under, it refuses."""
+    from ehr_release.ingest.preflight import MAX_PREFLIGHT_BYTES
+
+    header, good = "patient_id,age,codes\n", "p{},50,250.01;401.9\n"
+    bad = "q1,40,999.999\n"
+    rows = (MAX_PREFLIGHT_BYTES - len(header) - len(bad)) // len(good.format(100000))
+    message = f"row {rows + 1}, column 'codes': malformed ICD-9 code"
+    for size, extra in (("under", 0), ("over", rows // 10)):
+        path = tmp_path / f"{size}.csv"
+        path.write_text(header + "".join(good.format(100000 + i) for i in range(rows + extra))
+                        + bad)
+        if size == "under":
+            assert path.stat().st_size <= MAX_PREFLIGHT_BYTES
+            with pytest.raises(InputError, match=re.escape(message)):
+                preflight(path)
+        else:
+            assert path.stat().st_size > MAX_PREFLIGHT_BYTES
+            preflight(path)
+            with pytest.raises(InputError, match=re.escape(
+                    f"row {rows + extra + 1}, column 'codes': malformed ICD-9 code")):
+                read_dataset(path)
+
+
 def test_cli_refuses_a_bad_file_without_loading_pandas(tmp_path: Path) -> None:
     """The point of the preflight: the refusal (and its audit event) needs no pandas."""
     bad = tmp_path / "bad.csv"
