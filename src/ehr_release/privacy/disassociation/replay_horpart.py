@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,10 +35,10 @@ NO_CONSTRAINT = -1
 Row = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class _Part:
+class _Part(NamedTuple):
     """A partition still to split: its records, the codes split on above it (all its
-    records hold them), the current constraint and whether it is a D1."""
+    records hold them), the current constraint and whether it is a D1. (Named tuples: one
+    is made per split, and a frozen dataclass's construction was a tenth of the replay.)"""
 
     records: list[int]
     ignore: tuple[int, ...]
@@ -46,8 +46,7 @@ class _Part:
     d1: bool
 
 
-@dataclass(frozen=True)
-class _Leaf:
+class _Leaf(NamedTuple):
     records: list[int]
     d1: bool
 
@@ -113,6 +112,8 @@ def _chain(part: _Part, rows: Sequence[Row], constraint_of: Sequence[int],
 #: Chains over at least this many records run on arrays (:class:`_ArrayChains`); smaller
 #: ones on Python sets and counts, cheaper for a few hundred records.
 ARRAY_MIN = 512
+#: A D1 of fewer records has its codes' supports taken off one by one, not by array calls.
+SMALL_D1 = 64
 
 
 class _ArrayChains:
@@ -127,6 +128,7 @@ class _ArrayChains:
                    np.fromiter((t for r in rows for t in r), dtype=np.int64,
                                count=int(lengths.sum())))
         self.indptr, self.codes = csr
+        self.rows = rows
         self.constraint_of = np.asarray(constraint_of, dtype=np.int64)
         self.n_codes = len(self.constraint_of)
         self.constrained = (self.constraint_of != NO_CONSTRAINT).astype(np.int64)
@@ -163,9 +165,15 @@ class _ArrayChains:
             d1 = by_code[starts[a]:starts[a + 1]]
             d1 = d1[~taken[d1]]
             taken[d1] = True
-            support -= np.bincount(self._pairs(records[d1])[1], minlength=self.n_codes)
-            out.append(_Part(records[d1].tolist(), (*part.ignore, a),
-                             int(self.constraint_of[a]), True))
+            taken_records = records[d1].tolist()
+            if len(taken_records) < SMALL_D1:  # a few records: array calls cost more
+                for r in taken_records:
+                    for t in self.rows[r]:
+                        support[t] -= 1
+            else:
+                support -= np.bincount(self._pairs(records[d1])[1], minlength=self.n_codes)
+            out.append(_Part(taken_records, (*part.ignore, a), int(self.constraint_of[a]),
+                             True))
             left -= len(d1)
             current = NO_CONSTRAINT
         if left:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from itertools import combinations
+from itertools import chain, combinations
 
 Row = tuple[int, ...]
 
@@ -71,7 +71,7 @@ def verpart(rows: Sequence[Row], k: int, m: int, constraint_of: Sequence[int]
             ) -> tuple[list[list[int]], dict[int, int]]:
     """(record-chunk domains in order, item-chunk code → support) of one cluster (or of a
     joint cluster's records projected onto its candidate codes)."""
-    support: Counter[int] = Counter(t for row in rows for t in row)
+    support: Counter[int] = Counter(chain.from_iterable(rows))
     items = {t: n for t, n in support.items() if n < k}
     remaining = _order(support, [t for t, n in support.items() if n >= k], constraint_of)
     if len(remaining) <= 1 or _anonymous_together(rows, set(remaining), k, m):
