@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ehr_release.algorithms.lda import anonymize_trajectories, make_model
-from ehr_release.algorithms.lda.release import RECORDS_FILE, release_files
 from ehr_release.core.errors import InputError, ParameterError
 from ehr_release.model.hierarchy import code_hierarchy, code_system
 from ehr_release.parameters.params import Interval, OneOf, Param
-from ehr_release.privacy.formats.lda import SCHEMA, count_records
+from ehr_release.privacy.formats.lda import RECORDS_FILE, SCHEMA, count_records
 from ehr_release.registry import AlgorithmEntry, ReleaseFiles, lazy
 
 if TYPE_CHECKING:  # annotations only: parameters are checked before pandas loads
@@ -97,12 +95,19 @@ def trajectories_of(dataset: Dataset) -> list[list[tuple[str, int]]]:
 
 
 def _model(trajs: list[list[tuple[str, int]]], params: dict[str, Any], system: str):
+    from ehr_release.algorithms.lda import make_model
+
     return make_model(code_hierarchy(system), [c for t in trajs for c, _ in t],
                       w_icd=params["w_icd"],
                       w_age=params["w_age"], leaf_count=params["leaf_count"])
 
 
 def anonymize(name: str, dataset: Dataset, params: dict[str, Any]) -> ReleaseFiles:
+    # Here, not at the top: the algorithm loads numba (0.25 s), and every run lists the
+    # registry (``storage.budget.dp_algorithm_names``) whatever its own algorithm.
+    from ehr_release.algorithms.lda import anonymize_trajectories
+    from ehr_release.algorithms.lda.release import release_files
+
     trajs = trajectories_of(dataset)
     result = anonymize_trajectories(trajs, params["k"], _model(trajs, params, dataset.code_system),
                                     METHODS[name])
