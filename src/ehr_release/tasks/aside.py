@@ -285,6 +285,7 @@ def _serve(conn: Connection, request_path: str) -> None:
         return
     if algorithm is not None:
         _preload(algorithm)
+        _index_input()
     while True:
         try:
             kind, payload = conn.recv()
@@ -317,6 +318,18 @@ def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
         return ("ok", (request, dataset, dataset.fingerprint())), request.algorithm
     except Exception:  # noqa: BLE001 - the flow reads the input itself and reports it
         return ("failed", None), request.algorithm
+
+
+def _index_input() -> None:
+    """What every evaluation derives from the input first, derived while the flow still
+    anonymizes: the records' code sets (cached on the dataset) and the code system's
+    hierarchy (cached per process), 0.2-0.3 s of a 58,302-record evaluation."""
+    with suppress(Exception):
+        from ehr_release.model.hierarchy import code_hierarchy
+
+        (dataset,) = _held
+        dataset.code_sets()
+        code_hierarchy(dataset.code_system)
 
 
 def _preload(algorithm: str) -> None:
