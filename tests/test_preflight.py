@@ -146,21 +146,22 @@ def test_a_file_over_the_preflight_size_is_refused_by_the_full_reader_alike(
     header, good = "patient_id,age,codes\n", "p{},50,250.01;401.9\n"
     bad = "q1,40,999.999\n"
     rows = (MAX_PREFLIGHT_BYTES - len(header) - len(bad)) // len(good.format(100000))
-    message = f"row {rows + 1}, column 'codes': malformed ICD-9 code"
-    for size, extra in (("under", 0), ("over", rows // 10)):
-        path = tmp_path / f"{size}.csv"
-        path.write_text(header + "".join(good.format(100000 + i) for i in range(rows + extra))
-                        + bad)
-        if size == "under":
-            assert path.stat().st_size <= MAX_PREFLIGHT_BYTES
-            with pytest.raises(InputError, match=re.escape(message)):
-                preflight(path)
-        else:
-            assert path.stat().st_size > MAX_PREFLIGHT_BYTES
-            preflight(path)
-            with pytest.raises(InputError, match=re.escape(
-                    f"row {rows + extra + 1}, column 'codes': malformed ICD-9 code")):
-                read_dataset(path)
+
+    def extract(name: str, n_good: int) -> tuple[Path, str]:
+        """A file of ``n_good`` good rows then the bad one, and the refusal naming it."""
+        path = tmp_path / name
+        path.write_text(header + "".join(good.format(100000 + i) for i in range(n_good)) + bad)
+        return path, re.escape(f"row {n_good + 1}, column 'codes': malformed ICD-9 code")
+
+    under, refusal = extract("under.csv", rows)
+    assert under.stat().st_size <= MAX_PREFLIGHT_BYTES
+    with pytest.raises(InputError, match=refusal):
+        preflight(under)
+    over, refusal = extract("over.csv", rows + rows // 10)
+    assert over.stat().st_size > MAX_PREFLIGHT_BYTES
+    preflight(over)
+    with pytest.raises(InputError, match=refusal):
+        read_dataset(over)
 
 
 def test_cli_refuses_a_bad_file_without_loading_pandas(tmp_path: Path) -> None:
