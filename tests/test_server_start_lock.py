@@ -1,10 +1,11 @@
 """One local Prefect server per home, however many processes ask at once (issue 33 part 4).
 
 Two first runs in a fresh home each started a ``prefect server start``; both migrated
-Prefect's database at once and runs stalled. Here real processes call ``ensure_api``
-together; the server they start is a stand-in (an HTTP server answering ``/api/health``
-whose command line reads like Prefect's), so the test takes seconds, not a real server's
-twenty. ``test_local_server.py`` starts the real one.
+Prefect's database at once and runs stalled. Here real processes ask together, each
+from the thread a flow process asks from (``ensure_api_soon``); the server they start is a
+stand-in (an HTTP server answering ``/api/health`` whose command line reads like
+Prefect's), so the test takes seconds, not a real server's twenty.
+``test_local_server.py`` starts the real one.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ _CALLER = textwrap.dedent("""
     go = Path(sys.argv[2])
     while not go.exists():
         time.sleep(0.01)
-    print(server.ensure_api())
+    print(server.ensure_api_soon().result())
 """)
 
 

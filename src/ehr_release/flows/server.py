@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -39,6 +40,9 @@ from ehr_release.storage.home import PRIVATE_UMASK, home, make_private
 STARTUP_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 10
 HOST = "127.0.0.1"
+#: How often a starting server is asked whether it answers: a refused connection costs
+#: about a millisecond, and a cold run waits for the first answer.
+HEALTH_POLL_S = 0.1
 
 
 def configure_prefect_home() -> None:
@@ -154,6 +158,19 @@ def ensure_api() -> str:
         return url if url is not None else _start_server()
 
 
+def ensure_api_soon() -> Future[str]:
+    """:func:`ensure_api` in a thread of its own: the flow process calls it as soon as
+    Prefect's settings are loaded, so a cold home's server imports (seconds, on the other
+    core) while this process imports the flow's modules. The thread only checks, spawns
+    and polls: it imports nothing beyond what Prefect's settings already loaded."""
+    import prefect.settings  # noqa: F401 - here, in the caller's thread, not in two at once
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefect-api")
+    found = pool.submit(ensure_api)
+    pool.shutdown(wait=False)  # the thread ends with ensure_api
+    return found
+
+
 @contextmanager
 def _start_lock() -> Iterator[None]:
     """Hold the home's server-start lock (the kernel frees it if this process dies)."""
@@ -229,7 +246,7 @@ def _wait_healthy(url: str, pid: int) -> bool:
             return True
         if not _is_our_server(int(pid)):
             return False
-        time.sleep(0.5)
+        time.sleep(HEALTH_POLL_S)
     return False
 
 
