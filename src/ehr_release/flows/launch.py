@@ -46,13 +46,14 @@ def main(argv: list[str]) -> int:
     from ehr_release.flows.server import configure_prefect_home, ensure_api_soon
 
     configure_prefect_home()
-    api = ensure_api_soon()  # a cold home's server starts while the flow's modules load
+    api = ensure_api_soon()  # a cold home's server starts while Prefect and the flow load
     from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
+    from ehr_release.flows.server import configured_api
     from ehr_release.tasks.aside import stop_worker
 
     try:
-        api_url = api.result()
+        api_url = configured_api() or api.result()
     except RuntimeError as exc:  # read back to the steward's terminal by the CLI
         print(f"no Prefect API: {exc}", file=sys.stderr)
         stop_worker()

@@ -145,11 +145,21 @@ def ensure_api() -> str:
     Prefect's database at the same time and left two of three runs stalled (issue 33). The
     second process waits for the first's server and uses it.
     """
+    return configured_api() or local_api()
+
+
+def configured_api() -> str | None:
+    """The API URL Prefect's settings name (environment, profile, ``.env``, ``prefect.toml``),
+    if any."""
     from prefect.settings import PREFECT_API_URL
 
     configured = PREFECT_API_URL.value()
-    if configured:
-        return str(configured)
+    return str(configured) if configured else None
+
+
+def local_api() -> str:
+    """This home's local server's API URL, the server started if none is running (see
+    :func:`ensure_api`)."""
     url = running_server()
     if url is not None:
         return url
@@ -159,16 +169,50 @@ def ensure_api() -> str:
 
 
 def ensure_api_soon() -> Future[str]:
-    """:func:`ensure_api` in a thread of its own: the flow process calls it as soon as
-    Prefect's settings are loaded, so a cold home's server imports (seconds, on the other
-    core) while this process imports the flow's modules. The thread only checks, spawns
-    and polls: it imports nothing beyond what Prefect's settings already loaded."""
-    import prefect.settings  # noqa: F401 - here, in the caller's thread, not in two at once
+    """Find the API in a thread of its own, so that a cold home's server imports (seconds, on
+    the other core) while the flow process imports Prefect and the flow's modules.
 
+    Where nothing Prefect reads could name another API (:func:`only_the_local_api`), the
+    thread asks for the local server at once, before Prefect is imported; otherwise it
+    waits for Prefect's settings (:func:`ensure_api`). Either way the caller takes
+    :func:`configured_api` first once Prefect is loaded: a setting this check missed still
+    wins. The thread only checks, spawns and polls: what it imports is imported here first,
+    never by two threads at once.
+    """
+    if only_the_local_api():
+        import httpx  # noqa: F401 - the health checks' client
+        find = local_api
+    else:
+        import prefect.settings  # noqa: F401
+        find = ensure_api
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefect-api")
-    found = pool.submit(ensure_api)
-    pool.shutdown(wait=False)  # the thread ends with ensure_api
+    found = pool.submit(find)
+    pool.shutdown(wait=False)  # the thread ends with its search
     return found
+
+
+def only_the_local_api() -> bool:
+    """Whether none of the places Prefect's settings come from could name an API: no
+    ``PREFECT_API_*`` or ``PREFECT_PROFILE*`` variable, no ``prefect.toml`` in the working
+    folder, no ``.env`` there naming ``PREFECT_API_URL``, no ``[tool.prefect]`` in its
+    ``pyproject.toml`` and no ``PREFECT_API_URL`` in ``PREFECT_HOME``'s profiles. Kept
+    conservative: a file that cannot be read counts as naming one."""
+    if any(name.startswith(("PREFECT_API_", "PREFECT_PROFILE")) for name in os.environ):
+        return False
+    prefect_home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+    naming = {Path("prefect.toml"): "", Path(".env"): "PREFECT_API_URL",
+              Path("pyproject.toml"): "tool.prefect",
+              prefect_home / "profiles.toml": "PREFECT_API_URL"}
+    for place, mention in naming.items():
+        try:
+            text = place.read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+        if mention in text:
+            return False
+    return True
 
 
 @contextmanager
