@@ -39,17 +39,6 @@ def _shared_data() -> Path:
 SHARED_DATA = _shared_data()
 
 
-def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """``items`` with the files holding a ``slow`` test first, each file's tests together
-    and in their order: ``make test`` hands whole files to its workers in this order, and
-    starting the longest ones first keeps a worker from being left with one at the end."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    return sorted(items, key=lambda item: item.path not in slow_files)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # only when files are shared out
-        items[:] = slow_first(items)
 PG_ADMIN_URL = os.environ.get("EHR_RELEASE_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
