@@ -176,11 +176,17 @@ def ensure_api_soon() -> Future[str]:
     thread asks for the local server at once, before Prefect is imported; otherwise it
     waits for Prefect's settings (:func:`ensure_api`). Either way the caller takes
     :func:`configured_api` first once Prefect is loaded: a setting this check missed still
-    wins. The thread only checks, spawns and polls: what it imports is imported here first,
-    never by two threads at once.
+    wins. The thread only checks, spawns and polls; the modules that takes are imported here
+    first, so no module is imported by two threads at once.
     """
     if only_the_local_api():
+        # What the thread's check and start import, imported here: the main thread imports
+        # Prefect meanwhile, which imports some of them too.
+        import getpass  # noqa: F401 - the home's owner
+        import importlib.metadata  # noqa: F401 - the Prefect template's version
+
         import httpx  # noqa: F401 - the health checks' client
+        import platformdirs  # noqa: F401 - the home and the template's folder
         find = local_api
     else:
         import prefect.settings  # noqa: F401
