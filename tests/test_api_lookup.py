@@ -4,11 +4,12 @@ places Prefect's settings come from could name another API."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from ehr_release.flows.server import only_the_local_api
+from ehr_release.flows.server import API_NAMING_VARIABLES, only_the_local_api
 
 
 @pytest.fixture
@@ -16,9 +17,8 @@ def bare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working folder and a Prefect home with nothing in them, and no Prefect variable
     that could name an API."""
     monkeypatch.chdir(tmp_path)
-    for name in ("PREFECT_API_URL", "PREFECT_API_KEY", "PREFECT_PROFILE",
-                 "PREFECT_PROFILES_PATH"):
-        monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith(API_NAMING_VARIABLES)]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
     (tmp_path / "prefect-home").mkdir()
     return tmp_path
@@ -41,6 +41,7 @@ def test_a_prefect_variable_that_could_name_an_api(bare: Path, monkeypatch, vari
 @pytest.mark.parametrize(("place", "text"), [
     ("prefect.toml", "[logging]\nlevel = 'INFO'\n"),  # any prefect.toml: not read here
     (".env", "PREFECT_API_URL=http://prefect.example/api\n"),
+    (".env", "PREFECT_PROFILES_PATH=/srv/prefect/profiles.toml\n"),  # a profile elsewhere
     ("pyproject.toml", "[tool.prefect.api]\nurl = 'http://prefect.example/api'\n"),
     ("prefect-home/profiles.toml",
      "[profiles.site]\nPREFECT_API_URL = 'http://prefect.example/api'\n"),

@@ -197,26 +197,30 @@ def ensure_api_soon() -> Future[str]:
     return found
 
 
+#: The variables by which Prefect's settings can name an API or choose a profile that does.
+API_NAMING_VARIABLES = ("PREFECT_API_", "PREFECT_PROFILE")
+
+
 def only_the_local_api() -> bool:
     """Whether none of the places Prefect's settings come from could name an API: no
-    ``PREFECT_API_*`` or ``PREFECT_PROFILE*`` variable, no ``prefect.toml`` in the working
-    folder, no ``.env`` there naming ``PREFECT_API_URL``, no ``[tool.prefect]`` in its
-    ``pyproject.toml`` and no ``PREFECT_API_URL`` in ``PREFECT_HOME``'s profiles. Kept
-    conservative: a file that cannot be read counts as naming one."""
-    if any(name.startswith(("PREFECT_API_", "PREFECT_PROFILE")) for name in os.environ):
+    :data:`API_NAMING_VARIABLES` in the environment or in the working folder's ``.env``
+    (Prefect reads it as more environment), no ``prefect.toml`` there, no ``[tool.prefect]``
+    in its ``pyproject.toml`` and no ``PREFECT_API_URL`` in ``PREFECT_HOME``'s profiles.
+    Kept conservative: a file that cannot be read counts as naming one."""
+    if any(name.startswith(API_NAMING_VARIABLES) for name in os.environ):
         return False
     prefect_home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
-    naming = {Path("prefect.toml"): "", Path(".env"): "PREFECT_API_URL",
-              Path("pyproject.toml"): "tool.prefect",
-              prefect_home / "profiles.toml": "PREFECT_API_URL"}
-    for place, mention in naming.items():
+    naming = {Path("prefect.toml"): ("",), Path(".env"): API_NAMING_VARIABLES,
+              Path("pyproject.toml"): ("tool.prefect",),
+              prefect_home / "profiles.toml": ("PREFECT_API_URL",)}
+    for place, mentions in naming.items():
         try:
             text = place.read_text(errors="replace")
         except FileNotFoundError:
             continue
         except OSError:
             return False
-        if mention in text:
+        if any(mention in text for mention in mentions):
             return False
     return True
 
