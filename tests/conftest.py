@@ -131,9 +131,16 @@ def shared_data() -> Path:
 # --------------------------------------------------------------------------- flows
 @pytest.fixture(scope="session")
 def harness():
+    """A Prefect test server, and the settings our flows run under in production
+    (:mod:`ehr_release.flows.run_settings`). A flow run in a thread of its own sees them only
+    when the thread runs in a copy of the test's context (``tests.flow_helpers.start``)."""
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    from ehr_release.flows.run_settings import flow_run_settings
+
+    with prefect_test_harness(server_startup_timeout=120), \
+            flow_run_settings(str(PREFECT_API_URL.value())):
         yield
 
 

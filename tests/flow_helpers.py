@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import contextvars
 import json
 import socket
 import threading
@@ -47,7 +48,9 @@ def start(request):
         except BaseException as exc:  # noqa: BLE001 - the test inspects it
             box["error"] = exc
 
-    thread = threading.Thread(target=target, daemon=True)
+    # The flow runs under the test's Prefect settings (a thread starts with none of them).
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                              daemon=True)
     thread.start()
     return thread, box
 

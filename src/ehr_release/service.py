@@ -98,13 +98,12 @@ def prefect_api() -> Iterator[str]:
     """The Prefect API for the block: ``PREFECT_API_URL``, else this home's local server
     (started on first use). Every flow run in this process goes through here; the release
     flow's own process finds its API the same way (:mod:`ehr_release.flows.launch`)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+    from ehr_release.flows.run_settings import flow_run_settings
     from ehr_release.flows.server import ensure_api, tighten_home
 
     api_url = ensure_api()
     try:
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        with flow_run_settings(api_url):
             yield api_url
     finally:
         tighten_home()  # what Prefect wrote from this process, under the user's umask

@@ -95,9 +95,8 @@ def tell_terminal(terminal: int, exc: BaseException) -> None:
 
 def _run(argv: list[str], api_url: str, terminal: int) -> int:
     """Wait for ``go`` and run the request's flow (see the module doc)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from ehr_release.flows.release import release_flow
+    from ehr_release.flows.run_settings import flow_run_settings
     from ehr_release.flows.runners import make_task_runner
     from ehr_release.planning.request import ReleaseRequest
 
@@ -107,7 +106,7 @@ def _run(argv: list[str], api_url: str, terminal: int) -> int:
     os.environ["PREFECT_API_URL"] = api_url  # for processes the flow starts (Dask workers)
     flow = release_flow.with_options(task_runner=make_task_runner(request.task_runner))
     try:
-        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+        with flow_run_settings(api_url):
             flow(request)
     except Exception as exc:  # the flow already recorded the failure and the audit event
         # The log is read back to the steward's terminal and kept on disk: no values in it.
