@@ -1,11 +1,18 @@
 """The paper's public C++ disassociation program as a yardstick (issue 37 goal 1).
 
 The program (HorPart + VerPart, JSON output) is public C++ that this project does not ship:
-build it outside the repository and pass its binary with ``--cpp``. It reads one record per
-line (codes separated by commas) and a JSON object of utility constraints (name → codes);
-this module writes both for a generated data set — the constraints are the governed run's
-own default policy (``hierarchy:3digit``), so both sides group the same codes — and times the
-program's wall and CPU (``/usr/bin/time``-like, from ``os.wait4``) and peak memory.
+build it outside the repository and pass its binary with ``--cpp``. Measured in issue 37's
+sixth round: the newest stored sources of ``ikotsov/Disassociation-Algorithm`` that build
+together (``horpart/horpart.cpp`` c485153, ``verpart/verpart.cpp`` 82d2e07, ``main.cpp``
+0827371; older ``horpart.cpp`` versions recurse without end on groups of identical records),
+``g++ -O2 -std=c++17`` with Debian's nlohmann-json, its ``main`` changed only to take the
+three files below from its arguments and k = 5 (it reads fixed paths with k = 3).
+
+It reads one record per line (codes separated by commas) and a JSON object of utility
+constraints (name → codes); this module writes both for a generated data set — the
+constraints are the governed run's own default policy (``hierarchy:3digit``), so both sides
+group the same codes — and times the program's wall and CPU (``/usr/bin/time``-like, from
+``os.wait4``) and peak memory.
 """
 
 from __future__ import annotations
