@@ -1,17 +1,18 @@
-"""The Prefect settings every flow of ours runs under, wherever it runs.
+"""The Prefect settings the flows we call ourselves run under.
 
-Two settings, entered around each flow call (the release flow's own process,
-:mod:`ehr_release.flows.launch`; the publishing and comparison flows of a deciding process,
-:func:`ehr_release.service.prefect_api`):
+Two settings, entered around each flow call: in the release flow's own process
+(:mod:`ehr_release.flows.launch`) and around the publishing and comparison flows of a deciding
+process (:func:`ehr_release.service.prefect_api`). A deployment's run (``prefect.yaml``) is
+started by a Prefect worker and runs under that worker's settings, heartbeats included.
 
 * ``PREFECT_API_URL``: the API that process found (its local server, or the one configured).
 * No flow-run heartbeats. Prefect 3.8 sends one every 180 s from a thread that sleeps in
   whole seconds, and a sync flow joins that thread as it ends: every flow run returned up
-  to a second after its last task, about 1.0 s on a trivial flow (measured: 1.10 s → 0.11 s,
-  issue 37). That second fell on an ``approve`` the reviewer waits for, and once more on each
-  comparison's candidates. The heartbeats only feed Prefect's detection of crashed runs,
-  which we do not use: a run whose flow died shows as ``stalled`` by its own lease in our
-  database (:mod:`ehr_release.storage.run_view`), whatever Prefect believes.
+  to a second after its last task (a trivial flow: 1.10 s, 0.09 s without them; issue 37).
+  That second fell on every ``approve`` the reviewer waits for and on every comparison. The
+  heartbeats only feed Prefect's detection of crashed runs, which we do not use: a run whose
+  flow died shows as ``stalled`` by its own lease in our database
+  (:mod:`ehr_release.storage.run_view`), whatever Prefect believes.
 
 Prefect reads the heartbeat period when a flow run starts, from the settings in force in
 that thread. An environment variable cannot turn it off (the variable must hold a number
