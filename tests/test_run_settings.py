@@ -1,4 +1,4 @@
-"""Our flows run without Prefect's flow-run heartbeats, wherever they run (issue 37).
+"""The flows we call ourselves run without Prefect's flow-run heartbeats (issue 37).
 
 Prefect 3.8 joins its heartbeat thread as a sync flow ends, and that thread sleeps in whole
 seconds: each flow run returned up to a second late (an ``approve`` 4.9–5.2 s → 4.3–4.5 s
