@@ -97,7 +97,8 @@ def _server_pid(home: Path) -> int | None:
     return int(json.loads(state.read_text())["pid"]) if state.exists() else None
 
 
-def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
+def governed_run(data: Path, env: dict[str, str], home: Path,
+                 extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One ``ehr-release run``: wall, CPU of each process, the CLI's stage lines."""
     server = _server_pid(home)
     server_cpu0 = _cpu_seconds(server) if server else 0.0
@@ -106,7 +107,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     cli = subprocess.Popen(
         [*CLI, "run", "--input", str(data), "--algorithm", "disassociation",
-         "--param", "k=5", "--param", "m=2", "--requester", "steward.sam"],
+         "--param", "k=5", "--param", "m=2", *extra, "--requester", "steward.sam"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     assert cli.stderr is not None
     lines: list[str] = []
@@ -217,6 +218,9 @@ def main() -> None:
     ap.add_argument("--cpp", type=Path, default=None,
                     help="the public C++ disassociation program (built outside the repo): "
                          "run on the same records before each governed run")
+    ap.add_argument("--peer-codes", type=Path, default=None,
+                    help="the C++ program's diagnosis_codes_final.csv: both sides run on the "
+                         "records and 374 constraints issue 37 measured (bench/peer_inputs.py)")
     args = ap.parse_args()
     src = str(args.src.resolve())
     sys.path.insert(0, src)
@@ -236,13 +240,26 @@ def main() -> None:
 
         from ehr_release.samples.sample import write_sample
 
-        dataset = informs_like(args.records)
-        data = write_sample(dataset, work / "informs.csv")
+        extra: tuple[str, ...] = ()
+        if args.peer_codes is not None:
+            from peer_inputs import NUM_RECORDS, write_peer_inputs
+
+            peer = write_peer_inputs(args.peer_codes, work)
+            data, records, constraints = peer["extract"], peer["cpp_records"], \
+                peer["cpp_constraints"]
+            extra = ("--param", f"policy={peer['policy']}")
+            described = (f"{NUM_RECORDS:,} records of the C++ program's repository, "
+                         "its 374 constraints")
+        else:
+            dataset = informs_like(args.records)
+            data = write_sample(dataset, work / "informs.csv")
+            described = f"{args.records:,} INFORMS-shaped records, hierarchy:3digit"
         cpp_runs: list[dict[str, float]] = []
         if args.cpp is not None:
             from cpp_reference import run_cpp, write_inputs
 
-            records, constraints = write_inputs(dataset, work)
+            if args.peer_codes is None:
+                records, constraints = write_inputs(dataset, work)
 
             def cpp() -> None:
                 cpp_runs.append(run_cpp(args.cpp, records, constraints, work / "cpp.json"))
@@ -251,17 +268,17 @@ def main() -> None:
                 return None
         try:
             cpp()
-            results = [("cold", governed_run(data, env, home))]
+            results = [("cold", governed_run(data, env, home, extra))]
             for i in range(args.warm):
                 cpp()
-                results.append((f"warm {i + 1}", governed_run(data, env, home)))
+                results.append((f"warm {i + 1}", governed_run(data, env, home, extra)))
             timeline = flow_timeline(results[-1][1]["run_id"])
         finally:
             subprocess.run([*CLI, "server", "stop"], env=env, capture_output=True,
                            check=False)
         load = os.getloadavg()[0]
         print(f"source {src}")
-        print(f"Governed run, Disassociation k=5 m=2, {args.records:,} INFORMS-shaped records "
+        print(f"Governed run, Disassociation k=5 m=2, {described} "
               f"(load average {load:.1f} on {os.cpu_count()} CPUs)")
         if cpp_runs:
             walls = sorted(x["wall"] for x in cpp_runs)
