@@ -21,7 +21,12 @@ from ehr_release.model.dataset import Dataset
 from ehr_release.samples.sample import generate_sample
 from ehr_release.utility.disassociation import are, evaluate_release, w2_workload
 from ehr_release.utility.reconstruction_sampler import ReconstructionSampler
-from ehr_release.utility.reidentification import CandidateCounter, risk_table
+from ehr_release.utility.reidentification import (
+    CandidateCounter,
+    _subsets,
+    code_sets_to_test,
+    risk_table,
+)
 from tests.test_disassociation_example import POLICY, RECORDS
 
 
@@ -44,6 +49,30 @@ def test_candidates_of_the_papers_unique_pair(example_release):
     assert counter.count({"296.00"}) == 5            # one record chunk of P1
     assert counter.count({"401.0"}) == 5             # item chunk: any record of P1
     assert counter.count({"296.00", "294.10"}) == 0  # never in one cluster
+
+
+def test_sampled_positions_are_uniform_distinct_and_within_each_record():
+    """The risk table draws a code set of each sampled record: ``size`` distinct positions
+    below its length, every such subset equally likely (6 pairs of 4 positions, 3 of 3)."""
+    rng = np.random.default_rng(7)
+    lengths = np.array([4, 3] * 6000)
+    drawn = _subsets(lengths, 2, rng)
+    for n in (4, 3):
+        picks = [tuple(p) for p, length in zip(drawn, lengths, strict=True) if length == n]
+        assert all(a < b < n for a, b in picks)
+        counts = np.array([picks.count(pair) for pair in combinations(range(n), 2)])
+        expected = len(picks) / len(counts)
+        chi2 = float(((counts - expected) ** 2 / expected).sum())
+        assert chi2 < 20.5, (n, counts)  # p ≈ 0.001 at 5 degrees of freedom
+
+
+def test_sampled_code_sets_are_held_by_some_record():
+    records = [frozenset(f"c{i}" for i in range(j % 9 + 1)) for j in range(400)]
+    for size, (sets, sampled) in code_sets_to_test(records, np.random.default_rng(3),
+                                                   max_sets=50).items():
+        assert sampled == (sum(len(list(combinations(r, size))) for r in records) > 50)
+        assert sets and all(len(s) == size and any(set(s) <= r for r in records)
+                            for s in sets)
 
 
 def test_risk_table_on_the_worked_example(example_release):
@@ -217,3 +246,39 @@ def test_max_cluster_size_below_k_is_refused(entry):
                         np.random.default_rng(0))
     with pytest.raises(ParameterError, match="max_cluster_size"):
         entry.parse({"k": "4", "max_cluster_size": "1"})
+
+
+def test_a_comparator_derived_ahead_is_taken_once_and_changes_nothing(monkeypatch):
+    """The flow's second process runs the comparator before the release exists
+    (``prepare_evaluation``); the evaluation of that very data set and those parameters
+    takes it instead of running it again, and its report is the one computed in full."""
+    from ehr_release.utility import disassociation as utility
+
+    ds = generate_sample(200, seed=5)
+    params = {"k": 4, "m": 2, "policy": "hierarchy:3digit"}
+    policy = hierarchy_policy(ds.distinct_codes(), "3digit")
+    release = disassociate_dataset(ds, 4, 2, policy, np.random.default_rng(3)).release
+    files = {RELEASE_FILE: release.to_bytes()}
+    full = utility.evaluate(files, ds, params, np.random.default_rng(9))
+    label, _ = utility.COMPARATORS["cba"]
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("the comparator ran again")
+
+    # Derived for other parameters, or for an equal data set held as another object: run.
+    for data, given in ((ds, {**params, "k": 3}), (Dataset(ds.patients, ds.diagnoses), params)):
+        utility.prepare_evaluation(data, given)
+        with monkeypatch.context() as patched:
+            patched.setitem(utility.COMPARATORS, "cba", (label, not_again))
+            with pytest.raises(AssertionError, match="ran again"):
+                utility.evaluate(files, ds, params, np.random.default_rng(9))
+
+    utility.prepare_evaluation(ds, params)
+    monkeypatch.setitem(utility.COMPARATORS, "cba", (label, not_again))
+    ahead = utility.evaluate(files, ds, params, np.random.default_rng(9))
+    # repr: a table may hold NaN (a size whose queries CBA all suppressed), never equal itself
+    assert repr((ahead.metrics, ahead.tables, ahead.notes)) == \
+        repr((full.metrics, full.tables, full.notes))
+    assert ahead.charts[0].png == full.charts[0].png
+    with pytest.raises(AssertionError, match="ran again"):  # taken once only
+        utility.evaluate(files, ds, params, np.random.default_rng(9))

@@ -163,6 +163,7 @@ ENTRY = AlgorithmEntry(
     verify=lazy("ehr_release.privacy.disassociation", "verify", map_fn=_verify_counts_map),
     evaluate=lazy("ehr_release.utility.disassociation", "evaluate",
                   map_fn=_reconstructions_map),
+    prepare_evaluation=lazy("ehr_release.utility.disassociation", "prepare_evaluation"),
     headline_loss="ARE W2 (estimator)",
     schema=SCHEMA,
     attack=lazy("ehr_release.privacy.attacks.disassociation", "attack"),

@@ -16,7 +16,9 @@ the flow, hence a process. The flow process of a CLI run spawns it first thing
 (:mod:`ehr_release.flows.launch`): it reads and checks the request's input while the flow
 process loads Prefect, and hands the dataset to the head start (:func:`take_input`,
 :mod:`ehr_release.flows.head_start`); then it imports the evaluation's and the certificate's
-modules while the flow anonymizes. Nothing is published
+modules while the flow anonymizes, and derives what the evaluation needs of the input and
+the parameters alone (the entry's ``prepare_evaluation``: a disassociation's comparator,
+which depends on no release and no random draw). Nothing is published
 on the strength of it: the flow still fails on a verification or an attack that does not
 hold, and then ends the process (:func:`stop_worker`) without reading its report.
 
@@ -286,6 +288,8 @@ def _serve(conn: Connection, request_path: str) -> None:
     if algorithm is not None:
         _preload(algorithm)
         _index_input()
+        if read[0] == "ok":
+            _prepare_evaluation(read[1][0])
     while True:
         try:
             kind, payload = conn.recv()
@@ -331,6 +335,23 @@ def _index_input() -> None:
         (dataset,) = _held
         dataset.code_sets()
         code_hierarchy(dataset.code_system)
+
+
+def _prepare_evaluation(request: ReleaseRequest) -> None:
+    """What the request's evaluation derives from the input and parameters alone (the
+    entry's ``prepare_evaluation``: a disassociation's comparator), derived while the flow
+    still anonymizes; kept for an evaluation of the dataset this process read, which
+    :func:`_evaluate` then runs on. The parameters are parsed as the flow parses them."""
+    with suppress(Exception):
+        from ehr_release.registry import get as get_algorithm
+        from ehr_release.release.verification import as_released
+
+        entry = get_algorithm(request.algorithm)
+        if entry.prepare_evaluation is None:
+            return
+        (dataset,) = _held
+        entry.prepare_evaluation(as_released(entry, dataset, request.run_id),
+                                 entry.parse(request.params))
 
 
 def _preload(algorithm: str) -> None:

@@ -141,9 +141,9 @@ def code_sets_to_test(code_sets: Sequence[Collection[str]], rng: np.random.Gener
                 found.update(combinations(r, size))
         else:
             owners = rng.choice(len(records), size=max_sets, p=held / total)
-            for i in owners.tolist():
-                picked = rng.choice(len(records[i]), size=size, replace=False)
-                found.add(tuple(records[i][j] for j in sorted(picked.tolist())))
+            for i, picked in zip(owners.tolist(), _subsets(lengths[owners], size, rng),
+                                 strict=True):
+                found.add(tuple(records[i][j] for j in picked))
         out[size] = sorted(found), bool(total > max_sets)
     return out
 
@@ -174,6 +174,18 @@ def risk_table(code_sets: Sequence[Collection[str]], release: DisassociatedRelea
             "covered by the guarantee": size <= release.m,
         })
     return rows
+
+
+def _subsets(lengths: np.ndarray, size: int, rng: np.random.Generator) -> list[list[int]]:
+    """For each length n, ``size`` distinct positions of 0..n−1 drawn uniformly, ascending.
+
+    The ``size`` smallest of n random keys (positions past n keyed +inf) form a uniform
+    subset: one draw for all the records, where a draw per record cost 0.5 s of a
+    58,302-record evaluation (5 sizes × 5,000 draws).
+    """
+    keys = rng.random((len(lengths), int(lengths.max(initial=size))))
+    keys[np.arange(keys.shape[1]) >= lengths[:, None]] = np.inf
+    return np.sort(np.argsort(keys, axis=1)[:, :size], axis=1).tolist()
 
 
 def _and_count(bits: dict[str, int], codes: Sequence[str]) -> int:
