@@ -99,6 +99,7 @@ def comparator_data(code_sets: Sequence[Collection[str]], policy: UtilityPolicy,
             return data
     return COMPARATORS[comparator][1](code_sets, policy, k, m, bits=bits)
 
+
 #: The two ways of giving item-chunk codes to records (see the module docstring).
 ITEM_SUPPORT_LABELS = {"one": "one record per item code", "uniform": "uniform item support"}
 
