@@ -51,9 +51,15 @@ def test_candidates_of_the_papers_unique_pair(example_release):
     assert counter.count({"296.00", "294.10"}) == 0  # never in one cluster
 
 
-def test_sampled_positions_are_uniform_distinct_and_within_each_record():
+@pytest.mark.parametrize("key_block", [None, 7])  # 7: one record's keys per block
+def test_sampled_positions_are_uniform_distinct_and_within_each_record(key_block,
+                                                                        monkeypatch):
     """The risk table draws a code set of each sampled record: ``size`` distinct positions
     below its length, every such subset equally likely (6 pairs of 4 positions, 3 of 3)."""
+    from ehr_release.utility import reidentification
+
+    if key_block is not None:
+        monkeypatch.setattr(reidentification, "KEY_BLOCK", key_block)
     rng = np.random.default_rng(7)
     lengths = np.array([4, 3] * 6000)
     drawn = _subsets(lengths, 2, rng)
