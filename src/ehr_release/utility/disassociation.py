@@ -85,14 +85,19 @@ def prepare_evaluation(original: Dataset, params: Mapping[str, Any]) -> None:
     k, m = int(params["k"]), int(params["m"])
     data = COMPARATORS[DEFAULT_COMPARATOR][1](code_sets, policy, k, m,
                                               bits=code_bitsets(code_sets))
-    _ahead[:] = [(code_sets, (policy.constraints, k, m, DEFAULT_COMPARATOR), data)]
+    _ahead[:] = [(code_sets, _comparator_key(policy, k, m, DEFAULT_COMPARATOR), data)]
+
+
+def _comparator_key(policy: UtilityPolicy, k: int, m: int, comparator: str) -> tuple[Any, ...]:
+    """What a comparator's data depends on besides the code sets themselves."""
+    return policy.constraints, k, m, comparator
 
 
 def comparator_data(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
                     m: int, comparator: str, bits: dict[str, int]) -> GeneralizedData:
     """The comparator's generalized data: taken (once) from :func:`prepare_evaluation` when
     it ran for these very code sets (the same object) and parameters, else computed."""
-    key = (policy.constraints, k, m, comparator)
+    key = _comparator_key(policy, k, m, comparator)
     for held, held_key, data in _ahead:
         if held is code_sets and held_key == key:
             _ahead.clear()
