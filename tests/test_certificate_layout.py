@@ -124,9 +124,13 @@ def _boxes(box: Any) -> Iterator[Any]:
         yield from _boxes(child)
 
 
+@cache
 def _layout(html: str) -> list[tuple[float, list[Any]]]:
     """Each page's content-box right edge and its laid-out boxes (margin boxes left out:
-    the running header and page numbers sit in the margin by design)."""
+    the running header and page numbers sit in the margin by design).
+
+    Kept per HTML text: several tests read the same document's pages, and a layout is
+    about half a second of WeasyPrint; the boxes are only read."""
     from weasyprint import HTML
 
     pages = []

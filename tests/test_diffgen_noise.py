@@ -15,6 +15,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ehr_release import registry
 from ehr_release.model.reports import WITHHELD_FAILED
@@ -146,3 +148,22 @@ def test_honest_noise_is_flagged_no_more_often_than_each_tests_budget(n, scale) 
     slack = 0.05 * draws + 4 * math.sqrt(0.05 * 0.95 * draws)
     assert all(count <= slack for count in loose.values()), loose
     assert strict == 0
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1e-12, 0.03, 0.5, 0.97, 1.0]),
+                          st.integers(1, 200)), min_size=1, max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_the_poisson_binomial_is_the_convolution_of_each_binomials_own_pmf(laws) -> None:
+    """One vectorized pmf call gives exactly what a call per binomial gave."""
+    from scipy import stats
+
+    from ehr_release.privacy.diffgen_noise import _poisson_binomial
+
+    ps = np.array([p for p, _ in laws])
+    weights = np.array([n for _, n in laws])
+    want = np.ones(1)
+    for p, n in laws:
+        want = np.convolve(want, stats.binom.pmf(np.arange(n + 1), n, p))
+    got = _poisson_binomial(ps, weights)
+    assert len(got) == weights.sum() + 1
+    np.testing.assert_array_equal(got, want)
