@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, signal, special, stats
+from scipy import optimize, signal, stats
 
 #: Every two-sided test of the residual law, in the order they are reported.
 TESTS = ("fit", "mean", "variance", "mod 2", "mod 3", "mod 4")
@@ -153,8 +153,12 @@ def _chernoff_p(observed: float, laws: list[_Law], weights: np.ndarray,
         return 1.0 if math.isclose(observed, mean) else 0.0
 
     def log_bound(t: float) -> float:
-        return float(np.dot(weights, special.logsumexp(t * values + logs, axis=1))) \
-            - t * observed
+        # logsumexp by rows, written out: scipy's costs ~0.3 ms of checks per call, and the
+        # search calls it about 20 times per test
+        exponents = t * values + logs
+        top = exponents.max(axis=1)  # finite: every law has a value of positive mass
+        sums = np.exp(exponents - top[:, None]).sum(axis=1)
+        return float(np.dot(weights, top + np.log(sums))) - t * observed
 
     direction = 1.0 if observed > mean else -1.0
     span = float(np.max(np.abs(values))) or 1.0
