@@ -257,7 +257,9 @@ def test_wait_for_status_reports_every_status_once(monkeypatch) -> None:
 
     seen = iter(["requested", "requested", "anonymized", "verified", "verified",
                  "awaiting_approval"])
-    monkeypatch.setattr(service.runs, "get_run", lambda _id: SimpleNamespace(status=next(seen)))
+    monkeypatch.setattr(service.runs, "get_run",
+                        lambda _id, _engine=None: SimpleNamespace(status=next(seen)))
+    monkeypatch.setattr(service, "get_reader", lambda: None)
     monkeypatch.setattr(service.time, "sleep", lambda _s: None)
     calls: list[Status] = []
     final = service.wait_for_status("rel-1", service.SETTLED, timeout_s=60,

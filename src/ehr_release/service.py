@@ -33,7 +33,7 @@ from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.destinations import resolve_destination
-from ehr_release.storage.engine import home
+from ehr_release.storage.engine import get_reader, home
 from ehr_release.storage.home import PRIVATE_UMASK, private_dir
 from ehr_release.storage.run_view import RunState, state_of, summary_of
 from ehr_release.storage.runs import TERMINAL, Status
@@ -323,9 +323,10 @@ def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float
     """
     deadline = time.monotonic() + timeout_s
     seen: Status | None = None
+    reader = get_reader()  # a poll takes no write lock (SQLite)
     while time.monotonic() < deadline:
         try:
-            status = Status(runs.get_run(run_id).status)
+            status = Status(runs.get_run(run_id, reader).status)
         except NotFound:
             status = None
         if on_status is not None and status is not None and status != seen:
@@ -336,7 +337,7 @@ def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float
         if proc is not None and proc.poll() is not None:
             time.sleep(0.2)
             try:
-                status = Status(runs.get_run(run_id).status)
+                status = Status(runs.get_run(run_id, reader).status)
             except NotFound:
                 raise EhrReleaseError(_last_log_line(run_id)) from None
             if on_status is not None and status != seen:

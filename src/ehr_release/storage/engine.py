@@ -33,6 +33,8 @@ BUSY_TIMEOUT_ENV = "EHR_RELEASE_SQLITE_BUSY_TIMEOUT_S"
 
 
 _ENGINES: dict[str, Engine] = {}
+#: Key prefix of a URL's read-only engine in ``_ENGINES`` (:func:`get_reader`).
+READER_PREFIX = "reader:"
 #: One engine per URL even when threads ask at once (each would migrate, in turn, for nothing).
 _ENGINES_LOCK = threading.Lock()
 
@@ -44,6 +46,34 @@ def get_engine(url: str | None = None) -> Engine:
         if url not in _ENGINES:
             _ENGINES[url] = _create(url)
         return _ENGINES[url]
+
+
+def get_reader(url: str | None = None) -> Engine:
+    """An engine for reads that never write: the status polls of a command waiting for its
+    run (:func:`ehr_release.service.wait_for_status`).
+
+    Why: every transaction of :func:`get_engine` on SQLite begins ``IMMEDIATE`` (it takes
+    the write lock, so two writers serialize instead of one failing at COMMIT). A status
+    poll began the same way, so each CLI waiting for its run (every 0.2 s) held the one
+    write lock in turn, and the flows' writes queued behind the polls; in WAL mode a read
+    needs no lock. This engine begins its transactions deferred and opens its connections
+    with ``PRAGMA query_only``: a write through it fails instead of taking the lock. Other
+    databases (and an in-memory SQLite, which a second engine would not see) read through
+    :func:`get_engine`'s engine, under their own isolation.
+    """
+    url = url or database_url()
+    writer = get_engine(url)  # created (and migrated) first: a reader never migrates
+    if not url.startswith("sqlite") or make_url(url).database in (None, "", ":memory:"):
+        return writer
+    key = READER_PREFIX + url
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            reader = create_engine(url, connect_args={"check_same_thread": False,
+                                                      "timeout": _busy_timeout_s()})
+            event.listen(reader, "connect", _sqlite_reader_pragmas)
+            event.listen(reader, "begin", _sqlite_begin_deferred)
+            _ENGINES[key] = reader
+        return _ENGINES[key]
 
 
 def engine_or_default(engine: Engine | None) -> Engine:
@@ -107,10 +137,23 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _sqlite_reader_pragmas(dbapi_conn, record) -> None:
+    """The writer's pragmas, then ``query_only``."""
+    _sqlite_pragmas(dbapi_conn, record)
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
 def _sqlite_begin_immediate(conn) -> None:
     # Take the write lock at BEGIN, so two writers serialize instead of both reading the
     # same chain head and one failing at COMMIT.
     conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_begin_deferred(conn) -> None:
+    # A read's snapshot is taken at its first SELECT; no lock is held against writers.
+    conn.exec_driver_sql("BEGIN")
 
 
 def reset_engines() -> None:
