@@ -156,7 +156,9 @@ def _chernoff_p(observed: float, laws: list[_Law], weights: np.ndarray,
         # logsumexp by rows, written out: scipy's costs ~0.3 ms of checks per call, and the
         # search calls it about 20 times per test
         exponents = t * values + logs
-        top = exponents.max(axis=1)  # finite: every law has a value of positive mass
+        top = exponents.max(axis=1)  # > -inf: every law has a value of positive mass
+        if not np.isfinite(top).all():  # t·g(r) overflowed: no bound at this t (as scipy)
+            return math.inf
         sums = np.exp(exponents - top[:, None]).sum(axis=1)
         return float(np.dot(weights, top + np.log(sums))) - t * observed
 
