@@ -63,13 +63,12 @@ def get_reader(url: str | None = None) -> Engine:
     """
     url = url or database_url()
     writer = get_engine(url)  # created (and migrated) first: a reader never migrates
-    if not url.startswith("sqlite") or make_url(url).database in (None, "", ":memory:"):
+    if not url.startswith("sqlite") or _sqlite_file(url) is None:
         return writer
     key = READER_PREFIX + url
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            reader = create_engine(url, connect_args={"check_same_thread": False,
-                                                      "timeout": _busy_timeout_s()})
+            reader = _sqlite_engine(url)
             event.listen(reader, "connect", _sqlite_reader_pragmas)
             event.listen(reader, "begin", _sqlite_begin_deferred)
             _ENGINES[key] = reader
@@ -83,12 +82,11 @@ def engine_or_default(engine: Engine | None) -> Engine:
 
 def _create(url: str) -> Engine:
     if url.startswith("sqlite"):
-        db_file = make_url(url).database
-        if db_file and db_file != ":memory:":
+        db_file = _sqlite_file(url)
+        if db_file is not None:
             Path(db_file).parent.mkdir(parents=True, exist_ok=True)
             _private_file(Path(db_file))
-        engine = create_engine(url, connect_args={"check_same_thread": False,
-                                                  "timeout": _busy_timeout_s()})
+        engine = _sqlite_engine(url)
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin_immediate)
     else:
@@ -97,6 +95,19 @@ def _create(url: str) -> Engine:
 
     migrate(engine)  # Alembic ``upgrade head`` under a lock (concurrent first use)
     return engine
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL; None for an in-memory database."""
+    db_file = make_url(url).database
+    return db_file if db_file and db_file != ":memory:" else None
+
+
+def _sqlite_engine(url: str) -> Engine:
+    """A SQLite engine as the writer's and the reader's connections share it: usable from
+    the flow's threads, waiting for another process's lock up to the busy timeout."""
+    return create_engine(url, connect_args={"check_same_thread": False,
+                                            "timeout": _busy_timeout_s()})
 
 
 def _private_file(path: Path) -> None:
