@@ -261,6 +261,26 @@ def test_the_worker_starts_only_on_a_free_cpu(
     assert aside.start_worker(tmp_path / "no-request.json") is free
 
 
+def test_a_program_runnable_for_one_look_only_leaves_the_cpu_free(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service waking for a moment is not a busy CPU; a program runnable in every look
+    is (the looks' gap replaced by the moment the service goes back to sleep)."""
+    from ehr_release.runtime import cpus
+
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
+    proc = _fake_proc(tmp_path / "proc", {os.getpid(): "R", os.getppid(): "R", 101: "R"})
+    monkeypatch.setattr(aside, "_PROC", proc)
+    looks: list[int] = []
+    monkeypatch.setattr(aside, "_wait_between_looks", lambda: looks.append(1))
+    assert _REAL_CPU_FREE() is False  # runnable in each look
+    assert len(looks) == aside.CPU_LOOKS - 1
+    asleep = "101 (some (odd) name) S 1 2 3\n"
+    monkeypatch.setattr(aside, "_wait_between_looks",
+                        lambda: (proc / "101" / "stat").write_text(asleep))
+    (proc / "101" / "stat").write_text("101 (some (odd) name) R 1 2 3\n")
+    assert _REAL_CPU_FREE() is True  # runnable in the first look only
+
+
 def test_an_unreadable_proc_counts_as_free(tmp_path: Path, monkeypatch) -> None:
     from ehr_release.runtime import cpus
 
