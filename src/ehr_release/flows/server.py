@@ -86,10 +86,18 @@ def _state_file() -> Path:
 
 
 def _healthy(url: str) -> bool:
+    """Whether the server at ``url`` answers its health check.
+
+    A plain-HTTP address (the local server's, on loopback) is asked without a certificate
+    store: httpx loads its CA bundle for every call that may verify TLS, 33 ms of CPU a
+    call here against 0.5 ms without, and a starting server is asked every
+    :data:`HEALTH_POLL_S` — on the CPU the starting server needs. An HTTPS address is
+    verified as always."""
     import httpx  # here, not at the top: every CLI command imports this module
 
     try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        return httpx.get(f"{url}/health", timeout=2,
+                         verify=not url.startswith("http://")).status_code == 200
     except httpx.HTTPError:
         return False
 
