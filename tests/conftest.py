@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import tempfile
@@ -126,6 +127,40 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# --------------------------------------------------------------------------- credentials
+@pytest.fixture(autouse=True)
+def cheap_credential_hashing(request: pytest.FixtureRequest,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials made and checked in the test process are hashed with Argon2id at
+    argon2-cffi's own profile for tests (``argon2.profiles.CHEAPEST``), not at the
+    production cost: 0.45 CPU s for a hash and its check, paid by every test that adds a
+    user or signs one in (the dashboard's tests: about 0.4 s of each one's set-up).
+
+    Argon2 writes its parameters into each hash and verification reads them from there, so
+    the code under test is the same; only the cost differs. A test marked
+    ``production_hashing`` gets the production hasher (the one that holds its parameters,
+    and the timing test of unknown names). Processes a test starts (the CLI) hash at the
+    production cost."""
+    if request.node.get_closest_marker("production_hashing"):
+        return
+    from ehr_release.storage import users
+
+    monkeypatch.setattr(users, "_hasher", _cheapest_hasher)
+    monkeypatch.setattr(users, "_dummy_hash", _cheapest_dummy_hash)
+
+
+@functools.cache
+def _cheapest_hasher():
+    from argon2 import PasswordHasher, profiles
+
+    return PasswordHasher.from_parameters(profiles.CHEAPEST)
+
+
+@functools.cache
+def _cheapest_dummy_hash() -> str:
+    return _cheapest_hasher().hash(secrets.token_urlsafe(24))
 
 
 # --------------------------------------------------------------------------- flows

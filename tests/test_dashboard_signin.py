@@ -160,6 +160,7 @@ def test_unknown_user_is_checked_against_a_dummy_hash(ehr_home, monkeypatch) -> 
     assert len(calls) == 2
 
 
+@pytest.mark.production_hashing
 def test_unknown_user_takes_as_long_as_a_wrong_credential(ehr_home, monkeypatch) -> None:
     monkeypatch.setenv("EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_USER", "100")
     monkeypatch.setenv("EHR_RELEASE_SIGNIN_MAX_FAILURES_PER_CLIENT", "100")
@@ -334,3 +335,20 @@ def test_postgres_refusing_connections_is_an_html_page(pg_url, ehr_home, monkeyp
             conn.execute(sa.text(f'ALTER DATABASE "{db}" ALLOW_CONNECTIONS true'))
         admin.dispose()
     assert client.get("/").status_code == 200
+
+
+@pytest.mark.production_hashing
+def test_credentials_are_stored_at_the_production_argon2_cost(ehr_home) -> None:
+    """What the other tests' cheap hashing (conftest) leaves out: a credential is stored as
+    Argon2id at argon2-cffi's default cost (RFC 9106's second recommendation: 64 MiB,
+    3 passes, 4 lanes), and signs its user in."""
+    from argon2 import Type, extract_parameters
+
+    credential = add_user("rita", "reviewer")
+    with get_engine().connect() as conn:
+        stored = conn.execute(sa.text("SELECT credential_hash FROM users WHERE name = 'rita'")
+                              ).scalar_one()
+    used = extract_parameters(stored)
+    assert used.type is Type.ID
+    assert used.memory_cost >= 65536 and used.time_cost >= 3 and used.parallelism >= 4
+    assert users.authenticate("rita", credential, client="t").name == "rita"
