@@ -90,13 +90,17 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     assert db.seed_from_template(env, tmp_path / "cache") is True
     env |= db.SEEDED_SERVER_SETTINGS  # as flows.server starts it on a fresh copy
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:  # read back if it does not answer (once seen in CI, not here)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+             "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
     api = f"http://127.0.0.1:{port}/api"
     try:
-        assert _wait_healthy(api, server.pid), "the server did not answer"
+        assert _wait_healthy(api, server.pid), (
+            f"the server did not answer (exit code {server.poll()}); its output ends:\n"
+            + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
         created = httpx.post(f"{api}/flows/", json={"name": "template-check"}, timeout=10)
         assert created.status_code in (200, 201), created.text
         assert _revision(Path(env["PREFECT_HOME"]) / "prefect.db") == made
