@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +64,27 @@ def test_an_https_address_is_still_verified(ca_loads: list[object]) -> None:
     # Nothing listens there: the context is built (and its store loaded) before connecting.
     assert server._healthy("https://127.0.0.1:9/api") is False
     assert ca_loads, "an HTTPS health check must verify the server's certificate"
+
+
+def test_a_server_just_started_is_waited_for_and_an_ended_one_is_not() -> None:
+    """Right after ``Popen`` returns, the child's command line may still read empty: that
+    start is not taken for a death (it once failed 5 of 2,182 tests in CI); a process that
+    has ended is (a zombie's command line reads empty too)."""
+    import subprocess
+    import sys
+
+    started = []
+    for _ in range(200):
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(5)", "prefect", "server", "start"],
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        started.append(server._may_answer(child.pid))
+        child.kill()
+        child.wait()
+    assert all(started), f"{started.count(False)} of 200 fresh starts taken for deaths"
+    ended = subprocess.Popen([sys.executable, "-c", "pass", "prefect", "server", "start"])
+    while Path(f"/proc/{ended.pid}/stat").read_bytes().split(b") ")[1][:1] != b"Z":
+        time.sleep(0.01)  # ended, not yet reaped
+    assert server._may_answer(ended.pid) is False
+    ended.wait()
+    assert server._may_answer(ended.pid) is False
