@@ -98,7 +98,7 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
             start_new_session=True)
     api = f"http://127.0.0.1:{port}/api"
     try:
-        assert _wait_healthy(api, server.pid), (
+        assert _wait_healthy(api, server.pid, server), (
             f"the server did not answer (exit code {server.poll()}); its output ends:\n"
             + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
         created = httpx.post(f"{api}/flows/", json={"name": "template-check"}, timeout=10)

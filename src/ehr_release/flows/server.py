@@ -270,7 +270,7 @@ def _start_server() -> str:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True, umask=PRIVATE_UMASK)
     _write_state(url, proc.pid)
-    if _wait_healthy(url, proc.pid):
+    if _wait_healthy(url, proc.pid, proc):
         return url
     if proc.poll() is not None:
         raise RuntimeError(f"the local Prefect server exited; see {home()}/prefect-server.log")
@@ -300,13 +300,17 @@ def _starting_server() -> str | None:
         else None
 
 
-def _wait_healthy(url: str, pid: int) -> bool:
-    """Wait until ``url`` answers (True) or its process ``pid`` is gone or time is up."""
+def _wait_healthy(url: str, pid: int, child: subprocess.Popen | None = None) -> bool:
+    """Wait until ``url`` answers (True) or its process ``pid`` is gone or time is up.
+
+    ``child``: the process as this one started it, whose own exit status tells whether it
+    is gone (its command line may not read as a server yet, :func:`_may_answer`)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if _healthy(url):
             return True
-        if not _may_answer(int(pid)):
+        alive = child.poll() is None if child is not None else _may_answer(int(pid))
+        if not alive:
             return False
         time.sleep(HEALTH_POLL_S)
     return False
