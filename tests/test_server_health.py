@@ -88,7 +88,8 @@ def test_a_server_just_started_is_waited_for_and_an_ended_one_is_not(monkeypatch
     ended = subprocess.Popen([sys.executable, "-c", "pass", "prefect", "server", "start"])
     while Path(f"/proc/{ended.pid}/stat").read_bytes().split(b") ")[1][:1] != b"Z":
         time.sleep(0.01)  # ended, not yet reaped
-    assert server._may_answer(ended.pid) is False
+    assert server._is_our_server(ended.pid) is False
     assert server._wait_healthy(refused, ended.pid, ended) is False
+    assert server._wait_healthy(refused, ended.pid) is False  # as recorded by another
     ended.wait()
-    assert server._may_answer(ended.pid) is False
+    assert server._is_our_server(ended.pid) is False

@@ -304,38 +304,20 @@ def _wait_healthy(url: str, pid: int, child: subprocess.Popen | None = None) -> 
     """Wait until ``url`` answers (True) or its process ``pid`` is gone or time is up.
 
     ``child``: the process as this one started it, whose own exit status tells whether it
-    is gone (its command line may not read as a server yet, :func:`_may_answer`)."""
+    is gone. Its command line is no witness: right after ``Popen`` returns it may not read
+    as a server's yet (6 of 200 starts here), and a health check refused in half a
+    millisecond asked before it did, so a start was taken for a death. A server another
+    process recorded is long past its start: :func:`_is_our_server` tells (a zombie's
+    command line reads empty)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if _healthy(url):
             return True
-        alive = child.poll() is None if child is not None else _may_answer(int(pid))
+        alive = child.poll() is None if child is not None else _is_our_server(int(pid))
         if not alive:
             return False
         time.sleep(HEALTH_POLL_S)
     return False
-
-
-def _may_answer(pid: int) -> bool:
-    """Whether ``pid`` is a server that may still answer: ours (:func:`_is_our_server`), or a
-    process still inside its ``exec``. Right after ``Popen`` returns, the child's command
-    line reads empty for a moment (6 of 200 starts here); a health check that fails in half
-    a millisecond then asks before it is filled in, and the start was taken for a death."""
-    if _is_our_server(pid):
-        return True
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(b")") + 2:].split()
-    ended = fields[0] in (b"Z", b"X")
-    kernel_thread = bool(int(fields[6]) & _PF_KTHREAD)  # their command line is empty too
-    return cmdline == b"" and not ended and not kernel_thread
-
-
-#: The kernel's flag of its own threads in ``/proc/<pid>/stat`` (``PF_KTHREAD``).
-_PF_KTHREAD = 0x00200000
 
 
 def _is_our_server(pid: int) -> bool:

@@ -46,8 +46,8 @@ class CodeTree:
     @classmethod
     def from_hierarchy(cls, h: Hierarchy) -> CodeTree:
         """The integer view of ``h``, built once per hierarchy and process (a hierarchy is
-        immutable; ICD-9-CM's 17,000 nodes take 0.12 s, and every LDA run, comparison row
-        and verification asked for it again)."""
+        immutable; ICD-9-CM's 17,000 nodes take 0.02 s, which every LDA run and
+        comparison row paid again)."""
         return _code_tree(h)
 
     @classmethod
@@ -108,8 +108,8 @@ class CodeTree:
         """``table[i, j]`` = the LCA of ``nodes[i]`` and ``nodes[j]``, one level at a time:
         two nodes' ancestors agree down to their LCA's level and nowhere below, so the
         deepest level where they agree gives it. One n × n comparison per level, where
-        comparing whole ancestor rows made an n × n × depth array (4.6 s for the 16 tables
-        of ``tests/test_conformance.py``)."""
+        comparing whole ancestor rows made an n × n × depth array (ICD-9 closures of 848
+        and 4,567 nodes: 0.10 and 6.2 s that way, 0.007 and 0.18 s this way)."""
         rows = self.anc[nodes]
         table = np.full((len(nodes), len(nodes)), self.root, dtype=np.int64)
         for level in range(1, rows.shape[1]):
