@@ -139,8 +139,7 @@ def test_general_caps_equal_the_utility_modules_candidate_count(case):
     itemsets = sorted(original_counts_general(t, m))
     caps = caps_general(t, chunk_counts_general(t, m), itemsets)
     count = CandidateCounter(result.release).count
-    assert {s: caps[s] for s in itemsets} == \
-        {s: count([str(t.codes[c]) for c in s]) for s in itemsets}
+    assert caps == {s: count([str(t.codes[c]) for c in s]) for s in itemsets}
 
 
 # --------------------------------------------------------------------------- broken on purpose

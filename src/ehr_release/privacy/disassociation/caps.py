@@ -123,18 +123,17 @@ def caps_general(t: Tables, chunk_counts: list[Counter[Itemset]],
             members[j].add(p)
     sizes = t.cluster_size.tolist()
     members_size = [sum(sizes[p] for p in ps) for ps in members]
-    holding_code: dict[int, set[int]] = {}
+    holders: dict[int, set[int]] = {}
     for p, dom in enumerate(where):
         for code in dom:
-            holding_code.setdefault(code, set()).add(p)
-    holders = {code: frozenset(ps) for code, ps in holding_code.items()}
+            holders.setdefault(code, set()).add(p)
     joint_holders: dict[int, set[int]] = {}
     for j, dom in enumerate(shared):
         for code in dom:
             joint_holders.setdefault(code, set()).add(j)
     nobody: frozenset[int] = frozenset()
 
-    def holding(codes: Itemset) -> frozenset[int]:
+    def holding(codes: Itemset) -> set[int] | frozenset[int]:
         """The clusters whose domain holds every code of ``codes`` (at least one code)."""
         sets = sorted((holders.get(code, nobody) for code in codes), key=len)
         return sets[0].intersection(*sets[1:])
@@ -150,11 +149,10 @@ def caps_general(t: Tables, chunk_counts: list[Counter[Itemset]],
     out: dict[Itemset, int] = {}
     for s in itemsets:
         total = 0
-        for p in holding(s):
-            j = joint_of[p]
-            if j < 0 or not any(code in shared[j] for code in s):
-                total += chunk_min(where[p], s, sizes[p])
         touched = set().union(*(joint_holders.get(code, ()) for code in s))
+        for p in holding(s):
+            if joint_of[p] not in touched:  # no joint, or one whose shared chunks miss S
+                total += chunk_min(where[p], s, sizes[p])
         for j in touched:
             inside = tuple(code for code in s if code in shared[j])
             supply = chunk_min(shared[j], inside, 0)
