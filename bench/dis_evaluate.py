@@ -7,12 +7,23 @@ generator, the registry's ``anonymize`` with the run's defaults), then runs the 
 SHA-256 of everything that reaches the certificate (metrics, tables, notes, chart PNG bytes),
 so two source trees can be compared for speed and for identical output.
 
+``--peer-codes FILE`` (the public C++ program's ``data/diagnosis_codes_final.csv``) evaluates
+instead on the inputs issue 37 goal 1 measures: the program's 58,302 records and its 374
+constraints as the policy (:mod:`peer_inputs`), the evaluation the governed run's second
+process does there.
+
+``--ahead`` first runs the entry's ``prepare_evaluation`` (what the flow's second process
+derives while the flow anonymizes: the comparator and the release-independent original
+side), untimed, from a stream seeded as the evaluation's, so the hash shows
+that the prepared evaluation's report is the in-place one and the time is what is left.
+
 ``--stages`` also prints the CPU seconds of the evaluation's parts (each named function
 wrapped in a timer; a part's time includes the parts it calls), without cProfile's per-call
 overhead, which inflates Python-heavy parts two- to threefold.
 
     PYTHONPATH=src .venv/bin/python bench/dis_evaluate.py [--records 58302] [--seed 0]
-        [--profile 25] [--stages]
+        [--profile 25] [--stages] [--ahead]
+        [--peer-codes .../diagnosis_codes_final.csv]
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import hashlib
 import json
 import pstats
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,25 +98,59 @@ def time_stages(spent: dict[str, float]) -> None:
     dis.COMPARATORS["cba"] = (label, _timed(spent, "cba (comparator)", method))
 
 
+def peer_dataset(codes_file: Path, folder: Path) -> tuple[Any, Path]:
+    """The peer's records as a dataset and its constraints as a policy file."""
+    import pandas as pd
+    from peer_inputs import write_peer_inputs
+
+    from ehr_release.model.dataset import Dataset
+
+    peer = write_peer_inputs(codes_file, folder)
+    extract = pd.read_csv(peer["extract"], dtype=str)
+    ids = extract["patient_id"].to_numpy()
+    lists = extract["codes"].str.split(";")
+    diagnoses = pd.DataFrame({"patient_id": np.repeat(ids, lists.str.len()),
+                              "code": np.concatenate(lists.to_numpy()),
+                              "age": pd.array([pd.NA] * int(lists.str.len().sum()),
+                                              dtype="Int64")})
+    patients = pd.DataFrame(index=pd.Index(ids, name="patient_id"))
+    return Dataset(patients, diagnoses, source="peer"), peer["policy"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=58302)
     ap.add_argument("--seed", type=int, default=0, help="data, anonymization and evaluation")
     ap.add_argument("--profile", type=int, default=0, help="print the N top cumulative rows")
     ap.add_argument("--stages", action="store_true", help="CPU seconds of the parts")
+    ap.add_argument("--ahead", action="store_true",
+                    help="run prepare_evaluation first (untimed), as the second process does")
+    ap.add_argument("--peer-codes", type=Path, default=None,
+                    help="the C++ program's code list: evaluate on its records and constraints")
     args = ap.parse_args(argv)
-    from disassociation import informs_like
-
     from ehr_release.registry.disassociation import ENTRY
 
-    params = {"k": 5, "m": 2, "policy": "hierarchy:3digit"}
-    data = informs_like(args.records, seed=args.seed)
+    if args.peer_codes is not None:
+        # one folder for every run: the policy's name (its path) is in the report's notes
+        folder = Path(tempfile.gettempdir()) / "dis_evaluate_peer"
+        folder.mkdir(exist_ok=True)
+        data, policy = peer_dataset(args.peer_codes, folder)
+        params = {"k": 5, "m": 2, "policy": str(policy)}
+        args.records = len(data.patients)
+    else:
+        from disassociation import informs_like
+
+        params = {"k": 5, "m": 2, "policy": "hierarchy:3digit"}
+        data = informs_like(args.records, seed=args.seed)
     files = ENTRY.anonymize(data, params, np.random.default_rng(args.seed))
     evaluate = ENTRY.evaluate
     spent: dict[str, float] = {}
     if args.stages:
         time_stages(spent)
     rng = np.random.default_rng(1000 + args.seed)
+    if args.ahead:
+        params = ENTRY.parse(params)
+        ENTRY.prepare_evaluation(data, params, np.random.default_rng(1000 + args.seed))
     profiler = cProfile.Profile() if args.profile else None
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if profiler:

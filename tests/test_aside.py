@@ -104,6 +104,28 @@ def test_the_worker_evaluates_on_its_own_copy_of_the_data_it_read(
     assert there is not None and _report_json(there) == _report_json(here)
 
 
+def test_an_unseeded_run_is_evaluated_with_the_workers_own_stream(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a seed the run's stream is OS entropy wherever it is drawn: the flow sends
+    none, and the worker evaluates with the stream it derived the workloads from ahead."""
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
+    request = plan.request.model_copy(update={"params": {"k": "3", "m": "2"}})
+    path.write_text(request.model_dump_json())
+    plan = make_plan(request)
+    files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
+    here = plan.entry.evaluate(files, plan.dataset, plan.stage_params(), plan.rng())
+    assert aside.start_worker(path)
+    sent: list[object] = []
+    monkeypatch.setattr(aside, "_send", lambda conn, job: sent.append(job) or conn.send(job))
+    assert aside.begin_evaluation(plan, files)
+    there = aside.take_evaluation(plan.run_id)
+    assert sent[0][1][5] is None  # no stream sent
+    assert there is not None
+    assert there.metrics.keys() == here.metrics.keys()
+    assert there.metrics["records"] == here.metrics["records"]
+
+
 def test_the_certificate_rendered_aside_has_the_same_bytes(tmp_path: Path) -> None:
     utility = UtilityReport("demo", {"ARE (W1)": 0.125, "records": 1000.0})
     ctx = CertificateContext(

@@ -254,10 +254,12 @@ def test_max_cluster_size_below_k_is_refused(entry):
         entry.parse({"k": "4", "max_cluster_size": "1"})
 
 
-def test_a_comparator_derived_ahead_is_taken_once_and_changes_nothing(monkeypatch):
-    """The flow's second process runs the comparator before the release exists
-    (``prepare_evaluation``); the evaluation of that very data set and those parameters
-    takes it instead of running it again, and its report is the one computed in full."""
+def test_what_is_derived_ahead_is_taken_once_and_changes_nothing(monkeypatch):
+    """The flow's second process runs the comparator and the release-independent part of
+    the evaluation (workloads, true answers, seeds, the risk table's code sets) before the
+    release exists (``prepare_evaluation``); the evaluation of that very data set, those
+    parameters and a random stream in the same state takes them instead of deriving them
+    again, and its report is the one computed in full."""
     from ehr_release.utility import disassociation as utility
 
     ds = generate_sample(200, seed=5)
@@ -267,24 +269,36 @@ def test_a_comparator_derived_ahead_is_taken_once_and_changes_nothing(monkeypatc
     files = {RELEASE_FILE: release.to_bytes()}
     full = utility.evaluate(files, ds, params, np.random.default_rng(9))
     label, _ = utility.COMPARATORS["cba"]
+    derive_side = utility.original_side
 
     def not_again(*args, **kwargs):
-        raise AssertionError("the comparator ran again")
+        raise AssertionError("derived again")
 
-    # Derived for other parameters, or for an equal data set held as another object: run.
-    for data, given in ((ds, {**params, "k": 3}), (Dataset(ds.patients, ds.diagnoses), params)):
-        utility.prepare_evaluation(data, given)
+    # Derived for other parameters, or for an equal data set held as another object: both
+    # are derived again; from a stream in another state: the original side is.
+    for data, given, seed, what in (
+            (ds, {**params, "k": 3}, 9, "cba"), (Dataset(ds.patients, ds.diagnoses), params, 9,
+                                                 "cba"),
+            (ds, {**params, "k": 3}, 9, "side"), (ds, params, 8, "side")):
+        utility.prepare_evaluation(data, given, np.random.default_rng(seed))
         with monkeypatch.context() as patched:
-            patched.setitem(utility.COMPARATORS, "cba", (label, not_again))
-            with pytest.raises(AssertionError, match="ran again"):
+            if what == "cba":
+                patched.setitem(utility.COMPARATORS, "cba", (label, not_again))
+            else:
+                patched.setattr(utility, "original_side", not_again)
+            with pytest.raises(AssertionError, match="derived again"):
                 utility.evaluate(files, ds, params, np.random.default_rng(9))
 
-    utility.prepare_evaluation(ds, params)
-    monkeypatch.setitem(utility.COMPARATORS, "cba", (label, not_again))
-    ahead = utility.evaluate(files, ds, params, np.random.default_rng(9))
-    # repr: a table may hold NaN (a size whose queries CBA all suppressed), never equal itself
-    assert repr((ahead.metrics, ahead.tables, ahead.notes)) == \
-        repr((full.metrics, full.tables, full.notes))
-    assert ahead.charts[0].png == full.charts[0].png
-    with pytest.raises(AssertionError, match="ran again"):  # taken once only
-        utility.evaluate(files, ds, params, np.random.default_rng(9))
+    utility.prepare_evaluation(ds, params, np.random.default_rng(9))
+    with monkeypatch.context() as patched:
+        patched.setitem(utility.COMPARATORS, "cba", (label, not_again))
+        patched.setattr(utility, "original_side", not_again)
+        ahead = utility.evaluate(files, ds, params, np.random.default_rng(9))
+        # repr: a table may hold NaN (a size whose queries CBA all suppressed), never equal
+        # itself
+        assert repr((ahead.metrics, ahead.tables, ahead.notes)) == \
+            repr((full.metrics, full.tables, full.notes))
+        assert ahead.charts[0].png == full.charts[0].png
+        with pytest.raises(AssertionError, match="derived again"):  # taken once only
+            utility.evaluate(files, ds, params, np.random.default_rng(9))
+    assert utility.original_side is derive_side

@@ -76,10 +76,10 @@ class AlgorithmEntry:
     ``prepare(params)`` loads the files the parameters name (a configuration, a population)
     once per release; the plan hands the result to every stage under :data:`PREPARED`, so no
     stage reads them again and no cache is needed.
-    ``prepare_evaluation(original, params)`` derives what ``evaluate`` needs of the input
-    and the parameters alone (never of the release), and keeps it for the next evaluation
-    of that very data set: the flow's second process calls it while the flow anonymizes
-    (:mod:`ehr_release.tasks.aside`).
+    ``prepare_evaluation(original, params, rng)`` derives what ``evaluate`` needs of the
+    input, the parameters and its random stream alone (never of the release), and keeps it
+    for the next evaluation of that very data set with a stream in ``rng``'s state: the
+    flow's second process calls it while the flow anonymizes (:mod:`ehr_release.tasks.aside`).
     """
 
     name: str
@@ -97,7 +97,8 @@ class AlgorithmEntry:
     count_records: Callable[[ReleaseFiles], int] | None = None
     defaults_from: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     prepare: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
-    prepare_evaluation: Callable[[Dataset, dict[str, Any]], None] | None = None
+    prepare_evaluation: Callable[[Dataset, dict[str, Any], np.random.Generator], None] \
+        | None = None
     differentially_private: bool = False
 
     def stage_modules(self) -> list[str]:

@@ -17,19 +17,22 @@ the flow, hence a process. The flow process of a CLI run spawns it first thing
 process loads Prefect, and hands the dataset to the head start (:func:`take_input`,
 :mod:`ehr_release.flows.head_start`); then it imports the evaluation's and the certificate's
 modules while the flow anonymizes, and derives what the evaluation needs of the input and
-the parameters alone (the entry's ``prepare_evaluation``: a disassociation's comparator,
-which depends on no release and no random draw). Nothing is published
+the parameters alone (the entry's ``prepare_evaluation``: a disassociation's comparator and
+its workloads with their true answers, which depend on no release). Nothing is published
 on the strength of it: the flow still fails on a verification or an attack that does not
 hold, and then ends the process (:func:`stop_worker`) without reading its report.
 
-Each job is a pure function of what it is sent: the evaluation's random generator is made
-in the flow process and shipped with its state, so the report (chart bytes included) is the
-one the stage would compute in place, and the certificate is rendered from the context the
-certify stage built. The process is spawned, never forked (the flow process has Prefect's
-threads running; see :mod:`ehr_release.runtime.workers`), and daemonic: it ends with the flow
-process, and sees the end of its pipe if that is killed. Should it be gone, or a job fail
-there, the stage does the work in place as before (an error is then raised by the stage
-itself, with its own traceback). One job is out at a time.
+Each job is a pure function of what it is sent and of the input it read: a seeded run's
+evaluation stream is made in the flow process and shipped with its state, so the report
+(chart bytes included) is the one the stage would compute in place; an unseeded run's
+is drawn from OS entropy here, as the flow would draw it, so that what the evaluation
+derives from the input and its stream alone can be derived ahead. The certificate is
+rendered from the context the certify stage built. The process is spawned, never forked
+(the flow process has Prefect's threads running; see :mod:`ehr_release.runtime.workers`),
+and daemonic: it ends with the flow process, and sees the end of its pipe if that is
+killed. Should it be gone, or a job fail there, the stage does the work in place as
+before (an error is then raised by the stage itself, with its own traceback). One job is
+out at a time.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 from ehr_release.model.reports import UtilityReport
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ehr_release.documents.certificate import CertificateContext
     from ehr_release.model.dataset import Dataset
     from ehr_release.planning.plan import ReleasePlan
@@ -196,15 +201,19 @@ def begin_evaluation(plan: ReleasePlan, files: ReleaseFiles) -> bool:
     """Hand the worker (if any) the candidate to evaluate; the evaluate stage takes it.
 
     The original data goes along unless the plan's dataset is the very object the worker
-    read and sent (:func:`take_input`): it evaluates on its own copy of it then.
+    read and sent (:func:`take_input`): it evaluates on its own copy of it then. So does
+    the run's random stream, unless the run has no seed: then the worker evaluates with the
+    stream it drew from OS entropy itself (as the flow would), the one from which it
+    derived the evaluation's release-independent part ahead (:func:`_prepare_evaluation`).
     """
     worker = _worker
     held = worker is not None and worker.read is not None and plan.dataset is worker.read
     dataset = None if held else plan.dataset
+    rng = None if plan.params.get("seed") is None else plan.rng()
     return _begin(
         EVALUATE,
         plan.run_id,
-        (plan.algorithm, plan.run_id, files, dataset, plan.stage_params(), plan.rng()),
+        (plan.algorithm, plan.run_id, files, dataset, plan.stage_params(), rng),
     )
 
 
@@ -283,6 +292,9 @@ def _send(conn: Connection, job: tuple[str, tuple[Any, ...]]) -> None:
 # --------------------------------------------------------------------------- in the worker
 #: In the worker: the dataset it read (:func:`_read_input`), for the evaluation.
 _held: list[Any] = []
+#: In the worker: the state of its own random stream before the evaluation's part ahead
+#: drew from it (:func:`_prepare_evaluation`), for an unseeded run's evaluation.
+_stream: list[dict[str, Any]] = []
 
 
 def _evaluate(
@@ -294,7 +306,19 @@ def _evaluate(
     entry = get_algorithm(name)
     if dataset is None:  # the one this process read (begin_evaluation)
         (dataset,) = _held
+    if rng is None:  # an unseeded run: this process's own stream (begin_evaluation)
+        rng = _own_stream()
     return entry.evaluate(files, as_released(entry, dataset, run_id), params, rng)
+
+
+def _own_stream() -> np.random.Generator:
+    """A stream in the state the part ahead started from, else a fresh one from entropy."""
+    from ehr_release.core.randomness import check_random_state
+
+    rng = check_random_state(None)
+    if _stream:
+        rng.bit_generator.state = _stream[0]
+    return rng
 
 
 def _certificate(ctx: CertificateContext) -> bytes:
@@ -367,11 +391,14 @@ def _index_input() -> None:
 
 
 def _prepare_evaluation(request: ReleaseRequest) -> None:
-    """What the request's evaluation derives from the input and parameters alone (the
-    entry's ``prepare_evaluation``: a disassociation's comparator), derived while the flow
-    still anonymizes; kept for an evaluation of the dataset this process read, which
-    :func:`_evaluate` then runs on. The parameters are parsed as the flow parses them."""
+    """What the request's evaluation derives from the input, parameters and random stream
+    alone (the entry's ``prepare_evaluation``: a disassociation's comparator and workloads),
+    derived while the flow still anonymizes; kept for an evaluation of the dataset this
+    process read, which :func:`_evaluate` then runs on. The parameters are parsed as the
+    flow parses them, and the stream is the run's: the seeded one the flow will send, or
+    for an unseeded run one drawn here from OS entropy (kept, :func:`_own_stream`)."""
     with suppress(Exception):
+        from ehr_release.core.randomness import check_random_state
         from ehr_release.registry import get as get_algorithm
         from ehr_release.release.verification import as_released
 
@@ -379,8 +406,11 @@ def _prepare_evaluation(request: ReleaseRequest) -> None:
         if entry.prepare_evaluation is None:
             return
         (dataset,) = _held
-        entry.prepare_evaluation(as_released(entry, dataset, request.run_id),
-                                 entry.parse(request.params))
+        params = entry.parse(request.params)
+        seed = params.get("seed")
+        rng = check_random_state(None if seed is None else int(seed))
+        _stream[:] = [rng.bit_generator.state]
+        entry.prepare_evaluation(as_released(entry, dataset, request.run_id), params, rng)
 
 
 def _preload(algorithm: str) -> None:

@@ -150,22 +150,38 @@ def code_sets_to_test(code_sets: Sequence[Collection[str]], rng: np.random.Gener
     return out
 
 
+#: Per number of known codes: (size, the code sets tested, sampled or not, their original
+#: counts) — what the risk table derives from the original records alone.
+TestedSets = list[tuple[int, list[tuple[str, ...]], bool, np.ndarray]]
+
+
+def original_risk(code_sets: Sequence[Collection[str]], rng: np.random.Generator,
+                  bits: dict[str, int], max_size: int = MAX_SIZE, max_sets: int = MAX_SETS
+                  ) -> TestedSets:
+    """The code sets the risk table tests and how many original records hold each: the
+    part that needs no release, so it can be derived before there is one."""
+    return [(size, sets, sampled, np.array([_and_count(bits, s) for s in sets]))
+            for size, (sets, sampled) in code_sets_to_test(code_sets, rng, max_size,
+                                                           max_sets).items()]
+
+
 def risk_table(code_sets: Sequence[Collection[str]], release: DisassociatedRelease,
                rng: np.random.Generator, *, bits: dict[str, int] | None = None,
-               max_size: int = MAX_SIZE, max_sets: int = MAX_SETS
-               ) -> list[dict[str, object]]:
+               max_size: int = MAX_SIZE, max_sets: int = MAX_SETS,
+               tested: TestedSets | None = None) -> list[dict[str, object]]:
     """One row per number of known codes: shares of sets (and records) at risk.
 
     ``unique`` = held by one record (candidates 1: the patient is re-identified); ``< k`` =
-    fewer than k candidates (probability of re-identification above 1/k).
+    fewer than k candidates (probability of re-identification above 1/k). ``tested``:
+    :func:`original_risk` derived beforehand (then ``rng`` draws nothing).
     """
-    bits = bits if bits is not None else code_bitsets(code_sets)
+    if tested is None:
+        tested = original_risk(code_sets, rng, bits if bits is not None
+                               else code_bitsets(code_sets), max_size, max_sets)
     k = release.k
     release_count = CandidateCounter(release).count
     rows: list[dict[str, object]] = []
-    for size, (sets, sampled) in code_sets_to_test(code_sets, rng, max_size,
-                                                   max_sets).items():
-        original = np.array([_and_count(bits, s) for s in sets])
+    for size, sets, sampled, original in tested:
         published = np.array([release_count(s) for s in sets])
         rows.append({
             "known codes": size, "code sets": len(sets), "sampled": sampled,
