@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -102,6 +103,29 @@ def test_the_worker_evaluates_on_its_own_copy_of_the_data_it_read(
     there = aside.take_evaluation(plan.run_id)
     assert sent[0][1][3] is None  # the data did not go back to it
     assert there is not None and _report_json(there) == _report_json(here)
+
+
+def test_an_evaluation_is_pending_until_its_report_is_in(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow loads the certificate's renderer while it waits for the evaluation only if
+    there is a wait: pending is true from the hand-over until the report has arrived."""
+    plan, path = _seeded_plan(data, tmp_path, monkeypatch)
+    files = plan.entry.anonymize(plan.dataset, plan.stage_params(), np.random.default_rng(3))
+    assert not aside.evaluation_pending(plan.run_id)  # no worker
+    assert aside.start_worker(path)
+    dataset, fingerprint = aside.take_input(plan.request)
+    plan = make_plan(plan.request, dataset, fingerprint=fingerprint)
+    assert not aside.evaluation_pending(plan.run_id)  # nothing handed over
+    assert aside.begin_evaluation(plan, files)
+    assert aside.evaluation_pending(plan.run_id)  # an evaluation takes more than an instant
+    assert not aside.evaluation_pending("rel-other")
+    deadline = time.monotonic() + 120
+    while aside.evaluation_pending(plan.run_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not aside.evaluation_pending(plan.run_id)  # its report is in the pipe
+    assert aside.take_evaluation(plan.run_id) is not None
+    assert not aside.evaluation_pending(plan.run_id)
 
 
 def test_an_unseeded_run_is_evaluated_with_the_workers_own_stream(

@@ -21,9 +21,11 @@ needs anyway, so it does not wait for it after ``go`` (issue 18 goal 1):
   and evaluation, Prefect's engines and, without a second process, matplotlib and
   WeasyPrint. The second process evaluates the candidate while the flow verifies it, and
   renders the certificate while the flow renders the datasheet; it imports what it needs
-  meanwhile. The flow's own certificate modules (WeasyPrint: 0.4 CPU s) then load later,
-  while it waits for that evaluation (:func:`load_certificate_modules`), not here, where
-  the flow process is what the run waits for once the CLI has read the input.
+  meanwhile. The flow's own certificate modules (WeasyPrint: 0.4-1.1 CPU s) then load
+  later, not here, where the flow process is what the run waits for once the CLI has read
+  the input: while it waits for that evaluation if the evaluation is still running then
+  (:func:`load_certificate_modules`), else when the datasheet is rendered, while the second
+  process renders the certificate.
 
 Nothing here writes anything or talks to the database; a failure of any of it (a bad file,
 a missing request) is left for the flow to meet and report as before, so it is silenced.

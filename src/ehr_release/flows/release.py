@@ -46,7 +46,7 @@ from ehr_release.tasks.algorithm_stages import (
     pin_candidate_task,
     verify_task,
 )
-from ehr_release.tasks.aside import begin_evaluation, stop_worker
+from ehr_release.tasks.aside import begin_evaluation, evaluation_pending, stop_worker
 from ehr_release.tasks.caching import stage_cache
 from ehr_release.tasks.certify import certify_task, park_task
 from ehr_release.tasks.history import history_task, link_extract_task
@@ -120,7 +120,8 @@ def _release(request: ReleaseRequest) -> str:
         records = count_records(plan.entry, files)
         waivers = empty_release_waivers(records, allow_empty=request.allow_empty)
         advance_task(run_id, Status.VERIFIED)
-        load_certificate_modules()  # while an evaluation begun aside is still running
+        if evaluation_pending(run_id):  # spend the wait loading what certify renders with;
+            load_certificate_modules()   # else it loads once the certificate went aside
         utility = evaluate_task(plan, files)
         waivers += low_utility_waivers(utility, allow_low_utility=request.allow_low_utility)
         advance_task(run_id, Status.EVALUATED)

@@ -224,6 +224,20 @@ def take_evaluation(run_id: str) -> UtilityReport | None:
     return report if isinstance(report, UtilityReport) else None
 
 
+def evaluation_pending(run_id: str) -> bool:
+    """True while the worker is still evaluating ``run_id`` (its report not yet sent): the
+    flow may spend that wait on work of its own, which would otherwise delay it."""
+    worker = _worker
+    if worker is None or worker.job != (EVALUATE, run_id) or not worker.process.is_alive():
+        return False
+    if worker.input_unread:  # the input it read is first in the pipe: cannot tell
+        return False
+    try:
+        return not worker.conn.poll(0)
+    except (EOFError, OSError):
+        return False
+
+
 def begin_certificate(run_id: str, ctx: CertificateContext) -> bool:
     """Hand the worker (if any) the certificate to render; True if it took it."""
     return _begin(CERTIFICATE, run_id, (ctx,))
