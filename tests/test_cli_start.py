@@ -24,7 +24,9 @@ HEAVY = ("prefect", "pandas", "sqlalchemy", "sqlmodel", "weasyprint", "numpy", "
 PROBE = """
 import json, sys
 sys.argv = ["ehr-release", *json.loads(sys.argv[1])]
+from ehr_release import cli
 from ehr_release.cli import run_cli
+cli._leave = sys.exit  # raise, not end the interpreter: the probe reads sys.modules after
 try:
     run_cli()
 except SystemExit:
@@ -84,3 +86,37 @@ def test_a_bad_number_keeps_typers_message(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "ehr_release.cli", "list", "--limit", "x"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "valid integer" in done.stderr, done.stderr
+
+
+LEAVE_PROBE = """
+import atexit, json, sys, threading
+sys.argv = ["ehr-release", *json.loads(sys.argv[1])]
+atexit.register(print, "teardown ran")
+if sys.argv[1:2] == ["list"] and len(sys.argv) > 2:
+    sys.argv.pop()
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+from ehr_release.cli import run_cli
+run_cli()
+"""
+
+
+@pytest.mark.parametrize(("args", "code", "teardown"), [
+    (["list"], 0, False),  # nothing waits on the teardown: skipped, output still flushed
+    (["status", "rel-unknown"], 1, False),  # the exit code and the message kept
+    (["bogus"], 2, False),  # a usage error as Click reports it
+    (["list", "thread"], 0, True),  # another thread running: the normal exit
+])
+def test_a_command_leaves_without_the_teardown_only_when_nothing_needs_it(
+        args: list[str], code: int, teardown: bool, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "EHR_"))}
+    env.update(PYTHONPATH=str(SRC), EHR_RELEASE_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", LEAVE_PROBE, json.dumps(args)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == code
+    assert ("teardown ran" in done.stdout) is teardown
+    if args[0] == "list":
+        assert done.stdout.startswith("RUN") or "no release runs" in done.stdout + done.stderr
+    elif code == 1:
+        assert "rel-unknown" in done.stderr
+    else:
+        assert "No such command" in done.stderr

@@ -270,7 +270,9 @@ def test_the_quick_path_opens_the_database_read_only(many_runs) -> None:
 PROBE = """
 import json, sys
 sys.argv = ["ehr-release", *json.loads(sys.argv[1])]
+from ehr_release import cli
 from ehr_release.cli import run_cli
+cli._leave = sys.exit  # raise, not end the interpreter: the probe reads sys.modules after
 try:
     run_cli()
 except SystemExit as exc:
