@@ -65,6 +65,8 @@ COMPARATORS: dict[str, tuple[str, Callable[..., GeneralizedData]]] = {
 DEFAULT_COMPARATOR = "cba"
 #: The policy of parameters that name none (the entry's default).
 DEFAULT_POLICY = "hierarchy:3digit"
+
+
 @dataclass(frozen=True)
 class OriginalSide:
     """What an evaluation derives from the original records, the policy and its random
@@ -119,6 +121,7 @@ class _Prepared:
     stream_state: dict[str, Any]
 
 
+#: What :func:`prepare_evaluation` derived ahead (one data set at most).
 _ahead: list[_Prepared] = []
 
 
@@ -424,9 +427,11 @@ def _answers(fn: Callable[[Query], float], queries: Sequence[Query]) -> list[flo
     return [fn(q) for q in queries]
 
 
-def _memo(fn: Callable[[Query], float]) -> Callable[[Query], float]:
-    """``fn`` answering each distinct query once (the baseline comparison re-asks them)."""
-    answers: dict[Query, float] = {}
+def _memo(fn: Callable[[Query], float], known: dict[Query, float] | None = None
+          ) -> Callable[[Query], float]:
+    """``fn`` answering each distinct query once (the baseline comparison re-asks them),
+    starting from the answers ``known`` already."""
+    answers: dict[Query, float] = dict(known or {})
 
     def answer(query: Query) -> float:
         if query not in answers:
@@ -533,15 +538,16 @@ def evaluate_release(release: DisassociatedRelease, original: Dataset, policy: U
     if side is None:
         side = original_side(code_sets, policy, k, rng, reconstructions=reconstructions,
                              risk=risk)
-    truth, w1, w2, frozen = side.truth, side.w1, side.w2, side.constraints
-    constraints = frozen
-    true_count = _memo(truth.count)
+    truth, w1, w2, constraints = side.truth, side.w1, side.w2, side.constraints
     t1, t2, t_match = side.t1, side.t2, side.t_match
+    known = {**dict(zip(w1, t1, strict=True)), **dict(zip(w2, t2, strict=True))}
+    true_count = _memo(truth.count, known=known)
 
     sampler = ReconstructionSampler.from_release(release)
-    jobs = [(sampler, seed, w1, w2, frozen, "one", k) for seed in side.seeds]
+    jobs = [(sampler, seed, w1, w2, constraints, "one", k) for seed in side.seeds]
     # the paper's variant: matches only, on reconstructions of their own seeds
-    jobs += [(sampler, seed, [], [], frozen, "uniform", k) for seed in side.uniform_seeds]
+    jobs += [(sampler, seed, [], [], constraints, "uniform", k)
+             for seed in side.uniform_seeds]
     answers = (map_fn or serial_map)(reconstruction_answers, jobs)
     answers, uniform_answers = answers[:reconstructions], answers[reconstructions:]
     rec_are1 = [are(t1, a1) for a1, _, _ in answers]
