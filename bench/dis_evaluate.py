@@ -99,22 +99,13 @@ def time_stages(spent: dict[str, float]) -> None:
 
 
 def peer_dataset(codes_file: Path, folder: Path) -> tuple[Any, Path]:
-    """The peer's records as a dataset and its constraints as a policy file."""
-    import pandas as pd
+    """The peer's records as a governed run reads them, and its constraints as a policy."""
     from peer_inputs import write_peer_inputs
 
-    from ehr_release.model.dataset import Dataset
+    from ehr_release.ingest.readers import read_dataset
 
     peer = write_peer_inputs(codes_file, folder)
-    extract = pd.read_csv(peer["extract"], dtype=str)
-    ids = extract["patient_id"].to_numpy()
-    lists = extract["codes"].str.split(";")
-    diagnoses = pd.DataFrame({"patient_id": np.repeat(ids, lists.str.len()),
-                              "code": np.concatenate(lists.to_numpy()),
-                              "age": pd.array([pd.NA] * int(lists.str.len().sum()),
-                                              dtype="Int64")})
-    patients = pd.DataFrame(index=pd.Index(ids, name="patient_id"))
-    return Dataset(patients, diagnoses, source="peer"), peer["policy"]
+    return read_dataset(peer["extract"]), peer["policy"]
 
 
 def main(argv: list[str] | None = None) -> int:
