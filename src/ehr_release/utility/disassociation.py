@@ -114,7 +114,8 @@ class _Prepared:
     part is taken once, by the evaluation it was derived for."""
 
     code_sets: Sequence[Collection[str]]
-    key: tuple[Any, ...]
+    key: tuple[Any, ...]  # :func:`_evaluation_key`
+    comparator_name: str
     comparator: GeneralizedData | None
     side: OriginalSide | None
     #: The state of the random stream the side was drawn from, before the first draw.
@@ -147,20 +148,20 @@ def prepare_evaluation(original: Dataset, params: Mapping[str, Any],
     state = rng.bit_generator.state
     side = original_side(code_sets, policy, k, rng)
     data = COMPARATORS[DEFAULT_COMPARATOR][1](code_sets, policy, k, m, bits=side.truth.bits)
-    _ahead[:] = [_Prepared(code_sets, _comparator_key(policy, k, m, DEFAULT_COMPARATOR),
+    _ahead[:] = [_Prepared(code_sets, _evaluation_key(policy, k, m), DEFAULT_COMPARATOR,
                            data, side, state)]
 
 
-def _comparator_key(policy: UtilityPolicy, k: int, m: int, comparator: str) -> tuple[Any, ...]:
-    """What a comparator's data depends on besides the code sets themselves."""
-    return policy.constraints, k, m, comparator
+def _evaluation_key(policy: UtilityPolicy, k: int, m: int) -> tuple[Any, ...]:
+    """What the derived parts depend on besides the code sets themselves (and the stream)."""
+    return policy.constraints, k, m
 
 
 def _prepared_for(code_sets: Sequence[Collection[str]], policy: UtilityPolicy, k: int,
                   m: int) -> _Prepared | None:
     held = _ahead[0] if _ahead else None
-    if held is None or held.code_sets is not code_sets or held.key[:3] != (
-            policy.constraints, k, m):
+    if held is None or held.code_sets is not code_sets \
+            or held.key != _evaluation_key(policy, k, m):
         return None
     return held
 
@@ -182,7 +183,7 @@ def comparator_data(code_sets: Sequence[Collection[str]], policy: UtilityPolicy,
     it ran for these very code sets (the same object) and parameters, else computed."""
     held = _prepared_for(code_sets, policy, k, m)
     if held is not None and held.comparator is not None \
-            and held.key == _comparator_key(policy, k, m, comparator):
+            and held.comparator_name == comparator:
         data, held.comparator = held.comparator, None
         return data
     return COMPARATORS[comparator][1](code_sets, policy, k, m, bits=bits)
