@@ -63,9 +63,8 @@ class ReleasePlan:
         return {**self.params, PREPARED: self.prepared}
 
     def rng(self) -> np.random.Generator:
-        """The run's random stream: the seed parameter (test mode only), else OS entropy."""
-        seed = self.params.get("seed")
-        return check_random_state(None if seed is None else int(seed))
+        """The run's random stream (:func:`run_stream`)."""
+        return run_stream(self.params)
 
     def cache_material(self) -> dict[str, Any]:
         """What a cached stage's result depends on (see the module docstring)."""
@@ -119,3 +118,12 @@ def make_plan(request: ReleaseRequest, dataset: Dataset | None = None, *,
                        fingerprint=fingerprint or dataset.fingerprint(),
                        inputs=input_files(params),
                        prepared=entry.prepare(params) if entry.prepare else {})
+
+
+def run_stream(params: Mapping[str, Any]) -> np.random.Generator:
+    """A run's random stream from its parsed parameters: the seed parameter (test mode
+    only), else OS entropy. The flow's second process makes the evaluation's stream with it
+    too, so a seeded stream it derives work from ahead is the one the flow hands over."""
+    seed = params.get(SEED)
+    return check_random_state(None if seed is None else int(seed))
+

@@ -209,7 +209,9 @@ def begin_evaluation(plan: ReleasePlan, files: ReleaseFiles) -> bool:
     worker = _worker
     held = worker is not None and worker.read is not None and plan.dataset is worker.read
     dataset = None if held else plan.dataset
-    rng = None if plan.params.get("seed") is None else plan.rng()
+    from ehr_release.parameters.params import SEED
+
+    rng = None if plan.params.get(SEED) is None else plan.rng()
     return _begin(
         EVALUATE,
         plan.run_id,
@@ -412,7 +414,7 @@ def _prepare_evaluation(request: ReleaseRequest) -> None:
     flow parses them, and the stream is the run's: the seeded one the flow will send, or
     for an unseeded run one drawn here from OS entropy (kept, :func:`_own_stream`)."""
     with suppress(Exception):
-        from ehr_release.core.randomness import check_random_state
+        from ehr_release.planning.plan import run_stream
         from ehr_release.registry import get as get_algorithm
         from ehr_release.release.verification import as_released
 
@@ -421,8 +423,7 @@ def _prepare_evaluation(request: ReleaseRequest) -> None:
             return
         (dataset,) = _held
         params = entry.parse(request.params)
-        seed = params.get("seed")
-        rng = check_random_state(None if seed is None else int(seed))
+        rng = run_stream(params)
         _stream[:] = [rng.bit_generator.state]
         entry.prepare_evaluation(as_released(entry, dataset, request.run_id), params, rng)
 
