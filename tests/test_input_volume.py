@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ehr_release.core.errors import InputError
+from ehr_release.flows.spawn import end_process_group
 from ehr_release.ingest.preflight import preflight
 from ehr_release.ingest.readers import read_dataset
-from ehr_release.service import end_process_group
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROWS = 2_000
@@ -167,12 +167,10 @@ def test_calling_off_a_busy_flow_process_ends_it_and_its_children(tmp_path):
     proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-    from ehr_release.planning.request import ReleaseRequest
-    from ehr_release.service import call_off
+    from ehr_release.flows.spawn import call_off
 
-    request = ReleaseRequest.model_construct(run_id="rel-called-off")
     started = time.monotonic()
-    call_off(proc, request)
+    call_off(proc, "rel-called-off")
     assert proc.poll() is not None and time.monotonic() - started < 6
     time.sleep(0.5)
     assert _live_members(proc.pid) == []  # no process of its group is left

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import subprocess
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -27,14 +25,14 @@ from ehr_release.core.errors import (
     NotFound,
     stored_message,
 )
-from ehr_release.core.files import write_durably
+from ehr_release.flows.spawn import let_run, spawn_flow
 from ehr_release.governance.identity import same_person
 from ehr_release.storage import chained, pending, runs
 from ehr_release.storage.actions import AuditAction, Decision
 from ehr_release.storage.audit import record_event
 from ehr_release.storage.destinations import resolve_destination
 from ehr_release.storage.engine import get_reader, home
-from ehr_release.storage.home import PRIVATE_UMASK, private_dir
+from ehr_release.storage.run_folder import LOG_FILE, hand_request, request_path, run_folder
 from ehr_release.storage.run_view import RunState, state_of, summary_of
 from ehr_release.storage.runs import TERMINAL, Status
 from ehr_release.tasks.steps import step
@@ -122,7 +120,7 @@ def start_release(request: ReleaseRequest, *, wait_timeout_s: float,
     """
     proc = process or launch_background(request)
     wait_until_ready(proc)
-    let_run(proc, request)
+    let_run(proc)
     return wait_for_status(request.run_id, SETTLED, timeout_s=wait_timeout_s, proc=proc,
                            on_status=on_status)
 
@@ -194,28 +192,11 @@ def refuse_self_approval(request: ReleaseRequest, reviewer: str) -> None:
 
 
 def launch_background(request: ReleaseRequest) -> subprocess.Popen[bytes]:
-    """Start the flow's detached process (it survives this one); it runs nothing yet.
-
-    It imports Prefect and the flow, and finds the Prefect API (starting the local server
-    if needed: see :mod:`ehr_release.flows.launch`), while this process goes on checking
-    the request; :func:`let_run` lets it go, :func:`call_off` sends it away. An API URL
-    already set in this process's Prefect settings (a test harness, a caller that imported
-    Prefect) is handed down; otherwise Prefect is not imported here.
-    """
-    work = private_dir(_run_folder(request.run_id))
-    # Written now so the process can read the input while this one checks it (a head
-    # start, see ehr_release.flows.head_start); it runs the request only once told to.
-    write_durably(work / "request.json", request.model_dump_json().encode(), private=True)
-    log_path = work / "flow.log"
-    os.close(os.open(log_path, os.O_CREAT | os.O_WRONLY, 0o600))
-    env = dict(os.environ)
-    if (api_url := _api_set_here()) is not None:
-        env["PREFECT_API_URL"] = api_url
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "ehr_release.flows.launch", str(work / "request.json")],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.PIPE, env=env,
-            start_new_session=True, umask=PRIVATE_UMASK)  # its files in the home: private
+    """Start the flow's detached process for a request already checked (a resumed run); it
+    runs nothing until :func:`let_run`. ``run`` starts it earlier, on the run id alone
+    (:mod:`ehr_release.flows.spawn`)."""
+    hand_request(request)  # first: the process reads it for its head start
+    return spawn_flow(request.run_id)
 
 
 def wait_until_ready(proc: subprocess.Popen[bytes]) -> None:
@@ -251,65 +232,6 @@ def failure_explanation(proc: subprocess.Popen[bytes], *, timeout_s: float = 10.
             got += chunk
     text = got.decode(errors="replace").strip()
     return text or None
-
-
-def _run_folder(run_id: str) -> Path:
-    return home() / "runs" / run_id
-
-
-def _api_set_here() -> str | None:
-    """The Prefect API URL of this process's settings, if Prefect is loaded here already."""
-    if "prefect.settings" not in sys.modules:
-        return None
-    from prefect.settings import PREFECT_API_URL
-
-    return str(PREFECT_API_URL.value()) if PREFECT_API_URL.value() else None
-
-
-def let_run(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
-    """Let the flow process run the checked request (:func:`launch_background` wrote it
-    where the process reads it).
-
-    A process that died while starting cannot be told; :func:`wait_for_status` then
-    reports the last line of its log.
-    """
-    from ehr_release.flows.launch import GO
-
-    assert proc.stdin is not None
-    with suppress(BrokenPipeError, OSError):
-        proc.stdin.write(GO.encode() + b"\n")
-        proc.stdin.close()
-
-
-def call_off(proc: subprocess.Popen[bytes], request: ReleaseRequest) -> None:
-    """Send away a flow process whose request was refused: it ends now, and the run's
-    empty folder goes (a refused request leaves no run behind).
-
-    Closing its stdin alone is not enough: the process reads it only once its head start
-    is done, and a head start reading a 30M-row file kept it at 10.5 GB after the CLI had
-    been killed (issue 33). It has written nothing yet (:mod:`ehr_release.flows.launch`),
-    so its process group (it and its second process; not the Prefect server, which has a
-    session of its own) is ended at once.
-    """
-    assert proc.stdin is not None
-    with suppress(BrokenPipeError, OSError):
-        proc.stdin.close()
-    end_process_group(proc)
-    work = _run_folder(request.run_id)
-    with suppress(OSError):
-        (work / "request.json").unlink()
-        (work / "flow.log").unlink()
-        work.rmdir()
-
-
-def end_process_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM the process group ``proc`` leads, SIGKILL it if still there after ``grace_s``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        with suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s)
-            return
 
 
 def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float,
@@ -351,7 +273,7 @@ def wait_for_status(run_id: str, targets: frozenset[Status], *, timeout_s: float
 
 
 def _last_log_line(run_id: str) -> str:
-    log = home() / "runs" / run_id / "flow.log"
+    log = run_folder(run_id) / LOG_FILE
     if not log.exists():
         return "the release flow exited without output"
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
@@ -522,9 +444,7 @@ def run_state(run_id: str) -> RunState:
 
 def saved_request(run_id: str) -> ReleaseRequest:
     """The request a run was started with (kept beside its work files for resuming)."""
-    from ehr_release.core.files import check_safe_name
-
-    path = home() / "runs" / check_safe_name(run_id) / "request.json"
+    path = request_path(run_id)
     if not path.exists():
         raise NotFound(f"no saved request for run {run_id!r} in {home()}")
     from ehr_release.planning.request import ReleaseRequest
@@ -542,10 +462,13 @@ def request_from_cli(*, input_path: Path, diagnoses: Path | None, admissions: Pa
                      allow_low_utility: bool = False,
                      source: str = "default",
                      code_system: str | None = None,
-                     code_mapping: str | None = None) -> ReleaseRequest:
+                     code_mapping: str | None = None,
+                     run_id: str | None = None) -> ReleaseRequest:
+    """The request a command's options describe; ``run_id`` if drawn already (``run``
+    starts the flow process on it), else a new one."""
     from ehr_release.planning.request import ReleaseRequest, check_runner_spec
 
-    return ReleaseRequest(run_id=runs.new_run_id(), input_path=str(input_path),
+    return ReleaseRequest(run_id=run_id or runs.new_run_id(), input_path=str(input_path),
                           diagnoses_path=str(diagnoses) if diagnoses else None,
                           admissions_path=str(admissions) if admissions else None,
                           class_column=class_column, algorithm=algorithm, params=params,

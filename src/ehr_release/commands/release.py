@@ -86,44 +86,51 @@ def run(
     _refuse_bad_input(requester, algorithm, params, input, diagnoses, admissions, class_column,
                       code_system, code_mapping)
 
-    from ehr_release import service
-    from ehr_release.governance.identity import REVIEWER_CREDENTIAL_ENV
-    from ehr_release.planning.request import check_data_use_policy
-    from ehr_release.storage import runs
-    from ehr_release.storage.actions import Decision
-    from ehr_release.storage.destinations import DestinationError
-    from ehr_release.storage.runs import Status
+    from ehr_release.flows.spawn import call_off, spawn_flow
+    from ehr_release.storage.run_folder import hand_request
+    from ehr_release.storage.run_id import new_run_id
 
+    # The flow process imports Prefect and the stages (seconds) while this one loads its
+    # database layer, checks who asks and where to, and reads the input in full; it waits
+    # for the request, written once those checks pass, and is called off if one refuses.
+    run_id, started = new_run_id(), time.monotonic()
+    flow = spawn_flow(run_id)
     try:
-        requester = identity(requester, "steward").name
-        reviewer = (identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
-                    if approve_as is not None else None)
+        from ehr_release import service
+        from ehr_release.governance.identity import REVIEWER_CREDENTIAL_ENV
+        from ehr_release.planning.request import check_data_use_policy
+        from ehr_release.storage.actions import Decision
+        from ehr_release.storage.destinations import DestinationError
+        from ehr_release.storage.runs import Status
+
         try:
-            request = service.request_from_cli(
-                input_path=input, diagnoses=diagnoses, admissions=admissions,
-                class_column=class_column, algorithm=algorithm, params=params,
-                requester=requester, out_dir=out, approval_timeout_s=approval_timeout,
-                expected_fingerprint=fingerprint, task_runner=task_runner,
-                recipient=recipient, purpose=purpose, terms=terms, expires=expires,
-                allow_empty=allow_empty, allow_low_utility=allow_low_utility, source=source,
-                code_system=code_system, code_mapping=code_mapping,
-            ).with_comparison(from_comparison, row)
-        except DestinationError as refused:  # a path out of the root, or a file: audited
-            service.record_refusal(requester, runs.new_run_id(), str(input), refused)
-            raise
-        check_data_use_policy(request)  # the site may require recipient, terms, expiry
-        if approve_as is not None:
-            service.refuse_self_approval(request, approve_as)
-        started = time.monotonic()
-        # The flow process imports Prefect (seconds) while this one reads the input in full.
-        flow = service.launch_background(request)
-        try:
+            requester = identity(requester, "steward").name
+            reviewer = (identity(approve_as, "reviewer", REVIEWER_CREDENTIAL_ENV)
+                        if approve_as is not None else None)
+            try:
+                request = service.request_from_cli(
+                    run_id=run_id, input_path=input, diagnoses=diagnoses,
+                    admissions=admissions, class_column=class_column, algorithm=algorithm,
+                    params=params, requester=requester, out_dir=out,
+                    approval_timeout_s=approval_timeout, expected_fingerprint=fingerprint,
+                    task_runner=task_runner, recipient=recipient, purpose=purpose,
+                    terms=terms, expires=expires, allow_empty=allow_empty,
+                    allow_low_utility=allow_low_utility, source=source,
+                    code_system=code_system, code_mapping=code_mapping,
+                ).with_comparison(from_comparison, row)
+            except DestinationError as refused:  # a path out of the root, or a file: audited
+                service.record_refusal(requester, run_id, str(input), refused)
+                raise
+            check_data_use_policy(request)  # the site may require recipient, terms, expiry
+            if approve_as is not None:
+                service.refuse_self_approval(request, approve_as)
+            hand_request(request)
             from ehr_release.registry.warm_up import announce_compile
 
             announce_compile(algorithm, lambda text: typer.echo(f"note: {text}", err=True))
             service.precheck(request, register=True, preflighted=True)
         except BaseException:
-            service.call_off(flow, request)
+            call_off(flow, run_id)
             raise
         from ehr_release.cli_support.progress import StageProgress
 

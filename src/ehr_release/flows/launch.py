@@ -10,7 +10,9 @@ while the CLI may still be reading (:mod:`ehr_release.flows.head_start`: its own
 the input, offered to the ingest stage, and the stages' imports; nothing written). Only
 then does it read one line from stdin: ``go`` once the CLI has checked the request,
 anything else (end of file: the CLI refused the request or died) and it exits without
-running anything. The request it runs is REQUEST.json as read after ``go``. The CLI
+running anything. The request it runs is REQUEST.json as read after ``go``; the file may
+appear only while this process loads (the CLI starts it before the checks that need the
+database: :mod:`ehr_release.flows.spawn`), and the head start waits for it. The CLI
 watches the run's status in the database; the process ends when the run is parked for its
 reviewer. First of all, before it loads Prefect, it spawns its second process
 (:mod:`ehr_release.tasks.aside`), which reads the input for the head start meanwhile and
@@ -24,6 +26,7 @@ settings resolve that faithfully.
 from __future__ import annotations
 
 import os
+import select
 import sys
 from contextlib import suppress
 from pathlib import Path
@@ -39,14 +42,18 @@ READY = "ready"
 
 
 def main(argv: list[str]) -> int:
+    from ehr_release.storage.run_folder import wait_for_request
     from ehr_release.tasks.aside import start_worker
 
+    request_path = Path(argv[1])
     # First of all: the second process reads the input while this one loads Prefect.
-    start_worker(Path(argv[1]))
+    start_worker(request_path)
     from ehr_release.flows.server import configure_prefect_home, ensure_api_soon
 
     configure_prefect_home()
-    api = ensure_api_soon()  # a cold home's server starts while Prefect and the flow load
+    # A cold home's server starts while Prefect and the flow load, once there is a request
+    # (the CLI writes it when its checks pass): a refused request leaves no server behind.
+    api = ensure_api_soon(start_if=lambda: wait_for_request(request_path, given_up=_cli_spoke))
     from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import configured_api
@@ -64,13 +71,22 @@ def main(argv: list[str]) -> int:
     print(READY, flush=True)
     terminal = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    head_start(Path(argv[1]))  # never raises: whatever fails here, the flow meets again
+    # The CLI writes the request once the checks needing its database pass (it started this
+    # process before them: ehr_release.flows.spawn); a resumed run's is there.
+    if wait_for_request(request_path, given_up=_cli_spoke):
+        head_start(request_path)  # never raises: whatever fails here, the flow meets again
     try:
         return _run(argv, api_url, terminal)
     finally:
         stop_worker()  # the second process, if the head start spawned one
         with suppress(OSError):
             os.close(terminal)  # the CLI reads to this end
+
+
+def _cli_spoke() -> bool:
+    """Whether the CLI wrote to this process's stdin or closed it: ``go`` comes only after
+    the request is written, the end of it when the CLI refused the request or died."""
+    return bool(select.select([sys.stdin.fileno()], [], [], 0)[0])
 
 
 def tell_terminal(terminal: int, exc: BaseException) -> None:

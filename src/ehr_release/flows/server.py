@@ -29,9 +29,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 
 from ehr_release.flows.prefect_database import SEEDED_SERVER_SETTINGS, seed_from_template
@@ -156,6 +157,10 @@ def ensure_api() -> str:
     return configured_api() or local_api()
 
 
+def _configured_or_local(start_if: Callable[[], bool] | None) -> str:
+    return configured_api() or local_api(start_if)
+
+
 def configured_api() -> str | None:
     """The API URL Prefect's settings name (environment, profile, ``.env``, ``prefect.toml``),
     if any."""
@@ -165,20 +170,27 @@ def configured_api() -> str | None:
     return str(configured) if configured else None
 
 
-def local_api() -> str:
+def local_api(start_if: Callable[[], bool] | None = None) -> str:
     """This home's local server's API URL, the server started if none is running (see
-    :func:`ensure_api`)."""
+    :func:`ensure_api`) and ``start_if()``, when given, says yes; RuntimeError if not."""
     url = running_server()
     if url is not None:
         return url
+    if start_if is not None and not start_if():
+        raise RuntimeError("no local Prefect server is running, and this process has "
+                           "nothing to run on one")
     with _start_lock():
         url = running_server() or _starting_server()
         return url if url is not None else _start_server()
 
 
-def ensure_api_soon() -> Future[str]:
+def ensure_api_soon(start_if: Callable[[], bool] | None = None) -> Future[str]:
     """Find the API in a thread of its own, so that a cold home's server imports (seconds, on
     the other core) while the flow process imports Prefect and the flow's modules.
+
+    ``start_if`` is asked (in that thread) before a server is started: the flow process
+    starts on a request that may still be refused, and a refused request must not leave a
+    server behind (:func:`local_api`).
 
     Where nothing Prefect reads could name another API (:func:`only_the_local_api`), the
     thread asks for the local server at once, before Prefect is imported; otherwise it
@@ -195,10 +207,10 @@ def ensure_api_soon() -> Future[str]:
 
         import httpx  # noqa: F401 - the health checks' client
         import platformdirs  # noqa: F401 - the home and the template's folder
-        find = local_api
+        find = partial(local_api, start_if)
     else:
         import prefect.settings  # noqa: F401
-        find = ensure_api
+        find = partial(_configured_or_local, start_if)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefect-api")
     found = pool.submit(find)
     pool.shutdown(wait=False)  # the thread ends with its search

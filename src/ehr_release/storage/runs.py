@@ -10,7 +10,6 @@ shows a status the audit trail does not explain (and vice versa).
 from __future__ import annotations
 
 import json
-import secrets
 from typing import Any, NoReturn
 
 from sqlalchemy.engine import Engine
@@ -33,15 +32,11 @@ from ehr_release.storage.models import (
     VerificationResult,
     utc_now,
 )
+from ehr_release.storage.run_id import new_run_id as new_run_id
 from ehr_release.storage.run_status import TERMINAL, TRANSITIONS, Status, unknown_run
 from ehr_release.storage.run_status import (  # re-exported: tests ask runs.publication_failed
     publication_failed as publication_failed,
 )
-
-
-def new_run_id() -> str:
-    """An unguessable run id (128 bits from the OS CSPRNG), safe in paths and URLs."""
-    return "rel-" + secrets.token_hex(16)
 
 
 def create_run(*, run_id: str, dataset: DatasetRecord, requester: str, algorithm: str,

@@ -349,7 +349,7 @@ _JOBS: dict[str, Callable[..., Any]] = {EVALUATE: _evaluate, CERTIFICATE: _certi
 def _serve(conn: Connection, request_path: str) -> None:
     """Read the request's input, import what the jobs need, then do each job the flow
     sends until it hangs up."""
-    read, algorithm = _read_input(request_path)
+    read, algorithm = _read_input(request_path, given_up=lambda: _flow_gone_on(conn))
     try:
         conn.send(read)
     except (EOFError, OSError):
@@ -374,11 +374,29 @@ def _serve(conn: Connection, request_path: str) -> None:
             return
 
 
-def _read_input(request_path: str) -> tuple[tuple[str, Any], str | None]:
-    """The request at ``request_path`` with its dataset and fingerprint (as
-    :func:`ehr_release.planning.plan.make_plan` reads them), and the request's algorithm."""
-    from ehr_release.planning.request import ReleaseRequest
+def _flow_gone_on(conn: Connection) -> bool:
+    """Whether the flow process has ended, or sent a job: either way the request it was
+    started for will not be written now (the flow runs only once it is)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():
+        return True
+    try:
+        return conn.poll(0)
+    except (EOFError, OSError):
+        return True
 
+
+def _read_input(request_path: str, given_up: Callable[[], bool] = lambda: False
+                ) -> tuple[tuple[str, Any], str | None]:
+    """The request at ``request_path`` with its dataset and fingerprint (as
+    :func:`ehr_release.planning.plan.make_plan` reads them), and the request's algorithm.
+    The request may not be written yet (the CLI starts the flow process first): it is
+    waited for until ``given_up()``."""
+    from ehr_release.planning.request import ReleaseRequest
+    from ehr_release.storage.run_folder import wait_for_request
+
+    if not wait_for_request(Path(request_path), given_up=given_up):
+        return ("failed", None), None
     try:
         request = ReleaseRequest.model_validate_json(Path(request_path).read_text())
     except Exception:  # noqa: BLE001 - the flow reads the request itself and reports it

@@ -1,0 +1,11 @@
+"""A run's id, drawn without the database layer: ``run`` draws it before SQLAlchemy loads,
+to start the run's flow process on it (:mod:`ehr_release.flows.spawn`)."""
+
+from __future__ import annotations
+
+import secrets
+
+
+def new_run_id() -> str:
+    """An unguessable run id (128 bits from the OS CSPRNG), safe in paths and URLs."""
+    return "rel-" + secrets.token_hex(16)
