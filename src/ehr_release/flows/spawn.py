@@ -29,9 +29,10 @@ def spawn_flow(run_id: str) -> subprocess.Popen[bytes]:
     nothing until :func:`let_run`.
 
     It imports Prefect and the flow, and finds the Prefect API (starting the local server if
-    needed: see :mod:`ehr_release.flows.launch`), while this process goes on checking the
-    request. An API URL already set in this process's Prefect settings (a test harness, a
-    caller that imported Prefect) is handed down; otherwise Prefect is not imported here.
+    needed, once the request is written: see :mod:`ehr_release.flows.launch`), while this
+    process goes on checking the request. An API URL already set in this process's Prefect
+    settings (a test harness, a caller that imported Prefect) is handed down; otherwise
+    Prefect is not imported here.
     """
     work = private_dir(run_folder(run_id))
     log_path = work / LOG_FILE
@@ -47,7 +48,8 @@ def spawn_flow(run_id: str) -> subprocess.Popen[bytes]:
 
 
 def let_run(proc: subprocess.Popen[bytes]) -> None:
-    """Let the flow process run its request (written by :func:`hand_request`).
+    """Let the flow process run its request (written by
+    :func:`ehr_release.storage.run_folder.hand_request`).
 
     A process that died while starting cannot be told; the caller, watching the run's
     status, then reports the last line of its log.
