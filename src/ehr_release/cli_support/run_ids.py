@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ehr_release.core.errors import EhrReleaseError
+from ehr_release.storage.run_id import PREFIX
 
 if TYPE_CHECKING:  # loaded only when the full path reads the ids
     from sqlmodel import Session
 
-PREFIX = "rel-"
 SHOWN = 10
 
 

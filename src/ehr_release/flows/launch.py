@@ -46,6 +46,12 @@ def main(argv: list[str]) -> int:
     from ehr_release.tasks.aside import start_worker
 
     request_path = Path(argv[1])
+
+    def request_written() -> bool:
+        """Wait for the request (the CLI writes it once its checks pass); False if the CLI
+        refused it or died. A resumed run's is there already."""
+        return wait_for_request(request_path, given_up=_cli_spoke)
+
     # First of all: the second process reads the input while this one loads Prefect.
     start_worker(request_path)
     from ehr_release.flows.server import configure_prefect_home, ensure_api_soon
@@ -53,7 +59,7 @@ def main(argv: list[str]) -> int:
     configure_prefect_home()
     # A cold home's server starts while Prefect and the flow load, once there is a request
     # (the CLI writes it when its checks pass): a refused request leaves no server behind.
-    api = ensure_api_soon(start_if=lambda: wait_for_request(request_path, given_up=_cli_spoke))
+    api = ensure_api_soon(start_if=request_written)
     from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import configured_api
@@ -71,9 +77,7 @@ def main(argv: list[str]) -> int:
     print(READY, flush=True)
     terminal = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    # The CLI writes the request once the checks needing its database pass (it started this
-    # process before them: ehr_release.flows.spawn); a resumed run's is there.
-    if wait_for_request(request_path, given_up=_cli_spoke):
+    if request_written():  # the CLI started this process before its checks: flows.spawn
         head_start(request_path)  # never raises: whatever fails here, the flow meets again
     try:
         return _run(argv, api_url, terminal)

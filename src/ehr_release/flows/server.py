@@ -146,18 +146,15 @@ def ui_url() -> str | None:
     return api.removesuffix("/api") if api else None
 
 
-def ensure_api() -> str:
+def ensure_api(start_if: Callable[[], bool] | None = None) -> str:
     """The Prefect API URL to use, starting the shared local server if none is running.
 
     The check and the start happen under an exclusive lock on ``<home>/prefect-server.lock``:
     two runs started together in a fresh home once started two servers, which migrated
     Prefect's database at the same time and left two of three runs stalled (issue 33). The
-    second process waits for the first's server and uses it.
+    second process waits for the first's server and uses it. ``start_if``: see
+    :func:`local_api`.
     """
-    return configured_api() or local_api()
-
-
-def _configured_or_local(start_if: Callable[[], bool] | None) -> str:
     return configured_api() or local_api(start_if)
 
 
@@ -210,7 +207,7 @@ def ensure_api_soon(start_if: Callable[[], bool] | None = None) -> Future[str]:
         find = partial(local_api, start_if)
     else:
         import prefect.settings  # noqa: F401
-        find = partial(_configured_or_local, start_if)
+        find = partial(ensure_api, start_if)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefect-api")
     found = pool.submit(find)
     pool.shutdown(wait=False)  # the thread ends with its search

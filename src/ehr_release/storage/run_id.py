@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import secrets
 
+#: What every run id starts with (people may leave it off: cli_support.run_ids).
+PREFIX = "rel-"
+
 
 def new_run_id() -> str:
     """An unguessable run id (128 bits from the OS CSPRNG), safe in paths and URLs."""
-    return "rel-" + secrets.token_hex(16)
+    return PREFIX + secrets.token_hex(16)
