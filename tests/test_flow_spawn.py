@@ -9,7 +9,9 @@ a request written after they started.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -143,9 +145,6 @@ def test_a_flow_process_whose_request_never_comes_starts_no_server(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Started on a run id in a cold home (no server, nothing naming an API), the process
     loads, but starts the home's server only for a request: refused, it leaves none."""
-    import os
-    import sys
-
     from ehr_release.flows.server import stop_local_server
 
     home = tmp_path / "home"
