@@ -58,3 +58,61 @@ def test_a_called_off_flow_process_with_a_request_writes_nothing(tmp_path: Path)
     # Only Prefect's own folder appears (as when no request is there): no run, no database.
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert after == sorted([*before, Path("home"), Path("home", "prefect")])
+
+
+#: Runs ``launch.main`` with its API search, second process, head start and flow replaced:
+#: the API is found at once ("warm") or only once the head start has run ("cold"; else 3 s
+#: later). The head start prints to the process's stdout, which stays the CLI's pipe until
+#: ``ready``.
+HEAD_START_ORDER = """
+import sys
+import threading
+from concurrent.futures import Future
+from ehr_release.flows import head_start, launch, server
+from ehr_release.tasks import aside
+
+URL = "http://127.0.0.1:9/api"
+api = Future()
+if sys.argv[2] == "warm":
+    api.set_result(URL)
+else:  # a launcher that waits for the server before its head start finds it in 3 s
+    threading.Timer(3, lambda: api.done() or api.set_result(URL)).start()
+server.ensure_api_soon = lambda start_if=None: api
+server.configured_api = lambda: None
+aside.start_worker = lambda path: False
+
+def fake_head_start(path):
+    print("head start", flush=True)
+    if not api.done():
+        api.set_result(URL)
+
+head_start.head_start = fake_head_start
+launch._run = lambda argv, url, terminal: 0
+sys.exit(launch.main([sys.argv[0], sys.argv[1]]))
+"""
+
+
+def _order(tmp_path: Path, home: str) -> tuple[list[str], str]:
+    request = tmp_path / "request.json"
+    request.write_text("{}")  # written by the CLI: the head start may begin
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(EHR_RELEASE_HOME=str(tmp_path / "home"), EHR_RELEASE_TEST_MODE="1")
+    done = subprocess.run([sys.executable, "-c", HEAD_START_ORDER, str(request), home],
+                          stdin=subprocess.PIPE, capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines(), done.stderr
+
+
+def test_a_cold_homes_head_start_runs_while_its_server_starts(tmp_path: Path) -> None:
+    """Cold: the plan and the stages' imports are done while the server starts, before the
+    ``ready`` that waits for it, not after it answers; once only."""
+    stdout, stderr = _order(tmp_path, "cold")
+    assert stdout == ["head start", READY]
+    assert "head start" not in stderr
+
+
+def test_a_warm_homes_flow_process_says_ready_first(tmp_path: Path) -> None:
+    stdout, stderr = _order(tmp_path, "warm")
+    assert stdout == [READY]
+    assert stderr.splitlines().count("head start") == 1
