@@ -38,6 +38,8 @@ from ehr_release.storage.runs import TERMINAL, Status
 from ehr_release.tasks.steps import step
 
 if TYPE_CHECKING:  # the requests are Pydantic models: loaded by the commands that take one
+    from concurrent.futures import Future
+
     from ehr_release.comparison.compare import Outcome
     from ehr_release.planning.request import ComparisonRequest, ReleaseRequest
 
@@ -92,14 +94,17 @@ def record_refusal(requester: str, run_id: str, input_path: str, exc: EhrRelease
 
 
 @contextmanager
-def prefect_api() -> Iterator[str]:
+def prefect_api(soon: Future[str] | None = None) -> Iterator[str]:
     """The Prefect API for the block: ``PREFECT_API_URL``, else this home's local server
     (started on first use). Every flow run in this process goes through here; the release
-    flow's own process finds its API the same way (:mod:`ehr_release.flows.launch`)."""
+    flow's own process finds its API the same way (:mod:`ehr_release.flows.launch`).
+    ``soon``: the search :func:`ehr_release.flows.server.ensure_api_soon` began earlier (a
+    cold home's server starting while the caller loaded its flow), taken after the settings.
+    """
     from ehr_release.flows.run_settings import flow_run_settings
-    from ehr_release.flows.server import ensure_api, tighten_home
+    from ehr_release.flows.server import configured_api, ensure_api, tighten_home
 
-    api_url = ensure_api()
+    api_url = (configured_api() or soon.result()) if soon is not None else ensure_api()
     try:
         with flow_run_settings(api_url):
             yield api_url
@@ -350,16 +355,19 @@ def publish(run_id: str) -> Status:
     if run.status not in {Status.APPROVED, Status.PUBLISHED}:
         _refuse_publish(run_id, f"run {run_id} is {run.status}; only an approved run is "
                         "published", exists=True)
+    from ehr_release.flows.server import ensure_api_soon
     from ehr_release.tasks import render_aside
 
     render_aside.start_renderer()  # loads WeasyPrint beside Prefect's start (issue 37)
     step("start the publishing flow (Prefect)")
+    # A cold home's server (the steward stopped it, a reboot) starts while Prefect and the
+    # flow load here, not after: seconds of an approval's wait (issue 37 goal 3).
+    api = ensure_api_soon()
     try:
-        with prefect_api():
-            from ehr_release.flows.publish import publish_flow
+        from ehr_release.flows.publish import publish_flow
 
-            with suppress(Exception), _prefect_console_quiet():  # recorded on the run
-                publish_flow(run_id)
+        with prefect_api(api), suppress(Exception), _prefect_console_quiet():
+            publish_flow(run_id)  # a failure is recorded on the run
     finally:
         render_aside.stop_renderer()  # a publication that stopped early did not need it
     return Status(runs.get_run(run_id).status)
