@@ -49,7 +49,10 @@ def _start(cli, data: Path, out: Path) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def test_request_approve_publish_then_tamper(world) -> None:
+@pytest.fixture(scope="module")
+def published(world) -> tuple[str, Path]:
+    """One request approved and published through the real CLI, read by the tests below
+    (each such release costs a run, a server start and an approval: about 15 s)."""
     root, data, cli = world
     out = root / "out"
     run_id = _start(cli, data, out)
@@ -68,7 +71,12 @@ def test_request_approve_publish_then_tamper(world) -> None:
     approved = cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
                    "--reason", "verified independently", check=True)
     assert approved.stdout.strip() == f"{run_id}: published"
-    folder = out / "releases" / run_id
+    return run_id, out / "releases" / run_id
+
+
+def test_request_approve_publish_then_tamper(world, published) -> None:
+    root, data, cli = world
+    run_id, folder = published
     assert {p.name for p in folder.iterdir()} >= {"release.parquet", "datasheet.pdf",
                                                   "manifest.json"}
     assert json.loads(cli("status", run_id, "--json").stdout)["status"] == "published"
@@ -150,16 +158,14 @@ def test_reject_publishes_nothing(world) -> None:
     assert "run.rejected" in actions and "run.published" not in actions
 
 
-def test_nothing_in_the_home_is_readable_by_others(world) -> None:
+def test_nothing_in_the_home_is_readable_by_others(world, published) -> None:
     """Issue 33 item 8: after a request and its approval through the real CLI (a local
     Prefect server, the detached flow process, the publishing flow in the deciding one),
     no file or folder in the home — Prefect's database, results and server log included —
     grants group or others any access. Before, Prefect's files were 0644/0755, and so were
     ``runs/`` and the server log."""
-    root, data, cli = world
-    run_id = _start(cli, data, root / "out-private")
-    cli("approve", run_id, "--reviewer", "privacy.officer", "--decision", "approve",
-        "--reason", "verified independently", check=True)
+    root, _, _ = world
+    run_id, _ = published
     home = root / "home"
     # Prefect's own files are there to be checked (its home is inside ours)
     assert (home / "prefect" / "prefect.db").is_file() and (home / "prefect-server.log").is_file()
