@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -233,3 +234,32 @@ def chromium_path() -> Path:
             pytest.fail(f"{CHROMIUM} is required (apt-get install chromium) but missing")
         pytest.skip(f"{CHROMIUM} not installed")
     return CHROMIUM
+
+
+# --------------------------------------------------------------------------- servers
+#: How long a server told to stop may take to exit before it counts as left behind.
+SERVER_EXIT_GRACE_S = 15
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_local_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each worker's session ends with no Prefect server of its test homes running.
+
+    A search for the API begun under Prefect's harness once started a home's server in
+    every test that published in process: one run of the suite left 38 running, each
+    taking CPU from the tests after it. Any left now are stopped and fail the session."""
+    yield
+    import signal
+    import time
+
+    from tests.flow_helpers import servers_under
+
+    base = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + SERVER_EXIT_GRACE_S
+    while (left := servers_under(base)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    assert not left, ("local Prefect servers of test homes left running: "
+                      + ", ".join(sorted(set(left.values()))))

@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import contextvars
 import json
+import os
 import socket
 import threading
 import time
@@ -118,7 +119,20 @@ def copies_of(marker: str, places: list[Path]) -> list[str]:
 
 def server_pids(home: Path) -> list[int]:
     """Live ``prefect server start`` processes started for ``home``."""
-    pids = []
+    return [pid for pid, its_home in _servers() if its_home == str(home)]
+
+
+def servers_under(folder: Path) -> dict[int, str]:
+    """Live ``prefect server start`` processes started for a home under ``folder``, with
+    that home."""
+    return {pid: its_home for pid, its_home in _servers()
+            if its_home.startswith(f"{folder}{os.sep}")}
+
+
+def _servers() -> list[tuple[int, str]]:
+    """Live ``prefect server start`` processes and the home each was started for (its
+    ``EHR_RELEASE_HOME``, empty if none)."""
+    found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -127,10 +141,11 @@ def server_pids(home: Path) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if (b"prefect" in args and b"server" in args and b"start" in args
-                and f"EHR_RELEASE_HOME={home}".encode() in environ):
-            pids.append(int(proc.name))
-    return pids
+        if b"prefect" in args and b"server" in args and b"start" in args:
+            homes = [v[len(b"EHR_RELEASE_HOME="):] for v in environ
+                     if v.startswith(b"EHR_RELEASE_HOME=")]
+            found.append((int(proc.name), homes[0].decode(errors="replace") if homes else ""))
+    return found
 
 
 def free_port() -> int:

@@ -61,3 +61,15 @@ def test_publish_begins_the_search_before_the_flow_and_runs_the_flow_on_it(monke
                         lambda run_id: SimpleNamespace(status=Status.APPROVED))
     assert service.publish("rel-0") == Status.APPROVED
     assert calls == ["search", ("api", search), "flow"]
+
+
+def test_settings_loaded_in_this_process_are_taken_and_start_no_server(harness, ehr_home
+                                                                       ) -> None:
+    """Under Prefect's test harness (a temporary settings context: no variable or file
+    names its API) the search once started this home's local server beside it: 38 servers
+    were left running by one run of the suite."""
+    from prefect.settings import PREFECT_API_URL
+
+    assert server.ensure_api_soon().result(timeout=60) == str(PREFECT_API_URL.value())
+    assert not (ehr_home / "prefect-server.json").exists()
+    assert server.running_server() is None

@@ -195,7 +195,17 @@ def ensure_api_soon(start_if: Callable[[], bool] | None = None) -> Future[str]:
     :func:`configured_api` first once Prefect is loaded: a setting this check missed still
     wins. The thread only checks, spawns and polls; the modules that takes are imported here
     first, so no module is imported by two threads at once.
+
+    In a process that has loaded Prefect already (the dashboard, a test under Prefect's
+    harness) the API its current settings name is taken at once, with no thread: a temporary
+    settings context is no file or variable :func:`only_the_local_api` can see, nor does a
+    new thread see it (a context variable). Both once started a server beside it.
     """
+    named = _loaded_settings_api()
+    if named is not None:
+        found: Future[str] = Future()
+        found.set_result(named)
+        return found
     if only_the_local_api():
         # What the thread's check and start import, imported here: the main thread imports
         # Prefect meanwhile, which imports some of them too.
@@ -212,6 +222,12 @@ def ensure_api_soon(start_if: Callable[[], bool] | None = None) -> Future[str]:
     found = pool.submit(find)
     pool.shutdown(wait=False)  # the thread ends with its search
     return found
+
+
+def _loaded_settings_api() -> str | None:
+    """The API this process's current Prefect settings name, if Prefect is loaded already
+    (never loaded here for the question: that import is what the search runs beside)."""
+    return configured_api() if "prefect.settings" in sys.modules else None
 
 
 #: The variables by which Prefect's settings can name an API or choose a profile that does.
