@@ -20,7 +20,8 @@ if os.environ.get("PYTEST_XDIST_WORKER") or "PREFECT_HOME" not in os.environ:
 # A test that forgets the ehr_home fixture must not write audit events into the checkout's
 # .ehr_release/ (found: the retry-policy test did) or into a database named by the
 # developer's environment.
-os.environ["EHR_RELEASE_HOME"] = tempfile.mkdtemp(prefix="ehr-home-")
+DEFAULT_HOME = Path(tempfile.mkdtemp(prefix="ehr-home-"))
+os.environ["EHR_RELEASE_HOME"] = str(DEFAULT_HOME)
 os.environ.pop("EHR_RELEASE_DATABASE_URL", None)
 # Tests publish under their tmp_path folders: the releases root is the temp folder.
 os.environ["EHR_RELEASE_RELEASES_ROOT"] = tempfile.gettempdir()
@@ -252,11 +253,16 @@ def no_local_server_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Ite
     import signal
     import time
 
-    from tests.flow_helpers import servers_under
+    from tests.flow_helpers import server_pids, servers_under
 
-    base = tmp_path_factory.getbasetemp()
+    def running() -> dict[int, str]:
+        """This worker's test homes' servers, the default home's (:data:`DEFAULT_HOME`,
+        a test without a home of its own) included."""
+        return {**servers_under(tmp_path_factory.getbasetemp()),
+                **dict.fromkeys(server_pids(DEFAULT_HOME), str(DEFAULT_HOME))}
+
     deadline = time.monotonic() + SERVER_EXIT_GRACE_S
-    while (left := servers_under(base)) and time.monotonic() < deadline:
+    while (left := running()) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid in left:
         with contextlib.suppress(OSError):
