@@ -7,8 +7,9 @@ Prefect and the flow's modules and finds the Prefect API (starting this home's l
 if none answers), which together take seconds. Then it writes ``ready`` to stdout, so the
 CLI can show how long it still waited for Prefect, and gets a head start on the flow's work
 while the CLI may still be reading (:mod:`ehr_release.flows.head_start`: its own read of
-the input, offered to the ingest stage, and the stages' imports; nothing written). Only
-then does it read one line from stdin: ``go`` once the CLI has checked the request,
+the input, offered to the ingest stage, and the stages' imports; nothing written) — in a
+cold home before ``ready``, while the server it started is still starting. Only then does it
+read one line from stdin: ``go`` once the CLI has checked the request,
 anything else (end of file: the CLI refused the request or died) and it exits without
 running anything. The request it runs is REQUEST.json as read after ``go``; the file may
 appear only while this process loads (the CLI starts it before the checks that need the
