@@ -102,9 +102,9 @@ def prefect_api(soon: Future[str] | None = None) -> Iterator[str]:
     cold home's server starting while the caller loaded its flow), taken after the settings.
     """
     from ehr_release.flows.run_settings import flow_run_settings
-    from ehr_release.flows.server import configured_api, ensure_api, tighten_home
+    from ehr_release.flows.server import configured_api, local_api, tighten_home
 
-    api_url = (configured_api() or soon.result()) if soon is not None else ensure_api()
+    api_url = configured_api() or (soon.result() if soon is not None else local_api())
     try:
         with flow_run_settings(api_url):
             yield api_url

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import select
 import sys
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -62,16 +61,24 @@ def main(argv: list[str]) -> int:
     # A cold home's server starts while Prefect and the flow load, once there is a request
     # (the CLI writes it when its checks pass): a refused request leaves no server behind.
     api = ensure_api_soon(start_if=request_written)
-    from ehr_release.flows.head_start import head_start  # noqa: F401 - loaded before ready
+    from ehr_release.flows.head_start import head_start
     from ehr_release.flows.release import release_flow  # noqa: F401 - loaded before ready
     from ehr_release.flows.server import configured_api
     from ehr_release.tasks.aside import stop_worker
+
+    def head_start_once_written() -> bool:
+        """The head start, once the request is written; False, with nothing done, if the
+        CLI refused it. Never raises: whatever fails there, the flow meets again."""
+        if not request_written():
+            return False
+        head_start(request_path)
+        return True
 
     api_url = configured_api()
     # A cold home's server is still starting: the head start's work (the plan, the stages'
     # imports) is done while it does, not after it answers. A warm home's API is found at
     # once, and the CLI hears ``ready`` first, as it always did.
-    started = api_url is None and not api.done() and _head_start(request_path, request_written)
+    started = api_url is None and not api.done() and head_start_once_written()
     try:
         api_url = api_url or api.result()
     except RuntimeError as exc:  # read back to the steward's terminal by the CLI
@@ -85,26 +92,13 @@ def main(argv: list[str]) -> int:
     terminal = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if not started:
-        _head_start(request_path, request_written)
+        head_start_once_written()
     try:
         return _run(argv, api_url, terminal)
     finally:
         stop_worker()  # the second process, if the head start spawned one
         with suppress(OSError):
             os.close(terminal)  # the CLI reads to this end
-
-
-def _head_start(request_path: Path, request_written: Callable[[], bool]) -> bool:
-    """The head start (:mod:`ehr_release.flows.head_start`), once the request is written
-    (the CLI starts this process before its checks: :mod:`ehr_release.flows.spawn`); False,
-    with nothing done, if the CLI refused it. Never raises: whatever fails here, the flow
-    meets again."""
-    from ehr_release.flows.head_start import head_start
-
-    if not request_written():
-        return False
-    head_start(request_path)
-    return True
 
 
 def _cli_spoke() -> bool:
