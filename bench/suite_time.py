@@ -91,7 +91,8 @@ def by_file(tests: list[dict]) -> dict[str, list[float]]:
 
 def report(run: dict, tests: list[dict], workers: int, top: int) -> None:
     print(f"make test's options ({' '.join(make_test_args())}), {len(tests)} tests, "
-          f"{workers} workers, exit {run['exit']}: {run['tail'].splitlines()[-1]}")
+          f"{workers} workers, exit {run['exit']}: "
+          f"{(run['tail'].splitlines() or ['(pytest printed nothing)'])[-1]}")
     print(f"wall {run['wall']:.1f} s (goal ≤ {GOAL_S:.0f} s: {run['wall'] / GOAL_S:.2f}×); "
           f"CPU reaped {run['reaped']:.0f} s; machine busy {run['machine']:.0f} CPU s "
           f"({run['machine'] / run['wall']:.2f} of {os.cpu_count()} cores)")
