@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 300.0
@@ -53,7 +54,7 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_suite(probe_dir: Path, extra: list[str]) -> dict[str, float]:
+def run_suite(probe_dir: Path, extra: list[str]) -> dict[str, Any]:
     """One run of the suite with the probe; its wall, reaped CPU, machine CPU, exit code."""
     env = {**os.environ, "EHR_RELEASE_TEST_MODE": "1", "SUITE_PROBE_DIR": str(probe_dir),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "bench"),
@@ -89,7 +90,7 @@ def by_file(tests: list[dict]) -> dict[str, list[float]]:
     return table
 
 
-def report(run: dict, tests: list[dict], workers: int, top: int) -> None:
+def report(run: dict[str, Any], tests: list[dict], workers: int, top: int) -> None:
     print(f"make test's options ({' '.join(make_test_args())}), {len(tests)} tests, "
           f"{workers} workers, exit {run['exit']}: "
           f"{(run['tail'].splitlines() or ['(pytest printed nothing)'])[-1]}")
