@@ -271,8 +271,10 @@ def _start_lock() -> Iterator[None]:
 
 
 def _server_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "prefect", "server", "start", "--host", HOST,
-            "--port", str(port)]
+    """``prefect server start`` with Python's collector off its event loop
+    (:mod:`ehr_release.flows.prefect_server`: a 60 s stall of concurrent runs)."""
+    return [sys.executable, "-m", "ehr_release.flows.prefect_server", "prefect", "server",
+            "start", "--host", HOST, "--port", str(port)]
 
 
 def _start_server() -> str:
