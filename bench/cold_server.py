@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from ehr_release.flows.prefect_database import (
     build_template,
     seed_from_template,
 )
-from ehr_release.flows.server import server_env
+from ehr_release.flows.server import server_command, server_env
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -57,8 +56,7 @@ def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, flo
         env |= SEEDED_SERVER_SETTINGS
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+        server_command(port), env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         while True:

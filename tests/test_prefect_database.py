@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
 from ehr_release.flows import prefect_database as db
-from ehr_release.flows.server import _wait_healthy, server_env
+from ehr_release.flows.server import _wait_healthy, server_command, server_env
 from tests.flow_helpers import free_port
 
 
@@ -93,8 +92,7 @@ def test_a_real_server_finds_the_template_fully_migrated_and_serves_from_it(
     log = tmp_path / "server.log"
     with log.open("wb") as out:  # read back if it does not answer (once seen in CI, not here)
         server = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-             "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT,
+            server_command(port), env=env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True)
     api = f"http://127.0.0.1:{port}/api"
     try:

@@ -90,6 +90,6 @@ def test_the_automatic_collector_would_block_the_loop():
 
 
 def test_the_home_starts_its_server_through_the_collector_wrapper():
-    command = server._server_command(4200)
+    command = server.server_command(4200)
     assert command[1:3] == ["-m", "ehr_release.flows.prefect_server"]
     assert command[3:6] == ["prefect", "server", "start"]  # what _is_our_server looks for

@@ -39,7 +39,7 @@ _CALLER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import ehr_release.flows.server as server
-    server._server_command = lambda port: [sys.executable, sys.argv[1], "prefect", "server",
+    server.server_command = lambda port: [sys.executable, sys.argv[1], "prefect", "server",
                                            "start", str(port)]
     from prefect.settings import PREFECT_API_URL  # imported before the start signal
     go = Path(sys.argv[2])

@@ -270,9 +270,11 @@ def _start_lock() -> Iterator[None]:
         os.close(fd)
 
 
-def _server_command(port: int) -> list[str]:
-    """``prefect server start`` with Python's collector off its event loop
-    (:mod:`ehr_release.flows.prefect_server`: a 60 s stall of concurrent runs)."""
+def server_command(port: int) -> list[str]:
+    """The command that starts a home's server: ``prefect server start`` with Python's
+    collector off its event loop (:mod:`ehr_release.flows.prefect_server`: a 60 s stall of
+    concurrent runs). The template's test and ``bench/cold_server.py`` start theirs with it
+    too, so they start the server the product starts."""
     return [sys.executable, "-m", "ehr_release.flows.prefect_server", "prefect", "server",
             "start", "--host", HOST, "--port", str(port)]
 
@@ -293,7 +295,7 @@ def _start_server() -> str:
         env |= SEEDED_SERVER_SETTINGS
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            _server_command(port),
+            server_command(port),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True, umask=PRIVATE_UMASK)
     _write_state(url, proc.pid)
