@@ -12,7 +12,12 @@ with the :mod:`suite_probe` plugin, and prints:
 * the split the goal turns on: tests that do their work in the worker (in-process) against
   tests whose work is in processes they start (the CLI end to end, the README's blocks, the
   examples); and the in-process tests' wall shared evenly over the workers — the suite's time
-  if every process-driven test cost nothing.
+  if every process-driven test cost nothing;
+* the machine's CPU by kind of process (:mod:`process_cpu`, sampled from ``/proc``: test
+  workers, the harness's Prefect servers, home servers, flow processes, second processes,
+  each CLI command, PostgreSQL, the browser, the machine's other programs), next to what the
+  goal allows (every core busy for 300 s), and how much of that the in-process side alone
+  — the workers and their harness's servers — already takes.
 
 Each worker's lines are in a file of its own, so a worker's wall is the sum of its lines.
 Extra arguments after ``--`` go to pytest (a file or ``-k`` to measure part of the suite)::
@@ -34,6 +39,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from process_cpu import IN_PROCESS_KINDS, ProcessSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 300.0
@@ -61,14 +68,18 @@ def run_suite(probe_dir: Path, extra: list[str]) -> dict[str, Any]:
                                                        os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "pytest", *make_test_args(), "-p", "suite_probe", "-q",
                *extra]
+    sampler = ProcessSampler()
+    sampler.start()
     busy_before, started = machine_busy_s(), time.monotonic()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     tail = [line for line in process.stdout if line.strip()][-3:]
     _, status, usage = os.wait4(process.pid, 0)
-    return {"wall": time.monotonic() - started, "reaped": usage.ru_utime + usage.ru_stime,
-            "machine": machine_busy_s() - busy_before,
-            "exit": os.waitstatus_to_exitcode(status), "tail": "".join(tail).strip()}
+    wall, machine = time.monotonic() - started, machine_busy_s() - busy_before
+    sampler.stop()
+    return {"wall": wall, "reaped": usage.ru_utime + usage.ru_stime, "machine": machine,
+            "exit": os.waitstatus_to_exitcode(status), "tail": "".join(tail).strip(),
+            "kinds": sampler.by_kind()}
 
 
 def read_probe(probe_dir: Path) -> tuple[list[dict], int]:
@@ -111,6 +122,26 @@ def report(run: dict[str, Any], tests: list[dict], workers: int, top: int) -> No
     floor = sum(t["wall"] for t in in_process) / max(workers, 1)
     print(f"the in-process tests' wall over {workers} workers: {floor:.0f} s "
           f"(the suite's time if every process-driven test cost nothing, before collection)")
+    report_kinds(run)
+
+
+def report_kinds(run: dict[str, Any]) -> None:
+    """The machine's CPU by kind of process (:mod:`process_cpu`), next to what the goal
+    allows: every core busy for the goal's whole wall."""
+    kinds, cores = run["kinds"], os.cpu_count() or 1
+    allowed = GOAL_S * cores
+    print(f"\n{'CPU by kind of process (sampled from /proc)':<52} {'procs':>5} "
+          f"{'CPU s':>8} {'share':>6}")
+    for kind, (count, cpu) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
+        if cpu >= 0.5:
+            print(f"{kind:<52} {count:>5} {cpu:>8.1f} {cpu / run['machine']:>6.1%}")
+    sampled = sum(cpu for _, cpu in kinds.values())
+    in_process = sum(kinds.get(kind, (0, 0.0))[1] for kind in IN_PROCESS_KINDS)
+    print(f"sampled {sampled:.0f} of the machine's {run['machine']:.0f} CPU s (the rest: "
+          f"processes shorter than the sampling interval)")
+    print(f"the goal allows {allowed:.0f} CPU s ({cores} cores × {GOAL_S:.0f} s); the "
+          f"in-process tests' side alone ({' + '.join(IN_PROCESS_KINDS)}) took "
+          f"{in_process:.0f} CPU s = {in_process / allowed:.2f}× that")
 
 
 def main() -> None:
