@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import httpx
+from process_cpu import cpu_seconds
 
 from ehr_release.flows.prefect_database import (
     SEEDED_SERVER_SETTINGS,
@@ -32,14 +33,6 @@ from ehr_release.flows.prefect_database import (
     seed_from_template,
 )
 from ehr_release.flows.server import server_command, server_env
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system seconds of ``pid`` and its reaped children (``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / TICKS
 
 
 def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, float]:
@@ -69,7 +62,10 @@ def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, flo
             if proc.poll() is not None:
                 raise SystemExit("the server exited before answering")
             time.sleep(0.1)
-        return time.monotonic() - started, _cpu_s(proc.pid)
+        cpu = cpu_seconds(proc.pid, children=True)  # its own and its reaped children's
+        if cpu is None:
+            raise SystemExit("the server ended as it answered")
+        return time.monotonic() - started, cpu
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)

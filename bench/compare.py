@@ -62,19 +62,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from process_cpu import cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "artuc-mimic" / "config.yaml"
-_TICKS = os.sysconf("SC_CLK_TCK")
 STAGES = ("anonymize", "verify+attack", "evaluate")
-
-
-def _proc_cpu(pid: int) -> float | None:
-    """User + system CPU of ``pid`` so far (None once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _own_cpu() -> float:
@@ -185,7 +177,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     streamed: dict[int, float] = {}
     box: dict[str, Any] = {}
     try:
-        server_cpu0, cpu0 = _proc_cpu(server_pid) or 0.0, _own_cpu()
+        server_cpu0, cpu0 = cpu_seconds(server_pid) or 0.0, _own_cpu()
         t0 = time.perf_counter()
 
         def shown(outcome: Any, done: int, total: int) -> None:
@@ -202,7 +194,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         worker.join(args.budget)
         wall = time.perf_counter() - t0
         cpu = _own_cpu() - cpu0
-        server_cpu = (_proc_cpu(server_pid) or 0.0) - server_cpu0
+        server_cpu = (cpu_seconds(server_pid) or 0.0) - server_cpu0
     finally:
         stop_local_server()
     finished = "report" in box

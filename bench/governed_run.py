@@ -56,6 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from process_cpu import cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The CLI as a module of whatever source tree ``PYTHONPATH`` names (see ``--src``).
 CLI = [sys.executable, "-m", "ehr_release.cli"]
@@ -63,23 +65,11 @@ CLI = [sys.executable, "-m", "ehr_release.cli"]
 CPP_REFERENCE_S = 12.8
 ISSUE_GOVERNED_S = 21.2
 _STEP = re.compile(r"^\s*\S+ (?P<label>.+?)\s{2,}(?P<secs>[\d.]+) s")
-_TICKS = os.sysconf("SC_CLK_TCK")
 #: The CLI's progress labels, shortened; it prints certify and park on one line or two.
 _STEP_NAMES = {"ingest": "precheck", "Prefect server": "prefect", "anonymize": "anonymize",
                "verify + attack audit": "verify+attack", "evaluate utility": "evaluate",
                "certify, park for review": "certify+park", "certify": "certify+park",
                "park for review": "certify+park"}
-
-
-def _cpu_seconds(pid: int, *, children: bool = False) -> float | None:
-    """User + system CPU of ``pid`` so far (None once it is gone); with ``children``, that
-    of its children it has waited for instead (the flow process's evaluation aside)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    at = 13 if children else 11
-    return (int(fields[at]) + int(fields[at + 1])) / _TICKS
 
 
 def _find_flow_process(run_id: str) -> int | None:
@@ -105,7 +95,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path,
                  extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One ``ehr-release run``: wall, CPU of each process, the CLI's stage lines."""
     server = _server_pid(home)
-    server_cpu0 = _cpu_seconds(server) if server else 0.0
+    server_cpu0 = cpu_seconds(server) if server else 0.0
     before = os.times()
     started_at = time.time()
     t0 = time.perf_counter()
@@ -130,9 +120,9 @@ def governed_run(data: Path, env: dict[str, str], home: Path,
         if run_id is not None and flow_pid is None:
             flow_pid = _find_flow_process(run_id)
         if flow_pid is not None:
-            cpu = _cpu_seconds(flow_pid)
+            cpu = cpu_seconds(flow_pid)
             flow_cpu = cpu if cpu is not None else flow_cpu
-            aside_cpu = _cpu_seconds(flow_pid, children=True) or aside_cpu
+            aside_cpu = cpu_seconds(flow_pid, own=False, children=True) or aside_cpu
         if cli.poll() is not None:
             break
         time.sleep(0.05)
@@ -141,9 +131,9 @@ def governed_run(data: Path, env: dict[str, str], home: Path,
     lines = [ln.rstrip("\n") for ln in lines]
     after = os.times()
     # The flow process parks the run, then exits: count its last CPU seconds too.
-    while flow_pid is not None and (cpu := _cpu_seconds(flow_pid)) is not None:
+    while flow_pid is not None and (cpu := cpu_seconds(flow_pid)) is not None:
         flow_cpu = cpu
-        aside_cpu = _cpu_seconds(flow_pid, children=True) or aside_cpu
+        aside_cpu = cpu_seconds(flow_pid, own=False, children=True) or aside_cpu
         time.sleep(0.05)
     server = _server_pid(home)
     if cli.returncode != 0 or run_id is None:
@@ -161,7 +151,7 @@ def governed_run(data: Path, env: dict[str, str], home: Path,
             "cli_cpu": (after.children_user - before.children_user
                         + after.children_system - before.children_system),
             "flow_cpu": flow_cpu, "aside_cpu": aside_cpu,
-            "server_cpu": (_cpu_seconds(server) or 0.0) - (server_cpu0 or 0.0)
+            "server_cpu": (cpu_seconds(server) or 0.0) - (server_cpu0 or 0.0)
             if server else float("nan"),
             "steps": steps}
 

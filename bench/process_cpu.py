@@ -31,9 +31,9 @@ IN_PROCESS_KINDS = ("pytest workers", "harness Prefect servers")
 _CLI = re.compile(r"(?:bin/ehr-release|-m ehr_release\.cli)\s+(?P<command>[a-z][\w-]*)")
 
 
-def kind_of(cmdline: str, name: str = "") -> str:
-    """The kind of a process, from its command line (``name``: its ``comm``, for the kernel's
-    threads and processes whose command line is gone)."""
+def kind_of(cmdline: str) -> str:
+    """The kind of a process, from its command line (empty for the kernel's threads, and for
+    a process whose command line is gone)."""
     if not cmdline.strip():
         return "kernel and unnamed"
     if "exec(eval(sys.stdin.readline()))" in cmdline:  # execnet: an xdist worker
@@ -61,16 +61,41 @@ def kind_of(cmdline: str, name: str = "") -> str:
         return "Chromium and Playwright"
     if program.startswith("python"):
         return "other Python"
-    return f"other: {program or name}"
+    return f"other: {program}"
+
+
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the process's name (which may hold spaces and
+    parentheses), so that index 11 is its user CPU, 13 its reaped children's and 19 its start
+    time; None once it is gone."""
+    try:
+        stat = Path(_PROC, str(pid), "stat").read_bytes()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def cpu_seconds(pid: int | str, *, own: bool = True, children: bool = False) -> float | None:
+    """User + system CPU seconds of ``pid`` so far (``own``), of the children it has reaped
+    (``children``), or of both; None once it is gone. The one reading of ``/proc`` CPU the
+    benches share."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    return _cpu(fields, own=own, children=children)
+
+
+def _cpu(fields: list[bytes], *, own: bool = True, children: bool = False) -> float:
+    ticks = (int(fields[11]) + int(fields[12]) if own else 0) + \
+            (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / _TICK
 
 
 @dataclass
 class _Seen:
     cmdline: str
-    name: str
-    first_cpu: float
+    baseline_cpu: float  # what it had spent before the first look; 0 if started since
     last_cpu: float
-    at_start: bool
 
 
 @dataclass
@@ -98,10 +123,10 @@ class ProcessSampler:
         """Per kind: how many processes spent CPU while sampled, and their CPU seconds."""
         table: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
         for seen in self._seen.values():
-            spent = seen.last_cpu - (seen.first_cpu if seen.at_start else 0.0)
+            spent = seen.last_cpu - seen.baseline_cpu
             if spent <= 0:
                 continue
-            row = table[kind_of(seen.cmdline, seen.name)]
+            row = table[kind_of(seen.cmdline)]
             row[0] += 1
             row[1] += spent
         return {kind: (int(n), cpu) for kind, (n, cpu) in table.items()}
@@ -116,17 +141,14 @@ class ProcessSampler:
         except OSError:
             return
         for entry in entries:
-            try:
-                stat = Path(entry.path, "stat").read_bytes()
-            except OSError:  # ended meanwhile
+            fields = stat_fields(entry.name)
+            if fields is None:  # ended meanwhile
                 continue
-            name = stat[stat.find(b"(") + 1:stat.rfind(b")")].decode(errors="replace")
-            fields = stat[stat.rfind(b")") + 2:].split()
-            cpu = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+            cpu = _cpu(fields)
             key = (int(entry.name), int(fields[19]))  # pid and start time: pids are reused
             seen = self._seen.get(key)
             if seen is None:
-                self._seen[key] = _Seen(_cmdline(entry.path), name, cpu, cpu, first)
+                self._seen[key] = _Seen(_cmdline(entry.path), cpu if first else 0.0, cpu)
             else:
                 seen.last_cpu = cpu
                 if not seen.cmdline:  # read before exec filled it in

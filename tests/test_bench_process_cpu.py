@@ -4,6 +4,7 @@ sampler attributes a detached process's CPU, which no worker reaps."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from process_cpu import ProcessSampler, kind_of  # noqa: E402
+from process_cpu import ProcessSampler, cpu_seconds, kind_of  # noqa: E402
 
 PY = "/work/x/.venv/bin/python"
 
@@ -53,3 +54,19 @@ def test_a_process_no_one_here_reaps_is_counted_with_its_cpu() -> None:
     count, cpu = sampler.by_kind()["test drivers (tests.*)"]
     assert count == 1
     assert 0.4 <= cpu <= 1.5
+
+
+def test_cpu_seconds_reads_own_and_reaped_childrens_cpu() -> None:
+    """The benches' one reading of a process's CPU: its own, agreeing with the process's own
+    clock, and that of the children it reaped, counted apart or together."""
+    pid = os.getpid()
+    own = cpu_seconds(pid)
+    assert own is not None and abs(own - time.process_time()) < 0.1
+    before = cpu_seconds(pid, own=False, children=True)
+    spin = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True, timeout=30)
+    reaped = cpu_seconds(pid, own=False, children=True)
+    assert before is not None and reaped is not None and reaped - before >= 0.25
+    both = cpu_seconds(pid, children=True)
+    assert both is not None and both >= reaped
+    assert cpu_seconds(2**22 + 1) is None  # no such process
