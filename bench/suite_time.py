@@ -73,12 +73,17 @@ def run_suite(probe_dir: Path, extra: list[str]) -> dict[str, Any]:
     busy_before, started = machine_busy_s(), time.monotonic()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
-    tail = [line for line in process.stdout if line.strip()][-3:]
+    lines = [line for line in process.stdout if line.strip()]
+    (probe_dir / "pytest.out").write_text("".join(lines))  # a failure's message, with --keep
+    tail = lines[-3:]
+    # pytest -q's short summary: a failed or erroring test must be named, not only counted
+    problems = [line.strip() for line in lines if line.startswith(("FAILED ", "ERROR "))]
     _, status, usage = os.wait4(process.pid, 0)
     wall, machine = time.monotonic() - started, machine_busy_s() - busy_before
     sampler.stop()
     return {"wall": wall, "reaped": usage.ru_utime + usage.ru_stime, "machine": machine,
             "exit": os.waitstatus_to_exitcode(status), "tail": "".join(tail).strip(),
+            "problems": problems,
             "kinds": sampler.by_kind()}
 
 
@@ -108,6 +113,8 @@ def report(run: dict[str, Any], tests: list[dict], workers: int, top: int) -> No
     print(f"wall {run['wall']:.1f} s (goal ≤ {GOAL_S:.0f} s: {run['wall'] / GOAL_S:.2f}×); "
           f"CPU reaped {run['reaped']:.0f} s; machine busy {run['machine']:.0f} CPU s "
           f"({run['machine'] / run['wall']:.2f} of {os.cpu_count()} cores)")
+    for problem in run["problems"]:
+        print(problem)
     print(f"\n{'file':<52} {'tests':>5} {'wall s':>8} {'own cpu':>8} {'children':>8}")
     table = by_file(tests)
     for name, (count, wall, own, children) in sorted(table.items(),
@@ -147,7 +154,8 @@ def report_kinds(run: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="test files to list")
-    parser.add_argument("--keep", type=Path, help="keep the probe's lines in this folder")
+    parser.add_argument("--keep", type=Path,
+                        help="keep the probe's lines and pytest's output in this folder")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="suite-probe-") as scratch:

@@ -109,10 +109,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The loop services a home's server does not start, unless the environment asks for one:
+#: exactly those Prefect itself leaves out of its ephemeral single-user server
+#: (``prefect.server.services``: no ``RunInEphemeralServers``, no ``run_in_ephemeral``).
+#: They act on what a home never holds — deployment schedules and late scheduled runs,
+#: workers and work pools, paused runs, concurrency leases, workers' cleanup messages,
+#: cancelled runs' children (a CLI run has none) — and polled SQLite every 5–20 s, which
+#: an idle home server paid for as long as it ran (1.56 against 1.13 CPU s a minute,
+#: ``bench/idle_server.py``). What the home does use stays: the task-run recorder, the event
+#: persister and triggers, the log and event streams, the UI. A site that schedules runs
+#: or runs workers does so against a server of its own (README, "Running against a
+#: Prefect server"), which runs Prefect's defaults.
+UNUSED_SERVICES = {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in (
+    "SCHEDULER", "LATE_RUNS", "FOREMAN", "PAUSE_EXPIRATIONS", "REPOSSESSOR",
+    "CLEANUP_RECONCILER", "CANCELLATION_CLEANUP")}
+
+
 def server_env(port: int) -> dict[str, str]:
-    """The environment of a local server on ``port``: its UI is told that very address."""
+    """The environment of a local server on ``port``: its UI is told that very address,
+    and it runs only the services a home uses (:data:`UNUSED_SERVICES`)."""
     url = f"http://{HOST}:{port}/api"
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    env = {**UNUSED_SERVICES, **os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_SERVER_API_HOST": HOST, "PREFECT_SERVER_API_PORT": str(port),
            "PREFECT_UI_API_URL": url, "PREFECT_UI_URL": f"http://{HOST}:{port}"}
     env.pop("PREFECT_API_URL", None)
