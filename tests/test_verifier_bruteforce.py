@@ -574,9 +574,10 @@ def kkm_releases(draw):
             rec["cluster"] = other["cluster"]
         elif edit == 1 and rec["codes"]:  # a generalized code dropped
             rec["codes"].pop(draw(st.integers(0, len(rec["codes"]) - 1)))
-        elif edit == 2:  # a generalized code added
+        elif edit == 2:  # a generalized code added (one the record does not hold yet,
+            # whatever order an earlier edit 4 listed its codes in)
             group = list(GENERALIZED[draw(st.sampled_from(sorted(GENERALIZED)))])
-            if group not in rec["codes"]:
+            if sorted(group) not in [sorted(held) for held in rec["codes"]]:
                 rec["codes"].append(group)
         elif edit == 3:  # the same box written with float bounds: still the same class
             rec["demographics"]["age"] = [float(x) for x in rec["demographics"]["age"]]
