@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -32,21 +34,23 @@ from ehr_release.flows.prefect_database import (
     build_template,
     seed_from_template,
 )
-from ehr_release.flows.server import server_command, server_env
+from ehr_release.flows.server import _free_port, server_command, server_env
 
 
-def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, float]:
-    """Seconds until the server answers, and its CPU seconds by then."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+@contextmanager
+def home_server(prefect_home: Path, seeded: bool, skip: bool,
+                extra_env: dict[str, str] | None = None
+                ) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """A server started in ``prefect_home`` as the CLI starts a home's server (on a copy of
+    the template if ``seeded``, skipping its migration and registration if ``skip``, with
+    ``extra_env`` on top): the process and the seconds until it answered. Ended on exit."""
+    port = _free_port()
     env = server_env(port) | {"PREFECT_HOME": str(prefect_home)}
     if seeded and not seed_from_template(env):
         raise SystemExit("no template: run `ehr-release warm-up` first")
     if skip:
         env |= SEEDED_SERVER_SETTINGS
+    env |= extra_env or {}
     started = time.monotonic()
     proc = subprocess.Popen(
         server_command(port), env=env, stdout=subprocess.DEVNULL,
@@ -62,13 +66,19 @@ def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, flo
             if proc.poll() is not None:
                 raise SystemExit("the server exited before answering")
             time.sleep(0.1)
-        cpu = cpu_seconds(proc.pid, children=True)  # its own and its reaped children's
-        if cpu is None:
-            raise SystemExit("the server ended as it answered")
-        return time.monotonic() - started, cpu
+        yield proc, time.monotonic() - started
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
+
+
+def start_once(prefect_home: Path, seeded: bool, skip: bool) -> tuple[float, float]:
+    """Seconds until the server answers, and its CPU seconds by then."""
+    with home_server(prefect_home, seeded, skip) as (proc, answered_s):
+        cpu = cpu_seconds(proc.pid, children=True)  # its own and its reaped children's
+        if cpu is None:
+            raise SystemExit("the server ended as it answered")
+        return answered_s, cpu
 
 
 def main() -> None:

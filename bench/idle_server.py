@@ -15,50 +15,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
+from cold_server import home_server
 from process_cpu import cpu_seconds
 
-from ehr_release.flows.prefect_database import (
-    SEEDED_SERVER_SETTINGS,
-    build_template,
-    seed_from_template,
-)
-from ehr_release.flows.server import UNUSED_SERVICES, server_command, server_env
+from ehr_release.flows.prefect_database import build_template
+from ehr_release.flows.server import UNUSED_SERVICES
 
 
 def idle_cpu_per_minute(prefect_home: Path, defaults: bool, settle_s: float,
                         window_s: float) -> float:
     """The server's CPU seconds per minute over ``window_s`` of idleness."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = server_env(port) | {"PREFECT_HOME": str(prefect_home)}
-    if defaults:
-        env |= {name: "true" for name in UNUSED_SERVICES}
-    if not seed_from_template(env):
-        raise SystemExit("no template: run `ehr-release warm-up` first")
-    env |= SEEDED_SERVER_SETTINGS
-    proc = subprocess.Popen(server_command(port), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code \
-                        == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise SystemExit("the server exited before answering")
-            time.sleep(0.2)
+    restored = {name: "true" for name in UNUSED_SERVICES} if defaults else None
+    with home_server(prefect_home, seeded=True, skip=True, extra_env=restored) as (proc, _):
         time.sleep(settle_s)
         before = cpu_seconds(proc.pid, children=True)
         time.sleep(window_s)
@@ -66,9 +39,6 @@ def idle_cpu_per_minute(prefect_home: Path, defaults: bool, settle_s: float,
         if before is None or after is None:
             raise SystemExit("the server ended while idle")
         return (after - before) * 60 / window_s
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 def main() -> None:
